@@ -1,0 +1,189 @@
+"""`.github/autoresearch.yml`: the target repository's contract with autoresearch.
+
+Validated with pydantic; a wrong file raises ConfigError whose message names each bad field
+(as a dotted path), what is wrong with it, and how to fix it. Pure apart from `load_config`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+CONFIG_PATH = ".github/autoresearch.yml"
+
+
+class ConfigError(ValueError):
+    """The config file is missing or wrong. `problems` holds one (field, message) per fault."""
+
+    def __init__(self, source: str, problems: list[tuple[str, str]]):
+        self.source = source
+        self.problems = problems
+        lines = [f"{source}: invalid autoresearch config"]
+        lines += [f"  - {field}: {msg}" for field, msg in problems]
+        super().__init__("\n".join(lines))
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Metric(Strict):
+    name: str = Field(pattern=r"^[\w.µ]+$")
+    direction: Literal["higher", "lower"] = "higher"
+    primary: bool = False
+    unit: str = ""
+
+
+class Timeouts(Strict):
+    build: float = Field(600, gt=0)
+    benchmark: float = Field(300, gt=0)
+    checks: float = Field(600, gt=0)
+
+
+class Repeats(Strict):
+    """Benchmark invocations per arm. `min` is what calibration may lower to, `max` its cap."""
+
+    min: int = Field(6, ge=3)
+    max: int = Field(20, ge=3)
+    warmup: int = Field(1, ge=0)
+    calibration: int = Field(6, ge=3, description="A/A invocations per pseudo-arm")
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if self.max < self.min:
+            raise ValueError(f"max ({self.max}) must be >= min ({self.min})")
+        return self
+
+
+class Thresholds(Strict):
+    alpha: float = Field(0.05, gt=0, lt=0.5)
+    min_effect_pct: float = Field(1.0, ge=0, description="never call a change below this a win")
+    target_mde_pct: float = Field(5.0, gt=0, description="repeats are chosen to reach this MDE")
+    max_cv_pct: float = Field(15.0, gt=0, description="above this an arm is re-measured once")
+    max_spread: float = Field(3.0, gt=1, description="max/min of baseline above this = broken parser")
+
+
+class Budget(Strict):
+    usd: float = Field(30.0, ge=0)
+    max_vms: int = Field(4, ge=1)
+    max_experiments: int = Field(30, ge=1)
+    wall_hours: float = Field(4.0, gt=0)
+
+
+class InversePair(Strict):
+    """Two metrics that must agree: a * b ~= product (e.g. tok/s * ms/tok = 1000)."""
+
+    a: str
+    b: str
+    product: float = Field(gt=0)
+    tolerance: float = Field(0.1, gt=0, lt=1)
+
+
+class Sanity(Strict):
+    inverse_pairs: list[InversePair] = []
+
+
+class Research(Strict):
+    recipes: list[str] = Field(default_factory=list, description="recipe sets under kernels/recipes")
+    backends: list[str] = Field(default_factory=list, description="folders of other backends")
+    forks: list[str] = Field(default_factory=list, description="owner/name of competing repos")
+    papers: list[str] = Field(default_factory=list, description="arXiv search queries")
+    max_hypotheses: int = Field(8, ge=1)
+
+
+class Platform(Strict):
+    name: str
+    instance_type: str | None = None
+    cloud: str | None = None
+
+
+class TargetConfig(Strict):
+    version: Literal[1] = 1
+    name: str = ""
+    build: str
+    benchmark: str
+    checks: str
+    metrics: list[Metric] = Field(min_length=1)
+    editable: list[str] = Field(min_length=1, description="globs the agent may edit")
+    timeouts: Timeouts = Timeouts()
+    repeats: Repeats = Repeats()
+    thresholds: Thresholds = Thresholds()
+    budget: Budget = Budget()
+    sanity: Sanity = Sanity()
+    research: Research = Research()
+    platforms: list[Platform] = Field(default_factory=lambda: [Platform(name="local")])
+    agent: Literal["offline", "claude", "none"] = "offline"
+    approvers: list[str] = []
+
+    @field_validator("platforms", mode="before")
+    @classmethod
+    def _platform_names(cls, value):
+        # Allow the short form `platforms: [x86, arm]`.
+        if isinstance(value, list):
+            return [{"name": v} if isinstance(v, str) else v for v in value]
+        return value
+
+    @model_validator(mode="after")
+    def _one_primary(self):
+        primaries = [m.name for m in self.metrics if m.primary]
+        names = [m.name for m in self.metrics]
+        if len(set(names)) != len(names):
+            raise ValueError("metrics: each metric name must appear once")
+        if len(primaries) != 1:
+            raise ValueError(
+                f"metrics: exactly one metric needs 'primary: true' (found {len(primaries)}: {primaries})"
+            )
+        for pair in self.sanity.inverse_pairs:
+            for name in (pair.a, pair.b):
+                if name not in names:
+                    raise ValueError(f"sanity.inverse_pairs: {name!r} is not a declared metric")
+        return self
+
+    @property
+    def primary(self) -> Metric:
+        return next(m for m in self.metrics if m.primary)
+
+    def metric(self, name: str) -> Metric:
+        return next(m for m in self.metrics if m.name == name)
+
+
+_FIXES = {
+    "missing": "add it",
+    "extra_forbidden": "remove it or check its spelling",
+    "literal_error": "use one of the allowed values",
+    "string_pattern_mismatch": "use letters, digits, '_', '.' only",
+}
+
+
+def _problems(error: ValidationError) -> list[tuple[str, str]]:
+    out = []
+    for item in error.errors():
+        loc = ".".join(str(p) for p in item["loc"]) or "(top level)"
+        msg = item["msg"].removeprefix("Value error, ")
+        fix = _FIXES.get(item["type"])
+        out.append((loc, f"{msg}; fix: {fix}" if fix else msg))
+    return out
+
+
+def parse_config(text: str, source: str = CONFIG_PATH) -> TargetConfig:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(unknown position)"
+        raise ConfigError(source, [(where, f"not valid YAML: {getattr(exc, 'problem', exc)}")]) from None
+    if not isinstance(data, dict):
+        raise ConfigError(source, [("(top level)", "must be a mapping of fields (build, benchmark, ...)")])
+    try:
+        return TargetConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(source, _problems(exc)) from None
+
+
+def load_config(repo: Path) -> TargetConfig:
+    path = Path(repo) / CONFIG_PATH
+    if not path.is_file():
+        raise ConfigError(str(path), [("(file)", f"not found; create {CONFIG_PATH} in the target repository")])
+    return parse_config(path.read_text(encoding="utf-8"), source=str(path))

@@ -1,0 +1,58 @@
+"""The benchmark contract: parse `METRIC name=value` lines. Pure; no I/O.
+
+Grammar (one metric per line): ``^METRIC\\s+([\\w.µ]+)=(\\S+)\\s*$``. Values must be finite
+numbers; when a name repeats, the last value wins (benchmarks may print a provisional figure
+and then the final one).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+METRIC_LINE = re.compile(r"^METRIC\s+([\w.µ]+)=(\S+)\s*$")
+
+
+@dataclass(frozen=True)
+class ParsedMetrics:
+    values: dict[str, float]
+    # Lines that looked like METRIC lines but were not valid: (line number, text, reason).
+    rejected: list[tuple[int, str, str]] = field(default_factory=list)
+
+
+def parse_metrics(output: str) -> ParsedMetrics:
+    values: dict[str, float] = {}
+    rejected: list[tuple[int, str, str]] = []
+    for lineno, raw in enumerate(output.splitlines(), start=1):
+        line = raw.rstrip("\r")
+        if not line.startswith("METRIC"):
+            continue
+        match = METRIC_LINE.match(line)
+        if not match:
+            rejected.append((lineno, line, "not of the form 'METRIC name=value'"))
+            continue
+        name, text = match.groups()
+        try:
+            value = float(text)
+        except ValueError:
+            rejected.append((lineno, line, f"value {text!r} is not a number"))
+            continue
+        if not math.isfinite(value):
+            rejected.append((lineno, line, f"value {text!r} is not finite"))
+            values.pop(name, None)  # a non-finite last value must not leave a stale earlier one
+            continue
+        values[name] = value
+    return ParsedMetrics(values=values, rejected=rejected)
+
+
+def missing_metrics(parsed: ParsedMetrics, required: list[str]) -> list[str]:
+    return [name for name in required if name not in parsed.values]
+
+
+def explain_missing(parsed: ParsedMetrics, name: str) -> str:
+    """Why a required metric has no value: never printed, or printed but rejected."""
+    bad = [r for r in parsed.rejected if r[1].startswith(f"METRIC {name}=") or f" {name}=" in r[1]]
+    if bad:
+        lineno, text, reason = bad[-1]
+        return f"metric {name!r}: line {lineno} {text!r}: {reason}"
+    return f"metric {name!r} was never printed (expected a line 'METRIC {name}=<number>')"
