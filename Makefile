@@ -1,0 +1,33 @@
+# Two entry points (see README): `make demo` and `make test`. Both set up what they need.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+
+.PHONY: demo test test-slow system-deps clean
+
+$(STAMP): pyproject.toml
+	@command -v gcc >/dev/null || { echo "gcc is required (apt-get install build-essential)"; exit 1; }
+	@command -v git >/dev/null || { echo "git is required (apt-get install git)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[bot,llm,test]'
+	@rm -f $(VENV)/.installed-*; touch $@
+
+# Runs the whole loop on the bundled demo target (examples/tinyllm).
+demo: $(STAMP)
+	$(VENV)/bin/autoresearch demo --out .autoresearch/demo-run
+
+# System packages the tests need (redis-server, cross compiler + qemu for NEON); idempotent.
+system-deps:
+	@bash tests/system-deps.sh
+
+test: $(STAMP) system-deps
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Slow real-target checks (llama.cpp builds); see README.
+test-slow: $(STAMP) system-deps
+	$(PY) -m pytest -m slow $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) .autoresearch autoresearch-runs

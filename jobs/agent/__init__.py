@@ -1,0 +1,1 @@
+"""Agents turn one hypothesis into one commit in an experiment's worktree."""

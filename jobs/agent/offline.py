@@ -1,0 +1,73 @@
+"""The offline agent: implements a hypothesis from its recipe (or a maintainer's patch file).
+
+Deterministic and free; the Claude agent sits beside it behind the same `implement` call.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import gitops
+from ..config import TargetConfig
+from ..model import Hypothesis
+from ..recipes import Recipe, RecipeError, planned_edits
+from .guard import EditRefused, check_edit
+
+
+class NotImplementable(RuntimeError):
+    """The agent cannot turn this hypothesis into a patch (no recipe, drifted tree, refused edit)."""
+
+
+def commit_message(h: Hypothesis, recipe: Recipe | None) -> str:
+    if recipe is not None:
+        body = recipe.commit.strip()
+    else:
+        body = f"{h.title}\n\n{h.rationale}"
+    evidence = "\n".join(f"- {e.where}: {e.note}" for e in h.evidence)
+    return f"{body}\n\nHypothesis: {h.id} ({h.kind})\nEvidence:\n{evidence}\n"
+
+
+class OfflineAgent:
+    name = "offline"
+
+    def __init__(self, recipes: dict[str, Recipe]):
+        self.recipes = recipes
+
+    def implement(self, h: Hypothesis, tree: Path, config: TargetConfig) -> str:
+        """Make one commit in `tree` implementing `h`; returns the commit id."""
+        if h.patch:
+            return self._apply_patch(h, Path(h.patch), tree, config)
+        recipe = self.recipes.get(h.recipe or "")
+        if recipe is None:
+            raise NotImplementable("no recipe implements this hypothesis offline; "
+                                   "the Claude agent (--agent claude) can attempt it")
+        try:
+            contents = planned_edits(recipe, tree)
+        except RecipeError as exc:
+            raise NotImplementable(str(exc)) from None
+        for rel in contents:
+            try:
+                check_edit(rel, tree, config)
+            except EditRefused as exc:
+                raise NotImplementable(f"edit refused: {exc}") from None
+        for rel, text in contents.items():
+            (Path(tree) / rel).write_text(text, encoding="utf-8")
+        return gitops.commit_all(tree, commit_message(h, recipe))
+
+    def _apply_patch(self, h: Hypothesis, patch: Path, tree: Path, config: TargetConfig) -> str:
+        if not patch.is_file():
+            raise NotImplementable(f"patch file {patch} not found")
+        text = patch.read_text(encoding="utf-8")
+        files = gitops.git(tree, "apply", "--numstat", "-", input=text, check=False)
+        if not files:
+            raise NotImplementable(f"{patch.name}: not a patch git can read")
+        for line in files.splitlines():
+            rel = line.split("\t")[-1]
+            try:
+                check_edit(rel, tree, config)
+            except EditRefused as exc:
+                raise NotImplementable(f"edit refused: {exc}") from None
+        try:
+            gitops.apply_patch(tree, text)
+        except gitops.GitError as exc:
+            raise NotImplementable(f"{patch.name} does not apply to the base commit: {exc}") from None
+        return gitops.commit_all(tree, f"{h.id}: maintainer candidate\n\nFrom {patch.name}.\n")

@@ -1,0 +1,213 @@
+"""`autoresearch` command line: run, calibrate, research, demo (and serve/worker from bot/)."""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from . import gitops
+from .config import ConfigError
+from .ledger import LedgerError, load_state
+from .pipeline import Run, RunError, RunOptions, new_run_id
+from .recipes import RecipeError
+
+DEMO_SOURCE = Path(__file__).resolve().parent.parent / "examples" / "tinyllm"
+console = Console(stderr=False)
+
+
+class ProgressView:
+    """Renders pipeline events as rich progress bars: research, each experiment, the stack."""
+
+    def __init__(self, progress: Progress):
+        self.p = progress
+        self.tasks: dict[str, int] = {}
+
+    def _task(self, name: str, label: str | None = None) -> int:
+        if name not in self.tasks:
+            self.tasks[name] = self.p.add_task(label or name, total=1.0)
+        return self.tasks[name]
+
+    def __call__(self, event: dict) -> None:
+        kind = event["type"]
+        if kind == "phase":
+            phase = event["phase"]
+            if phase in ("research", "calibrate"):
+                self._task(phase, "research (scan + recipes)" if phase == "research" else "calibrate (A/A noise)")
+        elif kind == "research_done":
+            self.p.update(self._task("research"), completed=1.0,
+                          description=f"research: {len(event['hypotheses'])} hypotheses")
+        elif kind == "calibrated":
+            self.p.update(self._task("calibrate"), completed=1.0, description="calibrate: done")
+        elif kind == "experiment_start":
+            self._task(event["name"], f"experiment {event['name']}")
+        elif kind == "progress":
+            task = self._task(event["name"], event["name"])
+            self.p.update(task, completed=event["fraction"], description=f"{event['name']}: {event['message']}")
+        elif kind == "experiment_done":
+            task = self._task(event["name"], event["name"])
+            tag = " (resumed)" if event.get("resumed") else ""
+            self.p.update(task, completed=1.0, description=f"{event['name']}: {event['status']}{tag}")
+        elif kind == "warning":
+            self.p.console.print(f"[yellow]warning:[/] {event['message']}")
+        elif kind == "resume":
+            self.p.console.print(f"resuming run at phase {event['phase']}")
+
+
+def _progress() -> Progress:
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                    console=console, transient=False)
+
+
+def _options(args, **extra) -> RunOptions:
+    target = Path(args.target).resolve()
+    out = Path(args.out) if args.out else None
+    run_id = getattr(args, "run_id", None)
+    if out and not run_id:
+        state = load_state(out) if out.exists() else None
+        run_id = state["run_id"] if state else None
+    if not run_id:
+        top = gitops.toplevel(target)
+        if top is None:
+            raise RunError(f"{target} is not a git repository: autoresearch needs one")
+        run_id = new_run_id(gitops.head_commit(top))
+    out = out or Path("autoresearch-runs") / run_id
+    return RunOptions(target=target, out=out.resolve(), run_id=run_id, **extra)
+
+
+def _print_table(summary: dict) -> None:
+    stack = summary.get("stack")
+    table = Table(title=f"A/B on {summary['platform']} ({summary['cpu']})")
+    for col in ("experiment", "status", "metric", "base mean±sd", "head mean±sd", "Δ%", "p", "verdict"):
+        table.add_column(col)
+    for rec in summary["experiments"] + ([dict(stack, name="STACK")] if stack else []):
+        metrics = rec.get("metrics") or [None]
+        for i, m in enumerate(metrics):
+            head = [rec["name"], rec["status"]] if i == 0 else ["", ""]
+            if m is None:
+                table.add_row(*head, "—", "", "", "", "", rec["reason"][:60])
+            else:
+                table.add_row(*head, m["name"], f"{m['base_mean']:.4g}±{m['base_sd']:.2g}",
+                              f"{m['head_mean']:.4g}±{m['head_sd']:.2g}", f"{m['delta_pct']:+.1f}",
+                              f"{m['p_value']:.3f}", m["verdict"])
+    console.print(table)
+
+
+def cmd_run(args) -> int:
+    options = _options(args, agent=args.agent, candidates=[Path(p) for p in args.candidate],
+                       repeats=args.repeats, executor=args.executor)
+    if args.agent == "none" and not options.candidates:
+        raise RunError("--agent none evaluates only --candidate patches; give at least one")
+    for patch in options.candidates:
+        if not patch.is_file():
+            raise RunError(f"--candidate {patch}: no such file")
+    with _progress() as progress:
+        summary = Run(options, on_event=ProgressView(progress)).execute()
+    _print_table(summary)
+    out = options.out
+    console.print(f"\nbranch    {summary['branch']} in {summary['repo']}")
+    for name in ("research.md", "experiments.jsonl", "pr.md", "summary.json"):
+        console.print(f"{name:<18}{out / name}")
+    return 0
+
+
+def cmd_calibrate(args) -> int:
+    options = _options(args, calibrate_only=True, agent="none")
+    with _progress() as progress:
+        result = Run(options, on_event=ProgressView(progress)).execute()
+    table = Table(title=f"A/A calibration on {result['cpu']}")
+    for col in ("metric", "sd of log", "drift", "false-win rate", "MDE", "MDE with probe", "floor", "repeats/arm"):
+        table.add_column(col)
+    for name, c in result["calibration"].items():
+        probe = f"{c['mde_pct_with_probe']:.1f}%" if c.get("mde_pct_with_probe") else "—"
+        table.add_row(name, f"{100 * c['sd_log']:.2f}%", "yes" if c["drift"] else "no",
+                      f"{100 * c['false_win_rate']:.1f}%", f"{c['mde_pct']:.1f}%", probe,
+                      f"{c['floor_pct']:.1f}%", str(c["repeats"]))
+    console.print(table)
+    return 0
+
+
+def cmd_research(args) -> int:
+    options = _options(args, research_only=True, agent=args.agent)
+    with _progress() as progress:
+        result = Run(options, on_event=ProgressView(progress)).execute()
+    console.print(f"{len(result['hypotheses'])} hypotheses; research.md and hypotheses.json in {options.out}")
+    return 0
+
+
+def demo_target(dest: Path) -> Path:
+    """Materialise the bundled demo as its own git repository (reused when unchanged)."""
+    if not (DEMO_SOURCE / ".github" / "autoresearch.yml").is_file():
+        raise RunError(f"bundled demo not found at {DEMO_SOURCE}")
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(DEMO_SOURCE, dest, ignore=shutil.ignore_patterns("*.o", "tinyllm", "tinyllm_ref", "build"))
+    gitops.git(dest, "init", "-q", "-b", "main")
+    gitops.commit_all(dest, "tinyllm demo target")
+    return dest
+
+
+def cmd_demo(args) -> int:
+    args.target = str(demo_target(Path(args.workdir).resolve() / "tinyllm"))
+    args.candidate, args.run_id = [], None
+    return cmd_run(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="autoresearch", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p, run_id=True):
+        p.add_argument("--out", help="output directory (default autoresearch-runs/<run-id>)")
+        if run_id:
+            p.add_argument("--run-id", help="resume this run (its finished experiments are not re-run)")
+
+    run = sub.add_parser("run", help="research, experiment, stack and report on TARGET")
+    run.add_argument("target")
+    run.add_argument("--agent", choices=["offline", "none", "claude"], default="offline")
+    run.add_argument("--candidate", action="append", default=[], metavar="PATCH",
+                     help="a patch file to evaluate as a hypothesis (repeatable)")
+    run.add_argument("--repeats", type=int, help="benchmark invocations per arm (default: from calibration)")
+    run.add_argument("--executor", choices=["local", "skypilot"], default="local")
+    common(run)
+    run.set_defaults(func=cmd_run)
+
+    cal = sub.add_parser("calibrate", help="measure this machine's noise on TARGET (A/A only)")
+    cal.add_argument("target")
+    common(cal)
+    cal.set_defaults(func=cmd_calibrate)
+
+    res = sub.add_parser("research", help="run only the research phase")
+    res.add_argument("target")
+    res.add_argument("--agent", choices=["offline", "claude"], default="offline")
+    common(res)
+    res.set_defaults(func=cmd_research)
+
+    demo = sub.add_parser("demo", help="run the whole loop on the bundled tinyllm target")
+    demo.add_argument("--workdir", default=".autoresearch/demo")
+    demo.add_argument("--agent", choices=["offline"], default="offline")
+    demo.add_argument("--repeats", type=int)
+    demo.add_argument("--executor", choices=["local"], default="local")
+    demo.add_argument("--out", help="output directory")
+    demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (RunError, ConfigError, RecipeError, LedgerError, gitops.GitError) as exc:
+        console.print(f"[red]autoresearch: {exc}[/]", highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted; re-run with the same --run-id/--out to resume[/]")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

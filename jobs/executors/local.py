@@ -1,0 +1,48 @@
+"""LocalExecutor: each experiment in its own git worktree on this machine.
+
+The baseline worktree is built once per run and reused (same machine, same clean tree); every
+candidate gets a fresh worktree at its own commit and is built from clean.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from .. import gitops
+from ..runner import Progress, run_experiment
+from ..spec import ExperimentSpec, RawResult
+
+
+class LocalExecutor:
+    platform = "local"
+
+    def __init__(self, repo: Path, workdir: Path):
+        self.repo = Path(repo)
+        self.workdir = Path(workdir)
+        self._built_base: str | None = None
+
+    def _base_tree(self, commit: str) -> tuple[Path, bool]:
+        path = self.workdir / "base"
+        if self._built_base == commit and path.is_dir():
+            return path, False
+        gitops.add_worktree(self.repo, path, commit)
+        return path, True
+
+    def run(self, spec: ExperimentSpec, progress: Progress) -> RawResult:
+        base, needs_build = self._base_tree(spec.base_commit)
+        head = base
+        if spec.head_commit != spec.base_commit:
+            head = gitops.add_worktree(self.repo, self.workdir / f"exp-{spec.name}", spec.head_commit)
+        try:
+            result = run_experiment(spec, base, head, build_base=needs_build, progress=progress)
+        finally:
+            if head != base:
+                gitops.remove_worktree(self.repo, head)
+        # A failed baseline build must be retried next time, not assumed good.
+        base_failed = result.status in ("build_failed", "timeout") and result.reason.startswith("baseline")
+        self._built_base = None if base_failed else spec.base_commit
+        return result
+
+    def close(self) -> None:
+        gitops.remove_worktree(self.repo, self.workdir / "base")
+        shutil.rmtree(self.workdir, ignore_errors=True)

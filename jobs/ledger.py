@@ -1,0 +1,69 @@
+"""The run's persistent record: `experiments.jsonl` (append-only) and `state.json`.
+
+Every state change is written before the next step starts, so a killed run resumes where it
+stopped and a finished experiment is never run (or paid for) twice.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .model import ExperimentRecord
+
+LEDGER = "experiments.jsonl"
+STATE = "state.json"
+
+
+class LedgerError(RuntimeError):
+    pass
+
+
+def append(out_dir: Path, record: ExperimentRecord) -> None:
+    path = Path(out_dir) / LEDGER
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record.to_dict(), sort_keys=True) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def read(out_dir: Path) -> list[dict[str, Any]]:
+    """All complete records. A torn last line (process killed mid-write) is ignored, since the
+    experiment it described will simply be run again; a bad line elsewhere is an error."""
+    path = Path(out_dir) / LEDGER
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    records = []
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i == len(lines):
+                break
+            raise LedgerError(f"{path}:{i}: not a JSON record; fix or remove that line") from None
+    return records
+
+
+def finished(out_dir: Path, kind: str = "experiment") -> dict[str, dict[str, Any]]:
+    return {r["name"] + "@" + r["platform"]: r for r in read(out_dir) if r.get("kind") == kind}
+
+
+def save_state(out_dir: Path, state: dict[str, Any]) -> None:
+    path = Path(out_dir) / STATE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)   # atomic: a kill never leaves half a state file
+
+
+def load_state(out_dir: Path) -> dict[str, Any] | None:
+    path = Path(out_dir) / STATE
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise LedgerError(f"{path}: unreadable run state ({exc}); remove it to start over") from None

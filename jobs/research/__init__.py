@@ -1,0 +1,1 @@
+"""Research before code: find where a target wastes memory passes, rank hypotheses."""

@@ -1,0 +1,110 @@
+"""The offline researcher: pass-fusion scan + recipe detection -> ranked hypotheses.
+
+Deterministic and free. Each hypothesis cites file:line evidence in the target tree; a recipe
+that finds its optimization already present is reported as such and never becomes a patch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config import TargetConfig
+from ..model import Evidence, Hypothesis
+from ..recipes import Detection, Recipe, detect, load_recipe_set, matches_any
+from .passes import Finding, scan_source
+
+SOURCE_SUFFIXES = {".c", ".h", ".cc", ".cpp", ".cxx", ".hpp"}
+# Fusions remove whole memory passes (the lever when code is memory-bound); parallelism
+# changes help when a phase leaves cores idle; micro-tuning is usually noise. Rank accordingly.
+KIND_WEIGHT = {"fusion": 3.0, "parallelism": 2.0, "micro": 0.5}
+
+
+@dataclass
+class Research:
+    hypotheses: list[Hypothesis]
+    findings: list[Finding] = field(default_factory=list)
+    detections: list[Detection] = field(default_factory=list)
+    recipes: dict[str, Recipe] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def editable_sources(tree: Path, config: TargetConfig) -> list[Path]:
+    out = []
+    for path in sorted(Path(tree).rglob("*")):
+        rel = path.relative_to(tree).as_posix()
+        if path.is_file() and path.suffix in SOURCE_SUFFIXES and matches_any(rel, config.editable) \
+                and ".git/" not in rel:
+            out.append(path)
+    return out
+
+
+def _line_of(where: str) -> tuple[str, int]:
+    file, _, rest = where.partition(":")
+    digits = rest.split(":", 1)[0]
+    return file, int(digits) if digits.isdigit() else 0
+
+
+def _overlaps(finding: Finding, evidence: list[str]) -> bool:
+    for item in evidence:
+        file, line = _line_of(item)
+        if file == finding.file and finding.start - 3 <= line <= finding.end + 3:
+            return True
+    return False
+
+
+def research(tree: Path, config: TargetConfig) -> Research:
+    tree = Path(tree)
+    findings: list[Finding] = []
+    for path in editable_sources(tree, config):
+        rel = path.relative_to(tree).as_posix()
+        findings += scan_source(rel, path.read_text(encoding="utf-8", errors="replace"))
+
+    recipes: dict[str, Recipe] = {}
+    for name in config.research.recipes:
+        for recipe in load_recipe_set(name):
+            recipes[recipe.id] = recipe
+    detections = [detect(r, tree) for r in recipes.values()]
+
+    hypotheses: list[Hypothesis] = []
+    claimed: set[int] = set()
+    for det in detections:
+        if det.status != "applicable":
+            continue
+        recipe = recipes[det.recipe]
+        evidence = [Evidence(e.split(": ", 1)[0], e.split(": ", 1)[1] if ": " in e else "recipe probe")
+                    for e in det.evidence]
+        passes = 0
+        for idx, finding in enumerate(findings):
+            if _overlaps(finding, det.evidence):
+                claimed.add(idx)
+                passes = max(passes, len(finding.passes))
+                evidence.append(Evidence(finding.where, finding.describe()))
+        score = KIND_WEIGHT[recipe.kind] + 0.5 * passes
+        hypotheses.append(Hypothesis(
+            id=recipe.id, title=recipe.title, kind=recipe.kind, rationale=recipe.why.strip(),
+            expected=recipe.expected.strip(), ops=list(recipe.ops), evidence=evidence,
+            score=score, recipe=recipe.id))
+
+    for idx, finding in enumerate(findings):
+        if idx in claimed:
+            continue
+        hypotheses.append(Hypothesis(
+            id=f"fuse-{finding.function}-{finding.start}",
+            title=f"Fuse {len(finding.passes)} passes over `{finding.buffer}` in {finding.function}()",
+            kind="fusion", rationale=finding.describe() + "; each pass streams the buffer through memory again.",
+            expected="fewer memory passes; matters when the buffer is large or the code is memory-bound",
+            evidence=[Evidence(finding.where, finding.describe())],
+            score=KIND_WEIGHT["fusion"] * 0.5 + 0.25 * len(finding.passes), recipe=None))
+
+    hypotheses.sort(key=lambda h: (-h.score, h.id))
+    notes = [f"{d.recipe}: already present ({', '.join(d.evidence)})" for d in detections
+             if d.status == "already_present"]
+    notes += [f"{d.recipe}: not applicable ({d.reason})" for d in detections if d.status == "not_found"]
+    return Research(hypotheses[: config.research.max_hypotheses], findings, detections, recipes, notes)
+
+
+def candidate_hypothesis(patch: Path) -> Hypothesis:
+    """A maintainer's own patch, evaluated with the same rigour; named after the file's stem."""
+    return Hypothesis(id=patch.stem, title=f"Maintainer candidate {patch.name}", kind="candidate",
+                      rationale="supplied with --candidate", evidence=[Evidence(str(patch), "patch file")],
+                      score=100.0, patch=str(patch.resolve()))
