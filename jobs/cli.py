@@ -80,11 +80,18 @@ def _options(args, **extra) -> RunOptions:
 
 
 def _print_table(summary: dict) -> None:
-    stack = summary.get("stack")
-    table = Table(title=f"A/B on {summary['platform']} ({summary['cpu']})")
+    for platform in summary["platforms"]:
+        if platform in summary["cpus"]:
+            _platform_table(summary, platform)
+
+
+def _platform_table(summary: dict, platform: str) -> None:
+    stack = summary["stacks"].get(platform)
+    table = Table(title=f"A/B on {platform} ({summary['cpus'][platform]})")
     for col in ("experiment", "status", "metric", "base mean±sd", "head mean±sd", "Δ%", "p", "verdict"):
         table.add_column(col)
-    for rec in summary["experiments"] + ([dict(stack, name="STACK")] if stack else []):
+    rows = [r for r in summary["experiments"] if r["platform"] == platform]
+    for rec in rows + ([dict(stack, name="STACK")] if stack else []):
         metrics = rec.get("metrics") or [None]
         for i, m in enumerate(metrics):
             head = [rec["name"], rec["status"]] if i == 0 else ["", ""]
@@ -119,15 +126,17 @@ def cmd_calibrate(args) -> int:
     options = _options(args, calibrate_only=True, agent="none")
     with _progress() as progress:
         result = Run(options, on_event=ProgressView(progress)).execute()
-    table = Table(title=f"A/A calibration on {result['cpu']}")
-    for col in ("metric", "sd of log", "drift", "false-win rate", "MDE", "MDE with probe", "floor", "repeats/arm"):
-        table.add_column(col)
-    for name, c in result["calibration"].items():
-        probe = f"{c['mde_pct_with_probe']:.1f}%" if c.get("mde_pct_with_probe") else "—"
-        table.add_row(name, f"{100 * c['sd_log']:.2f}%", "yes" if c["drift"] else "no",
-                      f"{100 * c['false_win_rate']:.1f}%", f"{c['mde_pct']:.1f}%", probe,
-                      f"{c['floor_pct']:.1f}%", str(c["repeats"]))
-    console.print(table)
+    for platform, cal in result["calibration"].items():
+        table = Table(title=f"A/A calibration on {platform} ({result['cpus'][platform]})")
+        for col in ("metric", "sd of log", "drift", "false-win rate", "MDE", "MDE with probe", "floor",
+                    "repeats/arm"):
+            table.add_column(col)
+        for name, c in cal.items():
+            probe = f"{c['mde_pct_with_probe']:.1f}%" if c.get("mde_pct_with_probe") else "—"
+            table.add_row(name, f"{100 * c['sd_log']:.2f}%", "yes" if c["drift"] else "no",
+                          f"{100 * c['false_win_rate']:.1f}%", f"{c['mde_pct']:.1f}%", probe,
+                          f"{c['floor_pct']:.1f}%", str(c["repeats"]))
+        console.print(table)
     return 0
 
 

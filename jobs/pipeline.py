@@ -8,17 +8,18 @@ job.meta in an RQ worker) so this module knows nothing of terminals or queues.
 from __future__ import annotations
 
 import json
-import shutil
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from . import gitops, ledger
-from .agent.offline import NotImplementable, OfflineAgent
+from .agent.offline import NotImplementable
 from .config import TargetConfig, load_config
-from .executors import Executor
-from .executors.local import LocalExecutor
+from .agent import make_agent
+from .executors import Executor, ExecutorUnavailable, make_executors
 from .model import ExperimentRecord, Hypothesis, Status
 from .report import render_pr, render_research
 from .research.offline import candidate_hypothesis, research
@@ -53,9 +54,9 @@ def new_run_id(base_commit: str) -> str:
 
 class Run:
     def __init__(self, options: RunOptions, on_event: OnEvent | None = None,
-                 executor: Executor | None = None, agent=None):
+                 executors: list[Executor] | None = None, agent=None):
         self.o = options
-        self.emit = on_event or (lambda event: None)
+        self._emit = on_event or (lambda event: None)
         self.repo = gitops.toplevel(options.target)
         if self.repo is None:
             raise RunError(f"{options.target} is not a git repository: autoresearch needs one "
@@ -64,14 +65,21 @@ class Run:
         self.out = Path(options.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.state = ledger.load_state(self.out) or {}
-        self._executor = executor
+        self._executors = executors
         self._agent = agent
+        self._lock = threading.Lock()     # experiments of a wave finish on several threads
+        self._impl_lock = threading.Lock()  # one agent edit at a time: commits land in one repo
         self.started = time.monotonic()
+
+    def emit(self, event: Event) -> None:
+        with self._lock:
+            self._emit(event)
 
     # -- state -----------------------------------------------------------------------------
     def _save(self, **changes: Any) -> None:
-        self.state.update(changes)
-        ledger.save_state(self.out, self.state)
+        with self._lock:
+            self.state.update(changes)
+            ledger.save_state(self.out, self.state)
 
     def _init_state(self) -> None:
         base = gitops.head_commit(self.repo)
@@ -88,15 +96,24 @@ class Run:
             self.emit({"type": "warning", "message": "the target has uncommitted changes; the run uses "
                        f"the committed tree at {base[:12]}"})
         self._save(run_id=self.o.run_id, base_commit=base, target=str(self.repo), agent=self.o.agent,
-                   phase="research", platform=self.executor.platform, branch=f"autoresearch/{self.o.run_id}")
+                   phase="research", platforms=[e.platform for e in self.executors],
+                   branch=f"autoresearch/{self.o.run_id}", calibration={}, cost_usd=0.0)
 
     @property
-    def executor(self) -> Executor:
-        if self._executor is None:
-            if self.o.executor != "local":
-                raise RunError(f"executor {self.o.executor!r} is not available in this build")
-            self._executor = LocalExecutor(self.repo, self.out / "work")
-        return self._executor
+    def executors(self) -> list[Executor]:
+        if self._executors is None:
+            try:
+                self._executors = make_executors(self.o.executor, self.repo, self.out / "work",
+                                                 self.config, self.o.run_id)
+            except ExecutorUnavailable as exc:
+                raise RunError(str(exc)) from None
+        return self._executors
+
+    @property
+    def agent(self):
+        if self._agent is None:
+            self._agent = make_agent(self.o.agent, self._recipes(), self.config)
+        return self._agent
 
     # -- phases ----------------------------------------------------------------------------
     def research_phase(self) -> list[Hypothesis]:
@@ -123,176 +140,249 @@ class Run:
         self.emit({"type": "research_done", "hypotheses": [h.id for h in hypotheses]})
         return hypotheses
 
-    def _spec(self, name: str, head: str, n: int, kind: str, checks: bool = True) -> ExperimentSpec:
+    def _spec(self, ex: Executor, name: str, head: str, n: int, kind: str) -> ExperimentSpec:
         return ExperimentSpec.from_config(
-            self.config, run_id=self.o.run_id, name=name, platform=self.executor.platform,
-            base_commit=self.state["base_commit"], head_commit=head, n_per_arm=n, kind=kind,
-            run_checks=checks)
+            self.config, run_id=self.o.run_id, name=name, platform=ex.platform,
+            base_commit=self.state["base_commit"], head_commit=head, n_per_arm=n, kind=kind)
 
-    def _execute(self, spec: ExperimentSpec) -> RawResult:
+    def _execute(self, ex: Executor, spec: ExperimentSpec) -> RawResult:
+        label = spec.name if len(self.executors) == 1 else f"{spec.name}@{ex.platform}"
+
         def progress(message: str, fraction: float) -> None:
-            self.emit({"type": "progress", "name": spec.name, "message": message, "fraction": fraction})
-        return self.executor.run(spec, progress)
+            self.emit({"type": "progress", "name": label, "message": message, "fraction": fraction})
+        raw = ex.run(spec, progress)
+        self._save(cost_usd=round(self.state.get("cost_usd", 0.0) + raw.cost_usd, 4))
+        return raw
+
+    def _budget_refusal(self, ex: Executor, spec: ExperimentSpec, count: int) -> str:
+        """Why this experiment must not start (budgets are hard caps), or ''."""
+        budget = self.config.budget
+        if count >= budget.max_experiments:
+            return f"budget: max_experiments={budget.max_experiments} reached"
+        if (time.monotonic() - self.started) / 3600 >= budget.wall_hours:
+            return f"budget: wall_hours={budget.wall_hours:g} reached"
+        estimate = ex.estimate_usd(spec)
+        spent = self.state.get("cost_usd", 0.0)
+        if spent + estimate > budget.usd:
+            return f"budget: {spent:.2f} USD spent + {estimate:.2f} USD estimated would exceed {budget.usd:g} USD"
+        return ""
 
     def calibrate_phase(self) -> dict[str, Any]:
-        if "calibration" in self.state:
-            return self.state["calibration"]
-        self.emit({"type": "phase", "phase": "calibrate"})
-        n = self.config.repeats.calibration
-        spec = self._spec("calibration", self.state["base_commit"], n, "calibration", checks=True)
-        raw = self._execute(spec)
-        if raw.status != "ok":
-            raise RunError(f"the baseline itself could not be measured ({raw.status}: {raw.reason}); "
-                           f"fix the target's build/benchmark/checks first.\n{raw.log}")
-        th, rp = self.config.thresholds, self.config.repeats
-        cal = {}
-        for metric in self.config.metrics:
-            a, b = raw.base.values.get(metric.name), raw.head.values.get(metric.name)
-            if not a or not b:
+        for ex in self.executors:
+            if ex.platform in self.state["calibration"]:
                 continue
-            c = calibrate(a, raw.base.order, b, raw.head.order, alpha=th.alpha,
-                          target_mde_pct=th.target_mde_pct, n_min=rp.min, n_max=rp.max,
-                          min_effect_pct=th.min_effect_pct, probe_a=raw.base.probe or None,
-                          probe_b=raw.head.probe or None)
-            cal[metric.name] = asdict(c)
-        if self.config.primary.name not in cal:
-            raise RunError(f"calibration produced no samples of the primary metric {self.config.primary.name}")
-        ledger.append(self.out, ExperimentRecord(
-            run_id=self.o.run_id, name="calibration", hypothesis="A/A", platform=self.executor.platform,
-            status="ok", reason="baseline against itself", base_commit=self.state["base_commit"],
-            metrics=[{"name": k, **v} for k, v in cal.items()], seconds=raw.seconds, cpu=raw.cpu,
-            kind="calibration"))
-        self._save(calibration=cal, cpu=raw.cpu, phase="experiments")
-        self.emit({"type": "calibrated", "calibration": cal})
-        return cal
+            self.emit({"type": "phase", "phase": "calibrate", "platform": ex.platform})
+            spec = self._spec(ex, "calibration", self.state["base_commit"], self.config.repeats.calibration,
+                              "calibration")
+            refusal = self._budget_refusal(ex, spec, 0)
+            if refusal:
+                raise RunError(f"cannot calibrate on {ex.platform}: {refusal}")
+            raw = self._execute(ex, spec)
+            if raw.status != "ok":
+                raise RunError(f"the baseline itself could not be measured on {ex.platform} "
+                               f"({raw.status}: {raw.reason}); fix the target's build/benchmark/checks "
+                               f"first.\n{raw.log}")
+            th, rp = self.config.thresholds, self.config.repeats
+            cal = {}
+            for metric in self.config.metrics:
+                a, b = raw.base.values.get(metric.name), raw.head.values.get(metric.name)
+                if not a or not b:
+                    continue
+                c = calibrate(a, raw.base.order, b, raw.head.order, alpha=th.alpha,
+                              target_mde_pct=th.target_mde_pct, n_min=rp.min, n_max=rp.max,
+                              min_effect_pct=th.min_effect_pct, probe_a=raw.base.probe or None,
+                              probe_b=raw.head.probe or None)
+                cal[metric.name] = asdict(c)
+            if self.config.primary.name not in cal:
+                raise RunError(f"calibration produced no samples of the primary metric "
+                               f"{self.config.primary.name} on {ex.platform}")
+            self._append(ExperimentRecord(
+                run_id=self.o.run_id, name="calibration", hypothesis="A/A", platform=ex.platform,
+                status="ok", reason="baseline against itself", base_commit=self.state["base_commit"],
+                metrics=[{"name": k, **v} for k, v in cal.items()], seconds=raw.seconds, cpu=raw.cpu,
+                cost_usd=raw.cost_usd, kind="calibration"))
+            self._save(calibration={**self.state["calibration"], ex.platform: cal},
+                       cpus={**self.state.get("cpus", {}), ex.platform: raw.cpu})
+            self.emit({"type": "calibrated", "platform": ex.platform, "calibration": cal})
+        self._save(phase="experiments")
+        return self.state["calibration"]
 
-    def _floor_and_repeats(self) -> tuple[float, int]:
-        cal = self.state["calibration"][self.config.primary.name]
+    def _floor_and_repeats(self, platform: str) -> tuple[float, int]:
+        cal = self.state["calibration"][platform][self.config.primary.name]
         return cal["floor_pct"], self.o.repeats or cal["repeats"]
-
-    def _implement(self, h: Hypothesis) -> str:
-        tree = self.out / "work" / f"impl-{h.id}"
-        gitops.add_worktree(self.repo, tree, self.state["base_commit"])
-        try:
-            agent = self._agent or OfflineAgent(self._recipes())
-            commit = agent.implement(h, tree, self.config)
-        finally:
-            gitops.remove_worktree(self.repo, tree)
-        # A ref keeps the commit alive across resumes and for the stack.
-        gitops.set_branch(self.repo, f"autoresearch/{self.o.run_id}-exp/{h.id}", commit)
-        return commit
 
     def _recipes(self):
         from .recipes import load_recipe_set
         return {r.id: r for name in self.config.research.recipes for r in load_recipe_set(name)}
 
-    def _record(self, name: str, h: Hypothesis | None, status: str, reason: str, *, commit=None,
-                metrics=(), raw: RawResult | None = None, kind="experiment") -> dict[str, Any]:
+    def _implement(self, h: Hypothesis) -> str:
+        """The hypothesis's commit (made once, shared by every platform; kept under a ref)."""
+        ref = f"autoresearch/{self.o.run_id}-exp/{h.id}"
+        existing = gitops.git(self.repo, "rev-parse", "--verify", "-q", ref, check=False)
+        if existing:
+            return existing
+        tree = self.out / "work" / f"impl-{h.id}"
+        gitops.add_worktree(self.repo, tree, self.state["base_commit"])
+        try:
+            commit = self.agent.implement(h, tree, self.config)
+        finally:
+            gitops.remove_worktree(self.repo, tree)
+        gitops.set_branch(self.repo, ref, commit)
+        return commit
+
+    def _append(self, record: ExperimentRecord) -> None:
+        with self._lock:
+            ledger.append(self.out, record)
+
+    def _record(self, ex: Executor, name: str, h: Hypothesis | None, status: str, reason: str, *,
+                commit=None, metrics=(), raw: RawResult | None = None, kind="experiment") -> dict[str, Any]:
         rec = ExperimentRecord(
-            run_id=self.o.run_id, name=name, hypothesis=h.id if h else name, platform=self.executor.platform,
+            run_id=self.o.run_id, name=name, hypothesis=h.id if h else name, platform=ex.platform,
             status=status, reason=reason, commit=commit, base_commit=self.state["base_commit"],
             metrics=list(metrics), seconds=raw.seconds if raw else 0.0, cpu=raw.cpu if raw else "",
+            cost_usd=raw.cost_usd if raw else 0.0,
             log=raw.log if raw and status != "keep" else "", kind=kind)
-        ledger.append(self.out, rec)
-        data = rec.to_dict()
-        data["hypothesis_kind"] = h.kind if h else kind
-        return data
+        self._append(rec)
+        return {**rec.to_dict(), "hypothesis_kind": h.kind if h else kind}
 
-    def measure(self, name: str, commit: str, n: int, floor: float, kind: str):
-        spec = self._spec(name, commit, n, kind)
-        raw = self._execute(spec)
+    def measure(self, ex: Executor, name: str, commit: str, kind: str):
+        floor, n = self._floor_and_repeats(ex.platform)
+        spec = self._spec(ex, name, commit, n, kind)
+        raw = self._execute(ex, spec)
         verdict = judge(raw, self.config, floor)
         if verdict.remeasure:
             self.emit({"type": "progress", "name": name, "message": f"re-measuring: {verdict.reason}",
                        "fraction": 0.0})
-            raw = self._execute(spec)
+            raw = self._execute(ex, spec)
             verdict = judge(raw, self.config, floor, remeasured=True)
         return raw, verdict
 
+    def _experiment(self, h: Hypothesis, ex: Executor, count: int) -> dict[str, Any]:
+        label = h.id if len(self.executors) == 1 else f"{h.id}@{ex.platform}"
+        self.emit({"type": "experiment_start", "name": label, "platform": ex.platform})
+        floor, n = self._floor_and_repeats(ex.platform)
+        refusal = self._budget_refusal(ex, self._spec(ex, h.id, self.state["base_commit"], n, "experiment"), count)
+        if refusal:
+            rec = self._record(ex, h.id, h, Status.SKIPPED.value, refusal)
+        else:
+            try:
+                with self._impl_lock:
+                    commit = self._implement(h)
+            except NotImplementable as exc:
+                rec = self._record(ex, h.id, h, Status.SKIPPED.value, f"not implemented: {exc}")
+            else:
+                raw, verdict = self.measure(ex, h.id, commit, "experiment")
+                rec = self._record(ex, h.id, h, verdict.status.value, verdict.reason, commit=commit,
+                                   metrics=verdict.metric_dicts(), raw=raw)
+        self.emit({"type": "experiment_done", "name": label, "status": rec["status"], "reason": rec["reason"]})
+        return rec
+
     def experiments_phase(self, hypotheses: list[Hypothesis]) -> list[dict[str, Any]]:
+        """Waves: up to `parallel` experiments per platform at once; between waves the agent may
+        re-rank, add or drop the hypotheses still pending, in the light of the results so far."""
         self.emit({"type": "phase", "phase": "experiments", "total": len(hypotheses)})
         done = ledger.finished(self.out)
-        floor, n = self._floor_and_repeats()
-        results = []
-        budget = self.config.budget
-        for index, h in enumerate(hypotheses):
-            key = f"{h.id}@{self.executor.platform}"
-            if key in done:
-                record = dict(done[key], hypothesis_kind=h.kind)
-                self.emit({"type": "experiment_done", "name": h.id, "status": record["status"],
-                           "reason": record["reason"], "resumed": True})
-                results.append(record)
-                continue
-            self.emit({"type": "experiment_start", "name": h.id, "index": index})
-            over = self._over_budget(index)
-            if over:
-                results.append(self._record(h.id, h, Status.SKIPPED.value, over))
-            else:
-                try:
-                    commit = self._implement(h)
-                except NotImplementable as exc:
-                    results.append(self._record(h.id, h, Status.SKIPPED.value, f"not implemented: {exc}"))
-                else:
-                    raw, verdict = self.measure(h.id, commit, n, floor, "experiment")
-                    results.append(self._record(h.id, h, verdict.status.value, verdict.reason, commit=commit,
-                                                metrics=verdict.metric_dicts(), raw=raw))
-            last = results[-1]
-            self.emit({"type": "experiment_done", "name": h.id, "status": last["status"], "reason": last["reason"]})
+        results: list[dict[str, Any]] = []
+        kinds = {h.id: h.kind for h in hypotheses}
+        for ex in self.executors:
+            for h in hypotheses:
+                key = f"{h.id}@{ex.platform}"
+                if key in done:
+                    results.append({**done[key], "hypothesis_kind": h.kind})
+                    self.emit({"type": "experiment_done", "name": h.id if len(self.executors) == 1 else key,
+                               "status": done[key]["status"], "reason": done[key]["reason"], "resumed": True})
+        finished = {(r["hypothesis"], r["platform"]) for r in results}
+        pending = [h for h in hypotheses if any((h.id, ex.platform) not in finished for ex in self.executors)]
+        count = len({r["hypothesis"] for r in results})
+        while pending:
+            wave_size = min(ex.parallel for ex in self.executors)
+            wave, pending = pending[:wave_size], pending[wave_size:]
+            jobs = [(h, ex) for h in wave for ex in self.executors if (h.id, ex.platform) not in finished]
+            workers = sum(ex.parallel for ex in self.executors)
+            with ThreadPoolExecutor(max_workers=max(1, min(workers, len(jobs)))) as pool:
+                futures = [pool.submit(self._experiment, h, ex, count + i) for i, (h, ex) in
+                           enumerate(jobs)]
+                wave_results = [f.result() for f in futures]
+            results += wave_results
+            count += len(wave)
+            if pending:
+                pending = self.agent.revise(pending, results)
+                kinds.update({h.id: h.kind for h in pending})
         self._save(phase="stack")
+        for r in results:
+            r.setdefault("hypothesis_kind", kinds.get(r["hypothesis"], ""))
         return results
 
-    def _over_budget(self, index: int) -> str:
-        budget = self.config.budget
-        if index >= budget.max_experiments:
-            return f"budget: max_experiments={budget.max_experiments} reached"
-        hours = (time.monotonic() - self.started) / 3600
-        if hours >= budget.wall_hours:
-            return f"budget: wall_hours={budget.wall_hours:g} reached"
-        return ""
+    @staticmethod
+    def stackable(results: list[dict[str, Any]]) -> list[str]:
+        """Hypotheses kept on at least one platform and broken or slower on none, in run order."""
+        by_h: dict[str, list[dict[str, Any]]] = {}
+        for r in results:
+            by_h.setdefault(r["hypothesis"], []).append(r)
+        keep = []
+        for name, recs in by_h.items():
+            statuses = {r["status"] for r in recs}
+            bad = statuses & {"build_failed", "crash", "checks_failed", "timeout"}
+            slower = any(r["status"] == "discard" and "slower" in r["reason"] for r in recs)
+            if "keep" in statuses and not bad and not slower:
+                keep.append(name)
+        return keep
 
-    def stack_phase(self, results: list[dict[str, Any]]) -> dict[str, Any] | None:
+    def stack_phase(self, results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         done = ledger.finished(self.out, kind="stack")
-        key = f"stack@{self.executor.platform}"
-        if key in done:
-            return done[key]
-        keeps = [r for r in results if r["status"] == Status.KEEP.value]
+        names = self.stackable(results)
+        commits = {r["hypothesis"]: r["commit"] for r in results if r.get("commit")}
         branch = self.state["branch"]
-        if not keeps:
+        if not names:
             gitops.set_branch(self.repo, branch, self.state["base_commit"])
-            return None
-        self.emit({"type": "phase", "phase": "stack", "total": len(keeps)})
-        tree = self.out / "work" / "stack"
-        gitops.add_worktree(self.repo, tree, self.state["base_commit"])
-        applied, dropped = [], []
-        try:
-            for r in keeps:
-                (applied if gitops.cherry_pick(tree, r["commit"]) else dropped).append(r["name"])
-            head = gitops.head_commit(tree)
-        finally:
-            gitops.remove_worktree(self.repo, tree)
-        gitops.set_branch(self.repo, branch, head)
-        floor, n = self._floor_and_repeats()
-        raw, verdict = self.measure("stack", head, n, floor, "stack")
-        reason = verdict.reason + (f"; dropped (conflicts): {', '.join(dropped)}" if dropped else "")
-        record = self._record("stack", None, verdict.status.value, reason, commit=head,
-                              metrics=verdict.metric_dicts(), raw=raw, kind="stack")
-        record["applied"] = applied
-        self._save(stack_applied=applied, stack_dropped=dropped)
-        return record
+            return {}
+        head = self.state.get("stack_commit")
+        if not head:
+            self.emit({"type": "phase", "phase": "stack", "total": len(names)})
+            tree = self.out / "work" / "stack"
+            gitops.add_worktree(self.repo, tree, self.state["base_commit"])
+            applied, dropped = [], []
+            try:
+                for name in names:
+                    (applied if gitops.cherry_pick(tree, commits[name]) else dropped).append(name)
+                head = gitops.head_commit(tree)
+            finally:
+                gitops.remove_worktree(self.repo, tree)
+            gitops.set_branch(self.repo, branch, head)
+            self._save(stack_commit=head, stack_applied=applied, stack_dropped=dropped)
+        stacks = {}
+        dropped = self.state.get("stack_dropped", [])
+        for ex in self.executors:
+            key = f"stack@{ex.platform}"
+            if key in done:
+                stacks[ex.platform] = done[key]
+                continue
+            self.emit({"type": "experiment_start", "name": "stack" if len(self.executors) == 1 else key})
+            raw, verdict = self.measure(ex, "stack", head, "stack")
+            reason = verdict.reason + (f"; dropped (conflicts): {', '.join(dropped)}" if dropped else "")
+            stacks[ex.platform] = self._record(ex, "stack", None, verdict.status.value, reason, commit=head,
+                                               metrics=verdict.metric_dicts(), raw=raw, kind="stack")
+            self.emit({"type": "experiment_done", "name": "stack" if len(self.executors) == 1 else key,
+                       "status": verdict.status.value, "reason": reason})
+        return stacks
 
-    def report_phase(self, results: list[dict[str, Any]], stack: dict[str, Any] | None) -> dict[str, Any]:
-        platform = self.executor.platform
+    def report_phase(self, results: list[dict[str, Any]], stacks: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        measured = [ex.platform for ex in self.executors]
         configured = [p.name for p in self.config.platforms]
-        platforms = [platform] + [p for p in configured if p != platform]
         summary = {
             "run_id": self.o.run_id, "target": self.config.name or self.repo.name, "repo": str(self.repo),
-            "base_commit": self.state["base_commit"], "branch": self.state["branch"], "platform": platform,
-            "platforms": platforms, "cpu": self.state.get("cpu", ""), "agent": self.o.agent,
-            "primary": self.config.primary.name, "calibration": self.state["calibration"],
+            "base_commit": self.state["base_commit"], "branch": self.state["branch"],
+            "platform": measured[0], "platforms": measured + [p for p in configured if p not in measured],
+            "cpus": self.state.get("cpus", {}), "cpu": self.state.get("cpus", {}).get(measured[0], ""),
+            "agent": self.o.agent, "primary": self.config.primary.name,
+            "calibration": self.state["calibration"],
             "experiments": [{k: v for k, v in r.items() if k != "log"} for r in results],
-            "stack": ({**{k: v for k, v in stack.items() if k != "log"}, "platform": platform} if stack else None),
-            "cost_usd": 0.0, "wall_seconds": round(time.monotonic() - self.started, 1),
-            "reproduce": [f"autoresearch run {self.repo} --run-id {self.o.run_id} --out {self.out}",
+            "stack_applied": self.state.get("stack_applied", []),
+            "stacks": {p: {k: v for k, v in s.items() if k != "log"} for p, s in stacks.items()},
+            "cost_usd": self.state.get("cost_usd", 0.0),
+            "wall_seconds": round(time.monotonic() - self.started, 1),
+            "reproduce": [f"autoresearch run {self.repo} --run-id {self.o.run_id} --out {self.out}"
+                          + (f" --executor {self.o.executor}" if self.o.executor != "local" else ""),
                           f"git -C {self.repo} log --oneline {self.state['base_commit'][:12]}..{self.state['branch']}"],
         }
         (self.out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
@@ -302,16 +392,19 @@ class Run:
         return summary
 
     def execute(self) -> dict[str, Any]:
-        self._init_state()
         try:
+            self._init_state()
+            if self.o.calibrate_only:
+                self.calibrate_phase()
+                return {"run_id": self.o.run_id, "calibration": self.state["calibration"],
+                        "cpus": self.state.get("cpus", {})}
             hypotheses = self.research_phase()
             if self.o.research_only:
                 return {"run_id": self.o.run_id, "hypotheses": [h.to_dict() for h in hypotheses]}
             self.calibrate_phase()
-            if self.o.calibrate_only:
-                return {"run_id": self.o.run_id, "calibration": self.state["calibration"], "cpu": self.state["cpu"]}
             results = self.experiments_phase(hypotheses)
-            stack = self.stack_phase(results)
-            return self.report_phase(results, stack)
+            stacks = self.stack_phase(results)
+            return self.report_phase(results, stacks)
         finally:
-            self.executor.close()
+            for ex in self._executors or []:
+                ex.close()

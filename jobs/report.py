@@ -72,64 +72,84 @@ def _primary(exp: dict[str, Any], primary: str) -> dict[str, Any] | None:
     return next((m for m in exp.get("metrics", []) if m["name"] == primary), None)
 
 
-def render_pr(summary: dict[str, Any]) -> str:
+def _headline(summary: dict[str, Any]) -> str:
     primary = summary["primary"]
-    experiments = summary["experiments"]
-    kept = [e for e in experiments if e["status"] == "keep"]
-    stack = summary.get("stack") or {}
-    out = [f"# autoresearch: CPU optimizations for {summary['target']}", ""]
-    stack_primary = _primary(stack, primary) if stack else None
-    if stack_primary and stack.get("status") == "keep":
-        headline = (f"{len(kept)} optimization(s) kept; together they change **{primary} by "
-                    f"{stack_primary['delta_pct']:+.1f}%** (p={_p(stack_primary['p_value'])}) on {summary['cpu']}.")
-    elif stack:
-        headline = f"{len(kept)} optimization(s) kept individually; the stack: {stack.get('reason', '')}."
-    else:
-        headline = "No optimization beat the baseline by more than this machine's noise; no stack was built."
-    out += ["## Summary", "", headline, "",
-            f"Run `{summary['run_id']}`, base `{summary['base_commit'][:12]}`, branch `{summary['branch']}`, "
-            f"{len(experiments)} experiment(s), agent: {summary['agent']}.", ""]
+    kept = summary.get("stack_applied", [])
+    parts = []
+    for platform, stack in summary.get("stacks", {}).items():
+        m = _primary(stack, primary)
+        if m and stack["status"] == "keep":
+            parts.append(f"**{primary} {m['delta_pct']:+.1f}%** (p={_p(m['p_value'])}) on {platform}")
+        else:
+            parts.append(f"on {platform} the stack was {STATUS_WORDS.get(stack['status'], stack['status'])}: "
+                         f"{stack['reason']}")
+    if not kept:
+        return ("No optimization beat the baseline by more than this machine's noise; no stack was built, "
+                "and the branch equals the base commit.")
+    return f"{len(kept)} optimization(s) kept ({', '.join(kept)}); together: " + "; ".join(parts) + "."
 
-    for platform in summary["platforms"]:
-        out += [f"## A/B on {platform}", ""]
-        measured = stack if stack.get("platform") == platform and stack.get("metrics") else None
-        if not measured:
-            out += [f"Not measured in this run (no {platform} machine was used); no numbers are shown.", ""]
-            continue
-        out += [f"Baseline `{summary['base_commit'][:12]}` vs stack `{(stack.get('commit') or '')[:12]}` on "
-                f"{stack.get('cpu') or summary['cpu']}; one sample = one whole benchmark process, "
-                "interleaved A B B A …", ""]
-        out += ab_table(measured["metrics"]) + [""]
 
-    cal = summary.get("calibration") or {}
-    if cal:
-        out += ["## This machine's noise (A/A calibration)", "",
-                "| metric | sd of log (per process) | drift | false-win rate | MDE | effect floor | repeats |",
+def _calibration(summary: dict[str, Any]) -> list[str]:
+    out = []
+    for platform, cal in summary.get("calibration", {}).items():
+        out += [f"## This machine's noise on {platform} (A/A calibration)", "",
+                "| metric | sd of log (per process) | drift | false-win rate | MDE | effect floor | repeats/arm |",
                 "|---|---|---|---|---|---|---|"]
         for name, c in cal.items():
-            probe = (f" ({c['mde_pct_with_probe']:.1f}% with probe)" if c.get("mde_pct_with_probe") else "")
+            probe = f" ({c['mde_pct_with_probe']:.1f}% with probe)" if c.get("mde_pct_with_probe") else ""
             out.append(f"| {name} | {100 * c['sd_log']:.1f}% | {'yes' if c['drift'] else 'no'} | "
                        f"{100 * c['false_win_rate']:.1f}% | {c['mde_pct']:.1f}%{probe} | {c['floor_pct']:.1f}% | "
                        f"{c['repeats']} |")
-        out += ["", "Changes smaller than the MDE are reported as \"no detectable difference\", never as wins.", ""]
+        out.append("")
+    if out:
+        out += ["Changes smaller than the MDE are reported as \"no detectable difference\", never as wins.", ""]
+    return out
 
-    out += ["## Per optimization", "", f"| experiment | kind | status | {primary} Δ% | p | why |", "|---|---|---|---|---|---|"]
+
+def render_pr(summary: dict[str, Any]) -> str:
+    primary = summary["primary"]
+    experiments = summary["experiments"]
+    stacks = summary.get("stacks", {})
+    out = [f"# autoresearch: CPU optimizations for {summary['target']}", "", "## Summary", "",
+           _headline(summary), "",
+           f"Run `{summary['run_id']}`, base `{summary['base_commit'][:12]}`, branch `{summary['branch']}`, "
+           f"{len({e['hypothesis'] for e in experiments})} hypotheses tested, agent: {summary['agent']}.", ""]
+
+    for platform in summary["platforms"]:
+        out += [f"## A/B on {platform}", ""]
+        stack = stacks.get(platform)
+        if not stack or not stack.get("metrics"):
+            why = ("no optimization was kept, so there is no stack to measure" if platform in summary["cpus"]
+                   else f"no {platform} machine was used in this run")
+            out += [f"Not measured: {why}. No numbers are shown.", ""]
+            continue
+        out += [f"Baseline `{summary['base_commit'][:12]}` vs stack `{(stack.get('commit') or '')[:12]}` on "
+                f"{stack.get('cpu') or summary['cpus'].get(platform, '')}; one sample = one whole benchmark "
+                "process, interleaved A B B A … after a discarded warm-up.", ""]
+        out += ab_table(stack["metrics"]) + [""]
+
+    out += _calibration(summary)
+    out += ["## Per optimization", "", f"| experiment | platform | kind | status | {primary} Δ% | p | why |",
+            "|---|---|---|---|---|---|---|"]
     for e in experiments:
         m = _primary(e, primary)
         delta = f"{m['delta_pct']:+.1f}%" if m else "—"
         p = _p(m["p_value"]) if m else "—"
-        out.append(f"| {e['name']} | {e.get('hypothesis_kind', '')} | {STATUS_WORDS.get(e['status'], e['status'])} "
-                   f"| {delta} | {p} | {e['reason']} |")
+        out.append(f"| {e['name']} | {e['platform']} | {e.get('hypothesis_kind', '')} | "
+                   f"{STATUS_WORDS.get(e['status'], e['status'])} | {delta} | {p} | {e['reason']} |")
     out.append("")
-    for e in kept:
-        out += [f"<details><summary>{e['name']}: all metrics</summary>", ""] + ab_table(e["metrics"]) + ["", "</details>", ""]
+    for e in experiments:
+        if e["status"] == "keep":
+            out += [f"<details><summary>{e['name']} on {e['platform']}: all metrics</summary>", ""]
+            out += ab_table(e["metrics"]) + ["", "</details>", ""]
 
     failed = [e for e in experiments if e["status"] != "keep"]
     out += ["## What did not work, and why", ""]
-    out += [f"- **{e['name']}** ({STATUS_WORDS.get(e['status'], e['status'])}): {e['reason']}" for e in failed] or ["- Everything tried was kept."]
+    out += [f"- **{e['name']}** on {e['platform']} ({STATUS_WORDS.get(e['status'], e['status'])}): {e['reason']}"
+            for e in failed] or ["- Everything tried was kept."]
     out += ["", "## Cost", "", f"{summary.get('cost_usd', 0.0):.2f} USD of machine time "
-            f"({summary.get('wall_seconds', 0):.0f} s wall).", "",
+            f"({summary.get('wall_seconds', 0):.0f} s wall for this invocation).", "",
             "## Reproduce", "", "```", *summary.get("reproduce", []), "```", "",
-            "_This pull request was generated by autoresearch (an AI-assisted tool); every number above "
-            "was measured in this run._", ""]
+            "_This pull request was generated by autoresearch, an AI-assisted tool. Every number above was "
+            "measured in this run._", ""]
     return "\n".join(out)

@@ -63,6 +63,7 @@ class RawResult:
     cpu: str = ""
     seconds: float = 0.0
     log: str = ""
+    cost_usd: float = 0.0             # machine time this experiment cost (0 on this machine)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

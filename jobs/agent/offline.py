@@ -53,6 +53,11 @@ class OfflineAgent:
             (Path(tree) / rel).write_text(text, encoding="utf-8")
         return gitops.commit_all(tree, commit_message(h, recipe))
 
+    def revise(self, pending: list[Hypothesis], results: list[dict]) -> list[Hypothesis]:
+        """Offline, the ranking stands; a recipe that already failed is not retried."""
+        tried = {r["hypothesis"] for r in results}
+        return [h for h in pending if h.id not in tried]
+
     def _apply_patch(self, h: Hypothesis, patch: Path, tree: Path, config: TargetConfig) -> str:
         if not patch.is_file():
             raise NotImplementable(f"patch file {patch} not found")

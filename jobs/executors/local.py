@@ -15,6 +15,7 @@ from ..spec import ExperimentSpec, RawResult
 
 class LocalExecutor:
     platform = "local"
+    parallel = 1
 
     def __init__(self, repo: Path, workdir: Path):
         self.repo = Path(repo)
@@ -42,6 +43,9 @@ class LocalExecutor:
         base_failed = result.status in ("build_failed", "timeout") and result.reason.startswith("baseline")
         self._built_base = None if base_failed else spec.base_commit
         return result
+
+    def estimate_usd(self, spec: ExperimentSpec) -> float:
+        return 0.0
 
     def close(self) -> None:
         gitops.remove_worktree(self.repo, self.workdir / "base")

@@ -1,0 +1,58 @@
+"""A tiny synthetic target whose speed is a number in a file, so every status can be provoked."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import git, make_repo
+
+CONFIG = """\
+name: synthetic
+build: bash build.sh
+benchmark: ./bench.sh
+checks: ./checks.sh
+metrics:
+  - {name: score, direction: higher, primary: true}
+  - {name: ms, direction: lower}
+editable: ["src/**"]
+timeouts: {build: 20, benchmark: 3, checks: 20}
+repeats: {min: 6, max: 8, warmup: 1, calibration: 6}
+thresholds: {min_effect_pct: 1.0, target_mde_pct: 3.0}
+sanity:
+  inverse_pairs: [{a: score, b: ms, product: 1000, tolerance: 0.05}]
+"""
+
+FILES = {
+    ".github/autoresearch.yml": CONFIG,
+    "build.sh": "set -e\nmkdir -p build\n[ ! -e src/broken ]\ncp src/speed.txt build/speed\n"
+                "for f in wrong crash slow nan; do rm -f build/$f; [ -e src/$f ] && touch build/$f; done; true\n",
+    # ~1% noise from bash's RANDOM; the value comes from the built artefact, as a real benchmark's would.
+    "bench.sh": "#!/usr/bin/env bash\n[ -e build/crash ] && { echo boom >&2; exit 3; }\n"
+                "[ -e build/slow ] && sleep 10\n"
+                "[ -e build/nan ] && { echo 'METRIC score=nan'; exit 0; }\n"
+                "s=$(cat build/speed)\n"
+                "awk -v s=$s -v r=$RANDOM 'BEGIN { v = s * (1 + (r % 200 - 100) / 10000);"
+                " printf \"METRIC score=%.4f\\nMETRIC ms=%.4f\\n\", v, 1000 / v }'\n",
+    "checks.sh": "#!/usr/bin/env bash\n[ ! -e build/wrong ] || { echo 'output differs from reference'; exit 1; }\n",
+    "src/speed.txt": "100\n",
+    "src/code.c": "int main(void) { return 0; }\n",
+}
+
+
+def synthetic_target(path: Path) -> Path:
+    return make_repo(path, FILES)
+
+
+def patch_for(repo: Path, out: Path, changes: dict[str, str | None]) -> Path:
+    """Write a patch file that makes `changes` (None deletes) against HEAD, leaving the repo clean."""
+    for rel, text in changes.items():
+        f = repo / rel
+        if text is None:
+            f.unlink()
+        else:
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(text)
+    git(repo, "add", "-A")
+    diff = git(repo, "diff", "--cached", "--binary")
+    git(repo, "reset", "-q", "--hard", "HEAD")
+    out.write_text(diff + "\n")
+    return out

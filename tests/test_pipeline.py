@@ -1,0 +1,128 @@
+"""The whole local loop on a synthetic target: every experiment status, artifacts, resume."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jobs.pipeline import Run, RunError, RunOptions
+from synthetic import patch_for, synthetic_target
+from conftest import ROOT, git
+
+
+@pytest.fixture()
+def target(tmp_path):
+    return synthetic_target(tmp_path / "target")
+
+
+def run(target, out, candidates, **kw):
+    return Run(RunOptions(target=target, out=out, run_id="t1", agent="none", candidates=candidates, **kw)).execute()
+
+
+def test_every_status_from_maintainer_candidates(target, tmp_path):
+    p = tmp_path / "patches"
+    p.mkdir()
+    patches = [
+        patch_for(target, p / "faster.patch", {"src/speed.txt": "130\n"}),
+        patch_for(target, p / "same.patch", {"src/code.c": "int main(void) { return 0; } /* tidy */\n"}),
+        patch_for(target, p / "nobuild.patch", {"src/broken": "x"}),
+        patch_for(target, p / "wrong.patch", {"src/wrong": "x"}),
+        patch_for(target, p / "crashes.patch", {"src/crash": "x"}),
+        patch_for(target, p / "hangs.patch", {"src/slow": "x"}),
+        patch_for(target, p / "nan.patch", {"src/nan": "x"}),
+    ]
+    out = tmp_path / "out"
+    summary = run(target, out, patches)
+    status = {e["name"]: e for e in summary["experiments"]}
+    assert status["faster"]["status"] == "keep", status["faster"]["reason"]
+    assert status["same"]["status"] == "discard"
+    assert "no detectable difference" in status["same"]["reason"] and "MDE" in status["same"]["reason"]
+    assert status["nobuild"]["status"] == "build_failed"
+    assert status["wrong"]["status"] == "checks_failed"
+    assert status["crashes"]["status"] == "crash" and "status 3" in status["crashes"]["reason"]
+    assert status["hangs"]["status"] == "timeout"
+    assert status["nan"]["status"] == "crash" and "not finite" in status["nan"]["reason"]
+
+    # The win is measured, not assumed: ~+30% on score, and ms (lower is better) improves too.
+    score = next(m for m in status["faster"]["metrics"] if m["name"] == "score")
+    assert 25 < score["delta_pct"] < 35 and score["p_value"] < 0.05 and score["n_base"] >= 6
+
+    for name in ("research.md", "experiments.jsonl", "pr.md", "summary.json", "hypotheses.json"):
+        assert (out / name).is_file(), name
+    ledger = [json.loads(line) for line in (out / "experiments.jsonl").read_text().splitlines()]
+    assert [r["kind"] for r in ledger].count("experiment") == 7
+    assert ledger[0]["kind"] == "calibration"
+
+    # The stack holds exactly the one winner, as one commit on the run's branch.
+    log = git(target, "log", "--format=%s", f"{summary['base_commit']}..autoresearch/t1").splitlines()
+    assert log == ["faster: maintainer candidate"]
+    assert summary["stacks"]["local"]["status"] == "keep"
+    pr = (out / "pr.md").read_text()
+    assert "| score |" in pr and "faster" in pr and "What did not work" in pr
+    assert "did not build" in pr and "failed correctness checks" in pr
+
+
+def test_out_of_path_edit_is_refused(target, tmp_path):
+    bad = patch_for(target, tmp_path / "cheat.patch", {"bench.sh": "#!/bin/sh\necho 'METRIC score=1e9'\n"})
+    outside = patch_for(target, tmp_path / "outside.patch", {"README": "hi\n"})
+    summary = run(target, tmp_path / "out", [bad, outside])
+    status = {e["name"]: e for e in summary["experiments"]}
+    assert status["cheat"]["status"] == "skipped" and "yardstick" in status["cheat"]["reason"]
+    assert status["outside"]["status"] == "skipped" and "outside the editable paths" in status["outside"]["reason"]
+    assert summary["stacks"] == {}
+
+
+def test_baseline_that_does_not_build_stops_the_run_with_a_reason(tmp_path):
+    repo = synthetic_target(tmp_path / "t")
+    (repo / "src" / "broken").write_text("x")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "break")
+    with pytest.raises(RunError, match="baseline itself could not be measured.*build"):
+        run(repo, tmp_path / "out", [])
+
+
+def test_not_a_git_repo(tmp_path):
+    with pytest.raises(RunError, match="not a git repository"):
+        run(tmp_path, tmp_path / "out", [])
+
+
+def _cli(*args, **kw):
+    return subprocess.Popen([sys.executable, "-m", "jobs.cli", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def test_killed_run_resumes_without_rerunning_finished_experiments(target, tmp_path):
+    p = tmp_path / "patches"
+    p.mkdir()
+    patches = [patch_for(target, p / f"c{i}.patch", {"src/speed.txt": f"{100 + i}\n"}) for i in range(4)]
+    out = tmp_path / "out"
+    args = ["run", str(target), "--agent", "none", "--run-id", "kill1", "--out", str(out)]
+    for patch in patches:
+        args += ["--candidate", str(patch)]
+    proc = _cli(*args, start_new_session=True)
+    ledger = out / "experiments.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:   # wait until at least one experiment is on record
+        if ledger.exists() and sum('"kind": "experiment"' in l for l in ledger.read_text().splitlines()) >= 1:
+            break
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = [json.loads(l) for l in ledger.read_text().splitlines() if l.strip()]
+    done_before = {r["name"] for r in before if r["kind"] == "experiment"}
+    assert 1 <= len(done_before) < 4
+
+    proc = _cli(*args)
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, output
+    after = [json.loads(l) for l in ledger.read_text().splitlines() if l.strip()]
+    names = [r["name"] for r in after if r["kind"] == "experiment"]
+    assert sorted(names) == ["c0", "c1", "c2", "c3"], names     # each exactly once
+    assert [r["kind"] for r in after].count("calibration") == 1  # calibration not repeated
+    assert "resuming" in output
