@@ -31,8 +31,9 @@ real benchmarks such as ``llama-bench``):
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from itertools import product as _cartesian
 from typing import Any
 
@@ -234,8 +235,10 @@ class Drift:
 
 def detect_drift(log_base: Sequence[float], log_head: Sequence[float],
                  base_order: Sequence[float], head_order: Sequence[float],
-                 alpha: float = DRIFT_ALPHA) -> Drift:
-    """Look for machine drift in log values using their run order (see :class:`Drift`)."""
+                 alpha: float | None = None) -> Drift:
+    """Look for machine drift in log values using their run order (see :class:`Drift`);
+    ``alpha`` defaults to ``DRIFT_ALPHA``."""
+    alpha = DRIFT_ALPHA if alpha is None else alpha
     x, y = np.asarray(log_base, float), np.asarray(log_head, float)
     ox, oy = np.asarray(base_order, float), np.asarray(head_order, float)
     z = np.concatenate([x, y])
@@ -304,7 +307,9 @@ def _welch(x: np.ndarray, y: np.ndarray) -> _Estimate | None:
     if not se2 > 0:
         return None
     df = se2 ** 2 / ((vx / x.size) ** 2 / (x.size - 1) + (vy / y.size) ** 2 / (y.size - 1))
-    p = float(stats.ttest_ind(y, x, equal_var=False).pvalue)
+    with warnings.catch_warnings():   # one constant arm: scipy warns of "precision loss"
+        warnings.simplefilter("ignore", RuntimeWarning)
+        p = float(stats.ttest_ind(y, x, equal_var=False).pvalue)
     pooled = math.sqrt(((x.size - 1) * vx + (y.size - 1) * vy) / (x.size + y.size - 2))
     return _Estimate(float(np.mean(y) - np.mean(x)), math.sqrt(se2), float(df), p,
                      f"Welch t on log values (df {df:.1f})", pooled)
@@ -553,7 +558,6 @@ class Calibration:
     floor_parts: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
         return asdict(self)
 
 
