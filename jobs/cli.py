@@ -13,7 +13,7 @@ from rich.table import Table
 from . import gitops
 from .config import ConfigError
 from .ledger import LedgerError, load_state
-from .pipeline import Run, RunError, RunOptions, new_run_id
+from .pipeline import Run, RunCancelled, RunError, RunOptions, new_run_id
 from .recipes import RecipeError
 
 DEMO_SOURCE = Path(__file__).resolve().parent.parent / "examples" / "tinyllm"
@@ -166,7 +166,9 @@ def cmd_demo(args) -> int:
     return cmd_run(args)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(extend=None) -> argparse.ArgumentParser:
+    """`extend(subparsers)` lets bot/ add its commands (serve, worker, action) without jobs/
+    importing bot/."""
     parser = argparse.ArgumentParser(prog="autoresearch", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -203,14 +205,16 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--executor", choices=["local"], default="local")
     demo.add_argument("--out", help="output directory")
     demo.set_defaults(func=cmd_demo)
+    if extend:
+        extend(sub)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, extend=None) -> int:
+    args = build_parser(extend).parse_args(argv)
     try:
         return args.func(args)
-    except (RunError, ConfigError, RecipeError, LedgerError, gitops.GitError) as exc:
+    except (RunError, RunCancelled, ConfigError, RecipeError, LedgerError, gitops.GitError) as exc:
         console.print(f"[red]autoresearch: {exc}[/]", highlight=False)
         return 2
     except KeyboardInterrupt:

@@ -35,6 +35,10 @@ class RunError(RuntimeError):
     """The run could not proceed; the message says why and what to do."""
 
 
+class RunCancelled(RuntimeError):
+    """`should_stop` said so; machines were released and finished work stays on record."""
+
+
 @dataclass
 class RunOptions:
     target: Path
@@ -46,6 +50,32 @@ class RunOptions:
     executor: str = "local"
     research_only: bool = False
     calibrate_only: bool = False
+    # Overrides from a command such as `/autoresearch optimize cpu metric=tg128 budget=30`.
+    primary: str | None = None
+    platforms: list[str] | None = None
+    budget_usd: float | None = None
+
+
+def apply_overrides(config: TargetConfig, o: RunOptions) -> TargetConfig:
+    """The command's arguments narrow the repo config; unknown names are errors, not guesses."""
+    update: dict[str, Any] = {}
+    if o.primary:
+        names = [m.name for m in config.metrics]
+        if o.primary not in names:
+            raise RunError(f"metric={o.primary}: not a metric of this target (known: {', '.join(names)})")
+        update["metrics"] = [m.model_copy(update={"primary": m.name == o.primary}) for m in config.metrics]
+    if o.platforms:
+        known = {p.name: p for p in config.platforms}
+        unknown = [p for p in o.platforms if p not in known and p not in ("x86", "arm", "local")]
+        if unknown:
+            raise RunError(f"platforms={','.join(o.platforms)}: unknown {unknown} (configured: {sorted(known)})")
+        from .config import Platform
+        update["platforms"] = [known.get(p) or Platform(name=p) for p in o.platforms]
+    if o.budget_usd is not None:
+        if o.budget_usd > config.budget.usd:
+            raise RunError(f"budget={o.budget_usd:g}: above the repository's cap of {config.budget.usd:g} USD")
+        update["budget"] = config.budget.model_copy(update={"usd": o.budget_usd})
+    return config.model_copy(update=update) if update else config
 
 
 def new_run_id(base_commit: str) -> str:
@@ -54,14 +84,16 @@ def new_run_id(base_commit: str) -> str:
 
 class Run:
     def __init__(self, options: RunOptions, on_event: OnEvent | None = None,
-                 executors: list[Executor] | None = None, agent=None):
+                 executors: list[Executor] | None = None, agent=None,
+                 should_stop: Callable[[], bool] | None = None):
         self.o = options
         self._emit = on_event or (lambda event: None)
+        self.should_stop = should_stop or (lambda: False)
         self.repo = gitops.toplevel(options.target)
         if self.repo is None:
             raise RunError(f"{options.target} is not a git repository: autoresearch needs one "
                            "(git init && git add -A && git commit)")
-        self.config: TargetConfig = load_config(self.repo)
+        self.config: TargetConfig = apply_overrides(load_config(self.repo), options)
         self.out = Path(options.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.state = ledger.load_state(self.out) or {}
@@ -149,7 +181,13 @@ class Run:
         label = spec.name if len(self.executors) == 1 else f"{spec.name}@{ex.platform}"
 
         def progress(message: str, fraction: float) -> None:
+            # Checked between every build, check and benchmark invocation: a cancel takes effect
+            # within one step, and the executor's own cleanup releases its machine.
+            if self.should_stop():
+                raise RunCancelled(f"run {self.o.run_id} cancelled")
             self.emit({"type": "progress", "name": label, "message": message, "fraction": fraction})
+        if self.should_stop():
+            raise RunCancelled(f"run {self.o.run_id} cancelled")
         raw = ex.run(spec, progress)
         self._save(cost_usd=round(self.state.get("cost_usd", 0.0) + raw.cost_usd, 4))
         return raw
@@ -405,6 +443,10 @@ class Run:
             results = self.experiments_phase(hypotheses)
             stacks = self.stack_phase(results)
             return self.report_phase(results, stacks)
+        except RunCancelled:
+            self._save(phase="cancelled")
+            self.emit({"type": "cancelled"})
+            raise
         finally:
             for ex in self._executors or []:
                 ex.close()
