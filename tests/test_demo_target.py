@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None or shutil.which("cc
 
 
 def copy_target(dest: Path) -> Path:
-    shutil.copytree(TARGET, dest, ignore=shutil.ignore_patterns("tinyllm", "tinyllm-ref"))
+    shutil.copytree(TARGET, dest, ignore=shutil.ignore_patterns("tinyllm", "tinyllm_ref"))
     return dest
 
 

@@ -1,6 +1,6 @@
 /* verify.c - the reference checker.
  *
- *   tinyllm-ref verify DUMP
+ *   tinyllm_ref verify DUMP
  *
  * DUMP is the output of `tinyllm dump -p P -n G`. The reference recomputes, with its own
  * frozen copy of the plain forward pass, the logits after the prompt and after each
@@ -27,7 +27,7 @@ static int fail(const char *what, int step) {
 
 int main(int argc, char **argv) {
     if (argc != 3 || strcmp(argv[1], "verify") != 0) {
-        fprintf(stderr, "usage: tinyllm-ref verify DUMP\n");
+        fprintf(stderr, "usage: tinyllm_ref verify DUMP\n");
         return 2;
     }
     FILE *f = fopen(argv[2], "r");
