@@ -1,0 +1,355 @@
+"""Slow real-target check: build llama.cpp baseline vs patched (this project's recipes), check the
+touched ops with test-backend-ops, and A/B llama-bench on a synthetic TinyLlama-shaped Q4_0 model.
+
+    python kernels/llama/ab.py --layers 4 --rounds 6            # quick: 4-layer model (~181 MiB)
+    python kernels/llama/ab.py --layers 22 --rounds 5           # confirm on the full-size shape
+    python kernels/llama/ab.py --only ops                       # build + test-backend-ops only
+
+Steps (each reuses what a previous run left in --workdir):
+1. source: the llama.cpp tree vendored by the llama-cpp-python sdist (llama_tree.py, cached);
+   `baseline/src` is a copy, `patched/src` the same plus every recipe of
+   kernels/recipes/llama.cpp that detects as applicable (files are rewritten only when their
+   content changes, so rebuilds stay incremental).
+2. build: CMake + Ninja, Release, GGML_NATIVE, targets llama-bench and test-backend-ops, through
+   ccache with CCACHE_BASEDIR=--workdir and CCACHE_NOHASHDIR=1: both variants live at the same
+   relative layout (<variant>/src, <variant>/build), so unchanged translation units hit the cache.
+3. ops: `test-backend-ops test -b CPU -o <op>` for each touched op, on both builds. The CPU
+   backend is compared with itself in reference mode (use_ref), where the recipes keep the old
+   path, so the patched build really compares new against old.
+4. model: a GGUF written with the `gguf` package: llama architecture, n_vocab 32000, n_embd
+   2048, n_head 32, n_head_kv 4, n_ff 5632, Q4_0 weights with random nibbles and a fixed scale
+   (speed does not depend on the values), --layers blocks (22 = TinyLlama-1.1B).
+5. bench: `llama-bench -m model -p 512 -n 128 -r 1 -o json -fa F -t T` as whole processes,
+   baseline and patched interleaved A B B A ... for each -fa setting; one process = one sample.
+   pp512 and tg128 are compared with jobs.stats.compare (log-scale Welch, paired under drift).
+Results go to stdout (a table and METRIC lines) and to <workdir>/ab-result.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))
+
+import llama_tree  # noqa: E402
+
+VARIANTS = ("baseline", "patched")
+TARGETS = ("llama-bench", "test-backend-ops")
+OP_NAMES = {"SOFT_MAX": "SOFT_MAX", "RMS_NORM": "RMS_NORM", "FLASH_ATTN_EXT": "FLASH_ATTN_EXT",
+            "MUL_MAT": "MUL_MAT", "MUL": "MUL"}
+SKIP_DIRS = shutil.ignore_patterns(".git", "models", "docs", "media", "ggml-cuda", "ggml-vulkan",
+                                   "ggml-sycl", "ggml-metal", "ggml-opencl", "ggml-cann", "ggml-musa",
+                                   "ggml-hip", "ggml-webgpu", "ggml-hexagon", "ggml-openvino",
+                                   "ggml-zdnn", "ggml-zendnn", "ggml-virtgpu", "ggml-et")
+
+
+def log(msg: str) -> None:
+    print(f"[ab {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------- 1. source
+
+def _sync_file(src: Path, dst: Path, text: str | None = None) -> bool:
+    data = text.encode() if text is not None else src.read_bytes()
+    if dst.is_file() and dst.read_bytes() == data:
+        return False
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_bytes(data)
+    return True
+
+
+def prepare(tree: Path, workdir: Path, recipe_ids: list[str] | None = None) -> dict:
+    """Create/refresh baseline/src and patched/src; return what was applied."""
+    from jobs.recipes import detect, load_recipe_set, planned_edits
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    for variant in VARIANTS:
+        src = workdir / variant / "src"
+        if not (src / "CMakeLists.txt").is_file():
+            log(f"copying {tree} -> {src}")
+            shutil.copytree(tree, src, ignore=SKIP_DIRS, dirs_exist_ok=True)
+    recipes = [r for r in load_recipe_set("llama.cpp") if not recipe_ids or r.id in recipe_ids]
+    # apply the recipes in order to a scratch copy of the pristine ggml/ (recipes only edit ggml/)
+    stage = workdir / ".stage"
+    if stage.exists():
+        shutil.rmtree(stage)
+    shutil.copytree(tree / "ggml", stage / "ggml", ignore=SKIP_DIRS)
+    applied, statuses, touched = [], {}, set()
+    for r in recipes:
+        d = detect(r, stage)
+        statuses[r.id] = {"status": d.status, "evidence": d.evidence, "reason": d.reason}
+        if d.status == "applicable":
+            for rel, text in planned_edits(r, stage).items():
+                (stage / rel).write_text(text, encoding="utf-8")
+                touched.add(rel)
+            applied.append(r.id)
+    # every file any recipe could touch: patched gets the staged text, baseline the pristine one
+    candidates = {e.file for r in load_recipe_set("llama.cpp") for e in r.edits if (tree / e.file).is_file()}
+    changed = [rel for rel in sorted(candidates)
+               if _sync_file(stage / rel, workdir / "patched" / "src" / rel)]
+    for rel in candidates:
+        _sync_file(tree / rel, workdir / "baseline" / "src" / rel)
+    shutil.rmtree(stage)
+    ops = sorted({op for r in recipes if r.id in applied for op in r.ops})
+    log(f"recipes applied: {applied or 'none'}; rewritten: {changed or 'nothing'}")
+    return {"workdir": str(workdir), "applied": applied, "detection": statuses, "ops": ops,
+            "touched": sorted(touched)}
+
+
+# ---------------------------------------------------------------------------- 2. build
+
+def build(workdir: Path, variant: str, jobs: int = 2) -> Path:
+    src, bld = workdir / variant / "src", workdir / variant / "build"
+    env = dict(os.environ)
+    launcher = []
+    if shutil.which("ccache"):
+        env.update(CCACHE_BASEDIR=str(workdir), CCACHE_NOHASHDIR="1")
+        env.setdefault("CCACHE_DIR", str(llama_tree.cache_dir() / "ccache"))
+        launcher = ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
+    if not (bld / "build.ninja").is_file() and not (bld / "Makefile").is_file():
+        gen = ["-G", "Ninja"] if shutil.which("ninja") else []
+        cmd = ["cmake", "-S", str(src), "-B", str(bld), *gen, "-DCMAKE_BUILD_TYPE=Release",
+               "-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=ON",
+               "-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF",
+               "-DLLAMA_BUILD_APP=OFF", "-DBUILD_SHARED_LIBS=OFF", *launcher]
+        log(f"configure {variant}")
+        _run(cmd, env, bld.parent / "configure.log")
+    t0 = time.time()
+    _run(["cmake", "--build", str(bld), "-j", str(jobs), "--target", *TARGETS], env, bld.parent / "build.log")
+    log(f"built {variant} in {time.time() - t0:.0f}s")
+    return bld / "bin"
+
+
+def _run(cmd: list[str], env: dict, logfile: Path) -> None:
+    logfile.parent.mkdir(parents=True, exist_ok=True)
+    with open(logfile, "w") as fh:
+        proc = subprocess.run(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        tail = logfile.read_text(errors="replace").splitlines()[-40:]
+        raise RuntimeError(f"{' '.join(cmd)} failed ({logfile}):\n" + "\n".join(tail))
+
+
+# ---------------------------------------------------------------------------- 3. ops
+
+def run_backend_ops(bin_dir: Path, op: str, timeout: int = 1800) -> dict:
+    cmd = [str(bin_dir / "test-backend-ops"), "test", "-b", "CPU", "-o", op]
+    t0 = time.time()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    out = proc.stdout + proc.stderr
+    import re
+    m = re.search(r"(\d+)/(\d+) tests passed", out)
+    passed, total = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+    fails = [line.strip() for line in out.splitlines() if "FAIL" in line][:20]
+    ok = proc.returncode == 0 and total > 0 and passed == total
+    return {"op": op, "ok": ok, "passed": passed, "total": total, "seconds": round(time.time() - t0, 1),
+            "returncode": proc.returncode, "fails": fails}
+
+
+def check_ops(prep: dict, jobs: int = 2) -> dict:
+    workdir = Path(prep["workdir"])
+    results = {}
+    for variant in VARIANTS:
+        bins = build(workdir, variant, jobs)
+        results[variant] = [run_backend_ops(bins, OP_NAMES.get(op, op)) for op in prep["ops"]]
+        for r in results[variant]:
+            log(f"test-backend-ops {variant} {r['op']}: {r['passed']}/{r['total']} "
+                f"{'OK' if r['ok'] else 'FAIL'} ({r['seconds']}s)")
+    ok = all(r["ok"] for r in results["patched"])
+    return {"ok": ok, "ops": results, "applied": prep["applied"]}
+
+
+# ---------------------------------------------------------------------------- 4. model
+
+def make_model(path: Path, n_layer: int = 22, n_vocab: int = 32000, n_embd: int = 2048, n_head: int = 32,
+               n_head_kv: int = 4, n_ff: int = 5632, seed: int = 0) -> Path:
+    """Synthetic TinyLlama-shaped Q4_0 GGUF (random nibbles, fixed block scale)."""
+    import numpy as np
+    import gguf
+
+    if path.is_file():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    q4 = gguf.GGMLQuantizationType.Q4_0
+    d16 = np.array([0.02], dtype=np.float16).view(np.uint8)
+
+    def q4_0(rows: int, cols: int):
+        nb = cols // 32
+        blocks = rng.integers(0, 256, size=(rows, nb, 18), dtype=np.uint8)
+        blocks[:, :, 0] = d16[0]
+        blocks[:, :, 1] = d16[1]
+        return blocks.reshape(rows, nb * 18)
+
+    tmp = path.with_suffix(".tmp")
+    w = gguf.GGUFWriter(str(tmp), "llama")
+    w.add_name(f"synthetic-tinyllama-{n_layer}L-q4_0")
+    w.add_context_length(2048)
+    w.add_embedding_length(n_embd)
+    w.add_block_count(n_layer)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_head_kv)
+    w.add_rope_dimension_count(n_embd // n_head)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_0)
+    w.add_vocab_size(n_vocab)
+    w.add_tokenizer_model("llama")
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)]
+    tokens += [f"tok{i}" for i in range(n_vocab - len(tokens))]
+    w.add_token_list(tokens)
+    w.add_token_scores([0.0] * n_vocab)
+    w.add_token_types([2, 3, 3] + [6] * 256 + [1] * (n_vocab - 259))
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    ones = np.ones(n_embd, dtype=np.float32)
+    kv = n_head_kv * (n_embd // n_head)
+    w.add_tensor("token_embd.weight", q4_0(n_vocab, n_embd), raw_dtype=q4)
+    for i in range(n_layer):
+        w.add_tensor(f"blk.{i}.attn_norm.weight", ones)
+        w.add_tensor(f"blk.{i}.attn_q.weight", q4_0(n_embd, n_embd), raw_dtype=q4)
+        w.add_tensor(f"blk.{i}.attn_k.weight", q4_0(kv, n_embd), raw_dtype=q4)
+        w.add_tensor(f"blk.{i}.attn_v.weight", q4_0(kv, n_embd), raw_dtype=q4)
+        w.add_tensor(f"blk.{i}.attn_output.weight", q4_0(n_embd, n_embd), raw_dtype=q4)
+        w.add_tensor(f"blk.{i}.ffn_norm.weight", ones)
+        w.add_tensor(f"blk.{i}.ffn_gate.weight", q4_0(n_ff, n_embd), raw_dtype=q4)
+        w.add_tensor(f"blk.{i}.ffn_up.weight", q4_0(n_ff, n_embd), raw_dtype=q4)
+        w.add_tensor(f"blk.{i}.ffn_down.weight", q4_0(n_embd, n_ff), raw_dtype=q4)
+    w.add_tensor("output_norm.weight", ones)
+    w.add_tensor("output.weight", q4_0(n_vocab, n_embd), raw_dtype=q4)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    tmp.rename(path)
+    log(f"wrote {path} ({path.stat().st_size / 2**20:.0f} MiB)")
+    return path
+
+
+# ---------------------------------------------------------------------------- 5. bench
+
+def parse_llama_bench(stdout: str, fa: int) -> dict[str, float]:
+    """pp512 and tg128 tokens/s from one `llama-bench -o json` process; raises on anything odd."""
+    rows = json.loads(stdout)
+    out: dict[str, float] = {}
+    for row in rows:
+        if int(row.get("flash_attn", fa)) != fa:
+            raise ValueError(f"llama-bench ran flash_attn={row.get('flash_attn')}, asked for {fa}")
+        n_prompt, n_gen, ts = int(row["n_prompt"]), int(row["n_gen"]), float(row["avg_ts"])
+        if n_prompt > 0 and n_gen == 0:
+            out[f"pp{n_prompt}"] = ts
+        elif n_gen > 0 and n_prompt == 0:
+            out[f"tg{n_gen}"] = ts
+    if set(out) != {"pp512", "tg128"} or not all(v > 0 for v in out.values()):
+        raise ValueError(f"unexpected llama-bench results: {out} from {stdout[:400]}")
+    return out
+
+
+def run_bench(bin_dir: Path, model: Path, fa: int, threads: int) -> dict[str, float]:
+    cmd = [str(bin_dir / "llama-bench"), "-m", str(model), "-p", "512", "-n", "128", "-r", "1",
+           "-o", "json", "-fa", str(fa), "-t", str(threads)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-2000:]}")
+    return parse_llama_bench(proc.stdout, fa)
+
+
+def ab_bench(prep: dict, model: Path, rounds: int, fas: list[int], threads: int, jobs: int = 2) -> dict:
+    from jobs.stats import abba_order, compare
+
+    workdir = Path(prep["workdir"])
+    bins = {v: build(workdir, v, jobs) for v in VARIANTS}
+    order = [c for c in abba_order(rounds) if c in ("A", "B")]
+    samples: dict = {fa: {v: {"pp512": [], "tg128": [], "order": []} for v in VARIANTS} for fa in fas}
+    idx = 0
+    for fa in fas:
+        run_bench(bins["baseline"], model, fa, threads)   # warm-up: page cache, CPU clocks
+        for arm in order:
+            variant = "baseline" if arm == "A" else "patched"
+            res = run_bench(bins[variant], model, fa, threads)
+            s = samples[fa][variant]
+            s["pp512"].append(res["pp512"])
+            s["tg128"].append(res["tg128"])
+            s["order"].append(idx)
+            idx += 1
+            log(f"fa={fa} {variant:8s} pp512 {res['pp512']:8.2f}  tg128 {res['tg128']:7.2f}")
+    results = []
+    for fa in fas:
+        for metric in ("pp512", "tg128"):
+            b, h = samples[fa]["baseline"], samples[fa]["patched"]
+            r = compare(b[metric], h[metric], direction="higher", base_order=b["order"],
+                        head_order=h["order"], name=f"{metric}_fa{fa}")
+            results.append({"fa": fa, "metric": metric, **_result_dict(r)})
+    return {"samples": samples, "results": results}
+
+
+def _result_dict(r) -> dict:
+    if hasattr(r, "model_dump"):
+        return r.model_dump()
+    from dataclasses import asdict, is_dataclass
+    return asdict(r) if is_dataclass(r) else dict(vars(r))
+
+
+def print_report(result: dict) -> None:
+    print("\n| fa | metric | baseline t/s | patched t/s | delta | 95% CI | p | MDE | verdict |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in result["bench"]["results"]:
+        print(f"| {r['fa']} | {r['metric']} | {r['base_mean']:.2f} ± {r['base_sd']:.2f} | "
+              f"{r['head_mean']:.2f} ± {r['head_sd']:.2f} | {r['delta_pct']:+.2f}% | "
+              f"[{r['ci_low_pct']:+.1f}%, {r['ci_high_pct']:+.1f}%] | {r['p_value']:.3g} | "
+              f"{r['mde_pct']:.1f}% | {r['verdict']} ({r['method']}) |")
+    for r in result["bench"]["results"]:
+        name = f"{r['metric']}_fa{r['fa']}"
+        print(f"METRIC {name}_base={r['base_mean']:.3f}")
+        print(f"METRIC {name}_head={r['head_mean']:.3f}")
+        print(f"METRIC {name}_delta_pct={r['delta_pct']:.3f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workdir", type=Path, default=llama_tree.cache_dir() / "ab")
+    ap.add_argument("--version", default=llama_tree.DEFAULT_VERSION, help="llama-cpp-python sdist version")
+    ap.add_argument("--recipes", default="", help="comma-separated recipe ids (default: all applicable)")
+    ap.add_argument("--layers", type=int, default=4, help="model blocks: 4 (quick) or 22 (TinyLlama-1.1B)")
+    ap.add_argument("--rounds", type=int, default=6, help="processes per arm and -fa setting")
+    ap.add_argument("--fa", default="0,1")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--jobs", type=int, default=2, help="parallel compile jobs")
+    ap.add_argument("--only", choices=["ops", "bench"], default=None)
+    args = ap.parse_args(argv)
+
+    tree = llama_tree.ensure_llama_tree(args.version)
+    prep = prepare(tree, args.workdir, [r for r in args.recipes.split(",") if r] or None)
+    result: dict = {"tree": str(tree), "version": args.version, "prepare": prep}
+    if args.only != "bench":
+        result["ops"] = check_ops(prep, args.jobs)
+    if args.only != "ops":
+        model = make_model(llama_tree.cache_dir() / "models" / f"synthetic-tinyllama-{args.layers}L-q4_0.gguf",
+                           n_layer=args.layers)
+        result["bench"] = ab_bench(prep, model, args.rounds, [int(f) for f in args.fa.split(",")],
+                                   args.threads, args.jobs)
+        result["bench"]["model"] = str(model)
+        result["bench"]["threads"] = args.threads
+    (args.workdir / "ab-result.json").write_text(json.dumps(result, indent=2, default=str))
+    for name, d in prep["detection"].items():
+        print(f"recipe {name}: {d['status']}")
+    if "ops" in result:
+        for r in result["ops"]["ops"]["patched"]:
+            print(f"test-backend-ops patched {r['op']}: {r['passed']}/{r['total']} {'OK' if r['ok'] else 'FAIL'}")
+    if "bench" in result:
+        print_report(result)
+    return 0 if result.get("ops", {"ok": True})["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
