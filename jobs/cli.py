@@ -86,21 +86,27 @@ def _print_table(summary: dict) -> None:
 
 
 def _platform_table(summary: dict, platform: str) -> None:
+    primary = summary["primary"]
+    table = Table(title=f"Experiments on {platform} ({summary['cpus'][platform]}), primary metric {primary}")
+    for col in ("experiment", "status", "Δ%", "p", "why"):
+        table.add_column(col, overflow="fold")
+    for rec in (r for r in summary["experiments"] if r["platform"] == platform):
+        m = next((m for m in rec.get("metrics", []) if m["name"] == primary), None)
+        table.add_row(rec["name"], rec["status"], f"{m['delta_pct']:+.1f}" if m else "—",
+                      f"{m['p_value']:.3f}" if m else "—", rec["reason"])
+    console.print(table)
     stack = summary["stacks"].get(platform)
-    table = Table(title=f"A/B on {platform} ({summary['cpus'][platform]})")
-    for col in ("experiment", "status", "metric", "base mean±sd", "head mean±sd", "Δ%", "p", "verdict"):
-        table.add_column(col)
-    rows = [r for r in summary["experiments"] if r["platform"] == platform]
-    for rec in rows + ([dict(stack, name="STACK")] if stack else []):
-        metrics = rec.get("metrics") or [None]
-        for i, m in enumerate(metrics):
-            head = [rec["name"], rec["status"]] if i == 0 else ["", ""]
-            if m is None:
-                table.add_row(*head, "—", "", "", "", "", rec["reason"][:60])
-            else:
-                table.add_row(*head, m["name"], f"{m['base_mean']:.4g}±{m['base_sd']:.2g}",
-                              f"{m['head_mean']:.4g}±{m['head_sd']:.2g}", f"{m['delta_pct']:+.1f}",
-                              f"{m['p_value']:.3f}", m["verdict"])
+    if not stack:
+        console.print(f"No stack on {platform}: nothing was kept.")
+        return
+    table = Table(title=f"A/B on {platform}: baseline vs stack of {', '.join(summary['stack_applied'])} "
+                        f"({stack['status']})")
+    for col in ("metric", "base mean ± sd (n)", "head mean ± sd (n)", "Δ%", "p", "verdict"):
+        table.add_column(col, overflow="fold")
+    for m in stack.get("metrics", []):
+        table.add_row(m["name"], f"{m['base_mean']:.4g} ± {m['base_sd']:.2g} ({m['n_base']})",
+                      f"{m['head_mean']:.4g} ± {m['head_sd']:.2g} ({m['n_head']})", f"{m['delta_pct']:+.1f}",
+                      f"{m['p_value']:.3f}", m["verdict"])
     console.print(table)
 
 
@@ -162,6 +168,8 @@ def demo_target(dest: Path) -> Path:
 
 def cmd_demo(args) -> int:
     args.target = str(demo_target(Path(args.workdir).resolve() / "tinyllm"))
+    if args.out and (Path(args.out) / "state.json").exists():
+        shutil.rmtree(args.out)   # the demo target is made afresh, so its previous run cannot resume
     args.candidate, args.run_id = [], None
     return cmd_run(args)
 

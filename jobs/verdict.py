@@ -67,5 +67,9 @@ def judge(raw: RawResult, config: TargetConfig, floor_pct: float, *, remeasured:
                          f"floor {floor_pct:.1f}%)", results)
     if main.verdict == "loss":
         return Judgement(Status.DISCARD, f"{primary} slower: {main.delta_pct:+.1f}% (p={main.p_value:.3g})", results)
+    if main.p_value < config.thresholds.alpha:
+        # Statistically clear but smaller than this machine's A/A noise floor: not a win here.
+        return Judgement(Status.DISCARD, f"{primary} {main.delta_pct:+.1f}% (p={main.p_value:.3g}) is below the "
+                         f"{floor_pct:.1f}% effect floor set by this machine's A/A noise", results)
     return Judgement(Status.DISCARD, f"{primary}: no detectable difference ({main.delta_pct:+.1f}%, "
                      f"p={main.p_value:.2f}, MDE {main.mde_pct:.1f}%)", results)

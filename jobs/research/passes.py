@@ -121,7 +121,7 @@ def scan_source(path: str, text: str, min_passes: int = 2) -> list[Finding]:
             nxt = _pass_at(lines, j)
             if not nxt:
                 break
-            touched = chain[-1].writes
+            touched = set().union(*(p.writes for p in chain))   # a reduction does not end the chain
             if not (touched & (nxt.writes | nxt.reads)):
                 break
             chain.append(nxt)

@@ -1,0 +1,60 @@
+from jobs.model import Evidence, Hypothesis
+from jobs.report import render_pr, render_research
+
+
+def metric(name, delta, p, verdict="win"):
+    return dict(name=name, base_mean=100.0, base_sd=2.0, head_mean=100 + delta, head_sd=2.5, n_base=10, n_head=10,
+                delta_pct=delta, p_value=p, ci_low_pct=delta - 3, ci_high_pct=delta + 3, mde_pct=4.2,
+                method="welch", verdict=verdict, note="")
+
+
+def summary(**kw):
+    base = dict(
+        run_id="r1", target="demo", repo="/x", base_commit="a" * 40, branch="autoresearch/r1", platform="x86",
+        platforms=["x86", "arm"], cpus={"x86": "Xeon (8 cpus)"}, cpu="Xeon", agent="offline", primary="tg",
+        calibration={"x86": {"tg": dict(sd_log=0.061, drift=False, false_win_rate=0.03, mde_pct=7.1,
+                                        mde_pct_with_probe=5.9, floor_pct=5.4, repeats=10)}},
+        experiments=[
+            dict(name="fuse-a", hypothesis="fuse-a", platform="x86", status="keep", reason="tg +12.3%",
+                 hypothesis_kind="fusion", metrics=[metric("tg", 12.3, 0.0004)]),
+            dict(name="decoy", hypothesis="decoy", platform="x86", status="discard", hypothesis_kind="micro",
+                 reason="tg: no detectable difference (+0.4%, p=0.80, MDE 4.2%)",
+                 metrics=[metric("tg", 0.4, 0.8, "no detectable difference")]),
+            dict(name="broken", hypothesis="broken", platform="x86", status="checks_failed", hypothesis_kind="fusion",
+                 reason="checks failed (exit 1)", metrics=[]),
+        ],
+        stack_applied=["fuse-a"],
+        stacks={"x86": dict(status="keep", reason="tg +11.0%", commit="b" * 40, cpu="Xeon (8 cpus)",
+                            metrics=[metric("tg", 11.0, 0.0001)])},
+        cost_usd=1.234, wall_seconds=300, reproduce=["autoresearch run X"])
+    base.update(kw)
+    return base
+
+
+def test_pr_has_tables_verdicts_and_honest_unmeasured_platform():
+    md = render_pr(summary())
+    assert "**tg +11.0%** (p=<0.001) on x86" in md
+    assert "## A/B on x86" in md and "| tg | 100.0 ± 2.00 (n=10) | 111.0 ± 2.50 (n=10) | +11.0% |" in md
+    arm = md.split("## A/B on arm")[1].split("##")[0]
+    assert "Not measured" in arm and "|" not in arm           # no invented numbers for ARM
+    assert "| fuse-a | x86 | fusion | kept | +12.3% | <0.001 |" in md
+    assert "**decoy** on x86 (discarded): tg: no detectable difference" in md
+    assert "**broken** on x86 (failed correctness checks)" in md
+    assert "| tg | 6.1% | no | 3.0% | 7.1% (5.9% with probe) | 5.4% | 10 |" in md
+    assert "1.23 USD" in md and "autoresearch run X" in md and "AI-assisted" in md
+
+
+def test_pr_without_winners_says_so():
+    s = summary(stack_applied=[], stacks={}, experiments=summary()["experiments"][1:])
+    md = render_pr(s)
+    assert "No optimization beat the baseline" in md
+    assert "Not measured: no optimization was kept" in md.split("## A/B on x86")[1]
+
+
+def test_research_md_lists_evidence_and_implementation():
+    h = Hypothesis(id="fuse-x", title="Fuse X", kind="fusion", rationale="3 passes", ops=["a", "b"],
+                   evidence=[Evidence("src/ops.c:12", "copy pass")], score=4, recipe="fuse-x")
+    md = render_research("demo", "c" * 40, [h], ["rms: already present (ops.cpp:9)"], [], "offline")
+    assert "### 1. Fuse X (`fuse-x`, fusion, score 4.00)" in md
+    assert "- `src/ops.c:12` copy pass" in md and "recipe `fuse-x`" in md
+    assert "rms: already present (ops.cpp:9)" in md
