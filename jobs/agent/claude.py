@@ -33,11 +33,12 @@ from ..runner import run_step, scrubbed_env, tail
 from .guard import EditRefused, check_edit
 from .offline import NotImplementable, commit_message
 
-DEFAULT_MODEL = "claude-sonnet-4-5"
-# USD per million tokens: input, output, cache write, cache read. Overridden by config/kwargs.
+DEFAULT_MODEL = "claude-sonnet-4-6"
+# USD per million tokens (input, output, 5-minute cache write, cache read), Anthropic's published
+# rates when written. The repo config's pricing table overrides and extends this; a model with no
+# price is refused, since its spending could not be capped.
 DEFAULT_PRICING: dict[str, dict[str, float]] = {
-    "claude-sonnet-4-5": {"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.30},
-    "claude-opus-4-1": {"input": 15.0, "output": 75.0, "cache_write": 18.75, "cache_read": 1.50},
+    "claude-sonnet-4-6": {"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.30},
     "claude-haiku-4-5": {"input": 1.0, "output": 5.0, "cache_write": 1.25, "cache_read": 0.10},
 }
 READ_LIMIT = 12_000       # characters of a file per read_file call
