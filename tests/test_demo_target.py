@@ -139,3 +139,30 @@ def test_all_recipes_stack_in_either_order(tmp_path):
     build(tree)
     result = sh(tree, "./checks.sh")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def git(tree: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-c", "user.name=test", "-c", "user.email=test@example.invalid",
+                           "-c", "commit.gpgsign=false", *args],
+                          cwd=tree, capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_recipe_commits_cherry_pick_onto_each_other(tmp_path):
+    """The loop stacks winners by cherry-picking each experiment's commit (made from the
+    pristine tree): no two recipes may touch neighbouring lines, or git reports a conflict."""
+    tree = copy_target(tmp_path / "tinyllm")
+    assert git(tree, "init", "-q", "-b", "main").returncode == 0
+    git(tree, "add", "-A")
+    assert git(tree, "commit", "-qm", "pristine").returncode == 0
+    for recipe in RECIPES:
+        git(tree, "checkout", "-q", "-b", recipe.id, "main")
+        apply(recipe, tree)
+        assert git(tree, "commit", "-qam", recipe.id).returncode == 0
+        git(tree, "checkout", "-q", "main")
+    for order, name in ((RECIPES, "stack-forward"), (RECIPES[::-1], "stack-reverse")):
+        git(tree, "checkout", "-q", "-b", name, "main")
+        for recipe in order:
+            picked = git(tree, "cherry-pick", recipe.id)
+            assert picked.returncode == 0, f"{name}: {recipe.id} conflicts: {picked.stdout}{picked.stderr}"
+        assert all(detect(r, tree).status == "already_present" for r in RECIPES)

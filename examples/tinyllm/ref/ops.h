@@ -44,6 +44,9 @@ void rmsnorm(float *out, const float *x, const float *w, int n_rows, int dim);
 
 /* Attention softmax of one score row of n floats: out = softmax(scores * scale + mask). */
 void softmax(float *out, const float *scores, const float *mask, int n, float scale);
+/* The same without the final normalization: out = exp(scores * scale + mask - max);
+ * returns 1 / sum(out). softmax() is this followed by out *= the returned value. */
+float softmax_exp(float *out, const float *scores, const float *mask, int n, float scale);
 
 /* SwiGLU gate in place: h1 = silu(h1) * h3, n floats. */
 void swiglu(float *h1, const float *h3, int n);

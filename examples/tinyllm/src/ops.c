@@ -38,7 +38,7 @@ void rmsnorm(float *out, const float *x, const float *w, int n_rows, int dim) {
     }
 }
 
-void softmax(float *out, const float *scores, const float *mask, int n, float scale) {
+float softmax_exp(float *out, const float *scores, const float *mask, int n, float scale) {
     /* pass 1: copy scores -> out */
     memcpy(out, scores, (size_t)n * sizeof(float));
     /* pass 2: scale */
@@ -57,8 +57,12 @@ void softmax(float *out, const float *scores, const float *mask, int n, float sc
         out[i] = e;
         sum += e;
     }
+    return (float)(1.0 / sum);
+}
+
+void softmax(float *out, const float *scores, const float *mask, int n, float scale) {
+    const float inv = softmax_exp(out, scores, mask, n, scale);
     /* pass 6: normalize */
-    const float inv = (float)(1.0 / sum);
     for (int i = 0; i < n; i++) out[i] *= inv;
 }
 
