@@ -1,4 +1,5 @@
-"""The `autoresearch` console script: the pipeline commands from jobs.cli plus bot commands."""
+"""The `autoresearch` console script: the pipeline commands from jobs.cli plus bot commands
+`serve` (the webhook app; gunicorn, or Flask's dev server with --dev) and `worker` (RQ)."""
 from __future__ import annotations
 
 import sys
@@ -6,12 +7,68 @@ import sys
 from jobs import cli as jobs_cli
 
 
+def cmd_serve(args) -> int:
+    from .app import create_app
+    from .settings import Settings
+    settings = Settings.from_env()
+    if args.dev:
+        create_app(settings).run(host=args.host, port=args.port, debug=False)
+        return 0
+    from gunicorn.app.base import BaseApplication
+
+    class Gunicorn(BaseApplication):
+        def load_config(self):
+            for key, value in {"bind": f"{args.host}:{args.port}", "workers": args.workers,
+                               "threads": args.threads, "worker_class": "gthread", "timeout": 30,
+                               "accesslog": "-" if args.access_log else None, "loglevel": "info"}.items():
+                self.cfg.set(key, value)
+
+        def load(self):
+            return create_app(settings)
+
+    Gunicorn().run()
+    return 0
+
+
+def cmd_worker(args) -> int:
+    from rq import Worker
+
+    from .jobqueue import ALL
+    from .settings import Settings
+    from .store import connect
+    settings = Settings.from_env()
+    settings.private_key()          # fail at start, not at the first job
+    worker = Worker(args.queues or list(ALL), connection=connect(settings.redis_url),
+                    name=args.name or None)
+    worker.work(burst=args.burst, with_scheduler=True)
+    return 0
+
+
 def register(sub) -> None:
-    """Add bot/ commands (serve, worker, action) to the parser. Filled in by bot modules."""
+    """Add bot/ commands (serve, worker) to the parser."""
+    serve = sub.add_parser("serve", help="the GitHub App webhook endpoint (gunicorn; --dev for Flask's server)")
+    serve.add_argument("--host", default="0.0.0.0")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--workers", type=int, default=2)
+    serve.add_argument("--threads", type=int, default=8)
+    serve.add_argument("--access-log", action="store_true")
+    serve.add_argument("--dev", action="store_true", help="Flask's development server (single process)")
+    serve.set_defaults(func=cmd_serve)
+
+    worker = sub.add_parser("worker", help="an RQ worker for command and run jobs")
+    worker.add_argument("--queues", nargs="*", help="queues in priority order (default: commands, runs)")
+    worker.add_argument("--burst", action="store_true", help="exit when the queues are empty")
+    worker.add_argument("--name")
+    worker.set_defaults(func=cmd_worker)
 
 
 def main(argv: list[str] | None = None) -> int:
-    return jobs_cli.main(argv, extend=register)
+    from .settings import SettingsError
+    try:
+        return jobs_cli.main(argv, extend=register)
+    except SettingsError as exc:
+        print(f"autoresearch: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

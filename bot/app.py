@@ -1,0 +1,78 @@
+"""The webhook endpoint (Flask). Answers fast; the work happens in RQ jobs.
+
+POST /webhook  https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries
+  401  bad or missing X-Hub-Signature-256 (checked over the raw body, constant time); nothing stored
+  400  body is not a JSON object, or no X-GitHub-Event header
+  200  duplicate delivery (X-GitHub-Delivery seen before: SET NX with TTL), ignored event, ping
+  202  a command was enqueued
+  503  Redis is unreachable (GitHub shows the delivery as failed and it can be redelivered)
+GET /healthz   200 if Redis answers PING, else 503
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+
+import redis
+from flask import Flask, jsonify, request
+from githubkit.webhooks import verify
+
+from . import jobqueue
+from .routing import Ignored, route
+from .settings import Settings
+from .store import Store, connect
+
+log = logging.getLogger("autoresearch.bot")
+
+
+def create_app(settings: Settings | None = None) -> Flask:
+    settings = settings or Settings.from_env()
+    app = Flask("autoresearch")
+    app.config["MAX_CONTENT_LENGTH"] = 25 * 1024 * 1024      # GitHub caps payloads at 25 MB
+    conn = connect(settings.redis_url)
+    store = Store(conn)
+
+    @app.get("/healthz")
+    def healthz():
+        try:
+            conn.ping()
+        except redis.RedisError as exc:
+            return jsonify(ok=False, redis=str(exc)), 503
+        return jsonify(ok=True)
+
+    @app.post("/webhook")
+    def webhook():
+        body = request.get_data(cache=False)
+        signature = request.headers.get("X-Hub-Signature-256", "")
+        try:
+            valid = bool(signature) and verify(settings.webhook_secret, body, signature)
+        except Exception:       # malformed header
+            valid = False
+        if not valid:
+            return jsonify(error="bad signature"), 401
+        try:
+            payload = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            return jsonify(error="body is not JSON"), 400
+        event = request.headers.get("X-GitHub-Event", "")
+        if not isinstance(payload, dict) or not event:
+            return jsonify(error="expected a JSON object and an X-GitHub-Event header"), 400
+        delivery = request.headers.get("X-GitHub-Delivery") or "sha256-" + hashlib.sha256(body).hexdigest()
+        try:
+            if not store.first_delivery(delivery, settings.delivery_ttl):
+                return jsonify(status="duplicate", delivery=delivery), 200
+            routed = route(event, payload, delivery=delivery, bot_login=settings.bot_login)
+            if isinstance(routed, Ignored):
+                return jsonify(status="ignored", reason=routed.reason), 200
+            try:
+                job_id = jobqueue.enqueue_command(conn, routed.to_dict())
+            except redis.RedisError:
+                store.forget_delivery(delivery)       # let GitHub's redelivery try again
+                raise
+        except redis.RedisError as exc:
+            log.error("redis unavailable: %s", exc)
+            return jsonify(error="queue unavailable"), 503
+        return jsonify(status="queued", job=job_id), 202
+
+    return app

@@ -1,0 +1,143 @@
+"""GitHub REST adapter (githubkit). Exactly the endpoints the bot uses, nothing else.
+
+Responses are read through githubkit's `.parsed_data`, which validates them against GitHub's
+schema. The `GitHub` client object is kept alive on the adapter while responses are in use.
+
+Endpoints (https://docs.github.com/en/rest):
+- POST  /app/installations/{id}/access_tokens            installation token (git clone/push)
+- POST  /repos/{o}/{r}/issues/comments/{id}/reactions    👀 on receipt
+- POST  /repos/{o}/{r}/issues/{n}/comments               replies, plan and status comments
+- GET   /repos/{o}/{r}/issues/{n}/comments               find the sticky status comment by marker
+- PATCH /repos/{o}/{r}/issues/comments/{id}              edit the status comment in place
+- GET   /repos/{o}/{r}/collaborators/{user}/permission   who may start spending
+- GET   /repos/{o}/{r}/git/ref/heads/{branch}            the base commit
+- GET   /repos/{o}/{r}/contents/{path}?ref=              .github/autoresearch.yml
+- POST  /repos/{o}/{r}/pulls, PATCH /repos/{o}/{r}/pulls/{n}, GET /repos/{o}/{r}/pulls/{n}
+"""
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+
+from githubkit import AppAuthStrategy, AppInstallationAuthStrategy, GitHub
+from githubkit.exception import RequestFailed
+
+from .settings import Settings
+
+
+class NotFound(LookupError):
+    pass
+
+
+@dataclass(frozen=True)
+class PullInfo:
+    number: int
+    url: str
+    head_ref: str
+    head_sha: str
+    base_ref: str
+    base_sha: str
+    author: str
+
+
+def _client(auth, settings: Settings) -> GitHub:
+    return GitHub(auth, base_url=settings.api_url, http_cache=False, timeout=30,
+                  user_agent="autoresearch-bot")
+
+
+def installation_token(settings: Settings, installation_id: int) -> str:
+    """A fresh installation access token (for git over HTTPS). Never logged, never stored."""
+    gh = _client(AppAuthStrategy(settings.app_id, settings.private_key()), settings)
+    resp = gh.rest.apps.create_installation_access_token(installation_id)
+    return resp.parsed_data.token
+
+
+class RepoClient:
+    """One repository, acting as one installation of the App (tokens are refreshed by githubkit)."""
+
+    def __init__(self, settings: Settings, installation_id: int, owner: str, repo: str):
+        self.settings = settings
+        self.owner, self.repo = owner, repo
+        self.gh = _client(AppInstallationAuthStrategy(settings.app_id, settings.private_key(), installation_id),
+                          settings)
+
+    def react(self, comment_id: int, content: str = "eyes") -> None:
+        resp = self.gh.rest.reactions.create_for_issue_comment(self.owner, self.repo, comment_id, content=content)
+        assert resp.parsed_data.content == content
+
+    def comment(self, issue: int, body: str) -> int:
+        resp = self.gh.rest.issues.create_comment(self.owner, self.repo, issue, body=body)
+        return resp.parsed_data.id
+
+    def edit_comment(self, comment_id: int, body: str) -> None:
+        self.gh.rest.issues.update_comment(self.owner, self.repo, comment_id, body=body).parsed_data
+
+    def find_comment(self, issue: int, marker: str) -> int | None:
+        """The first comment on the issue whose body contains `marker` (pages of 100)."""
+        page = 1
+        while True:
+            resp = self.gh.rest.issues.list_comments(self.owner, self.repo, issue, per_page=100, page=page)
+            comments = resp.parsed_data
+            for c in comments:
+                if isinstance(c.body, str) and marker in c.body:
+                    return c.id
+            if len(comments) < 100:
+                return None
+            page += 1
+
+    def upsert_comment(self, issue: int, marker: str, body: str, known_id: int | None = None) -> int:
+        """Edit the comment carrying `marker` in place, or create it. Returns its id."""
+        if known_id:
+            try:
+                self.edit_comment(known_id, body)
+                return known_id
+            except RequestFailed as exc:
+                if exc.response.status_code != 404:
+                    raise
+        found = self.find_comment(issue, marker)
+        if found:
+            self.edit_comment(found, body)
+            return found
+        return self.comment(issue, body)
+
+    def permission(self, username: str) -> tuple[str, str]:
+        """(permission, role_name) from the collaborator-permission API; ('none', '') if unknown."""
+        try:
+            resp = self.gh.rest.repos.get_collaborator_permission_level(self.owner, self.repo, username)
+        except RequestFailed as exc:
+            if exc.response.status_code in (403, 404):
+                return "none", ""
+            raise
+        data = resp.parsed_data
+        return data.permission, data.role_name
+
+    def head_sha(self, branch: str) -> str:
+        resp = self.gh.rest.git.get_ref(self.owner, self.repo, f"heads/{branch}")
+        return resp.parsed_data.object_.sha
+
+    def file_text(self, path: str, ref: str) -> str | None:
+        try:
+            resp = self.gh.rest.repos.get_content(self.owner, self.repo, path, ref=ref)
+        except RequestFailed as exc:
+            if exc.response.status_code == 404:
+                return None
+            raise
+        data = resp.parsed_data
+        if getattr(data, "type", None) != "file":
+            return None
+        return base64.b64decode(data.content).decode("utf-8", errors="replace")
+
+    def create_draft_pr(self, title: str, head: str, base: str, body: str) -> tuple[int, str]:
+        resp = self.gh.rest.pulls.create(self.owner, self.repo, title=title, head=head, base=base, body=body,
+                                         draft=True)
+        pr = resp.parsed_data
+        return pr.number, pr.html_url
+
+    def update_pr(self, number: int, title: str, body: str) -> str:
+        resp = self.gh.rest.pulls.update(self.owner, self.repo, number, title=title, body=body)
+        return resp.parsed_data.html_url
+
+    def pull(self, number: int) -> PullInfo:
+        pr = self.gh.rest.pulls.get(self.owner, self.repo, number).parsed_data
+        return PullInfo(pr.number, pr.html_url, pr.head.ref, pr.head.sha, pr.base.ref, pr.base.sha,
+                        pr.user.login)

@@ -1,0 +1,97 @@
+"""Comment and pull-request text. Pure: plain data in, Markdown out.
+
+The status comment of a run is found again by a hidden marker (`<!-- autoresearch:status RUN -->`)
+and edited in place, so every run has exactly one.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .commands import HELP
+
+STATUS_MARKER = "<!-- autoresearch:status {run_id} -->"
+PLAN_MARKER = "<!-- autoresearch:plan {run_id} {digest} -->"
+
+STATE_WORDS = {
+    "awaiting_approval": "⏸️ awaiting approval", "queued": "⏳ queued", "running": "🏃 running",
+    "done": "✅ done", "failed": "❌ failed", "cancelled": "🛑 cancelled",
+}
+
+AI_DISCLOSURE = ("> 🤖 **AI-generated.** This pull request was produced by autoresearch (agent: `{agent}`): "
+                 "the changes were written by an automated agent and measured by the run above. Review it as "
+                 "you would any outside contribution.")
+
+
+def status_marker(run_id: str) -> str:
+    return STATUS_MARKER.format(run_id=run_id)
+
+
+def status_body(r: dict[str, Any]) -> str:
+    total = r.get("experiments_total")
+    done = r.get("experiments_done", 0)
+    rows = [
+        ("state", STATE_WORDS.get(r.get("state", ""), r.get("state", ""))),
+        ("phase", r.get("phase") or "—"),
+        ("experiments", f"{done}/{total}" if total is not None else "—"),
+        ("current best", r.get("best") or "—"),
+        ("cost so far", f"{float(r.get('cost_usd') or 0):.2f} USD"),
+        ("plan", r.get("plan_text") or "—"),
+        ("base commit", f"`{(r.get('base_commit') or '')[:12]}`"),
+        ("requested by", f"@{r['requester']}" if r.get("requester") else "—"),
+    ]
+    if r.get("approval"):
+        rows.append(("approved by", f"@{r['approval']['by']} (plan `{r['approval']['plan_digest']}`)"))
+    if r.get("pr_url"):
+        rows.append(("pull request", r["pr_url"]))
+    lines = [status_marker(r["run_id"]), f"### autoresearch run `{r['run_id']}`", "",
+             "| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
+    if r.get("message"):
+        lines += ["", r["message"]]
+    return "\n".join(lines) + "\n"
+
+
+def plan_body(run_id: str, plan_text: str, digest: str, base_commit: str, state: str, reason: str,
+              n_hypotheses: int, candidates: list[str]) -> str:
+    lines = [PLAN_MARKER.format(run_id=run_id, digest=digest), f"### autoresearch plan `{digest}` for run `{run_id}`",
+             "", f"- **Plan:** {plan_text}", f"- **Base commit:** `{base_commit[:12]}`",
+             f"- **Hypotheses:** {n_hypotheses} from research"
+             + (f", maintainer candidates: {', '.join(f'`{c}`' for c in candidates)}" if candidates else ""),
+             f"- **Decision:** {STATE_WORDS.get(state, state)} — {reason}"]
+    if state == "awaiting_approval":
+        lines += ["", "Nothing runs and nothing is spent until an approver comments `/autoresearch approve`. "
+                  "The approval holds for this plan at this commit only."]
+    return "\n".join(lines) + "\n"
+
+
+def help_reply(reason: str) -> str:
+    return f"autoresearch: {reason}.\n\n{HELP}\n"
+
+
+def config_error_reply(source: str, problems: list[tuple[str, str]]) -> str:
+    lines = [f"autoresearch: `{source}` on the default branch is not valid, so no run was started.", ""]
+    lines += [f"- `{field}`: {msg}" for field, msg in problems]
+    return "\n".join(lines) + "\n"
+
+
+def best_line(records: list[dict[str, Any]], primary: str) -> str:
+    """The best kept experiment on the primary metric so far, from ledger records."""
+    best = None
+    for rec in records:
+        if rec.get("kind", "experiment") != "experiment" or rec.get("status") != "keep":
+            continue
+        m = next((m for m in rec.get("metrics") or [] if m.get("name") == primary), None)
+        if m and (best is None or abs(m["delta_pct"]) > abs(best[1]["delta_pct"])):
+            best = (rec, m)
+    if best is None:
+        return ""
+    rec, m = best
+    return f"`{rec['name']}` {m['delta_pct']:+.1f}% {primary} on {rec.get('platform', '?')} (p={m['p_value']:.3g})"
+
+
+def pr_title(issue_number: int, target: str) -> str:
+    return f"autoresearch: CPU optimizations for {target} (#{issue_number})"
+
+
+def pr_body(report_md: str, issue_number: int, agent: str, kept: bool) -> str:
+    link = f"Closes #{issue_number}" if kept else f"Refs #{issue_number}"
+    return f"{report_md.rstrip()}\n\n---\n\n{AI_DISCLOSURE.format(agent=agent)}\n\n{link}\n"

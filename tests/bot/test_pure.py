@@ -1,0 +1,177 @@
+"""The pure core of bot/: command grammar, approval state machine, routing, status text."""
+from __future__ import annotations
+
+import pytest
+
+from bot import approval as ap
+from bot.commands import Command, Invalid, parse_comment
+from bot.routing import CommentCommand, Ignored, route
+from bot.status import best_line, pr_body, status_body, status_marker
+
+
+@pytest.mark.parametrize("body,expected", [
+    ("/autoresearch optimize cpu", Command("optimize", "cpu")),
+    ("please\n/autoresearch optimize cpu metric=tg128 platforms=x86,arm budget=30\nthanks",
+     Command("optimize", "cpu", "tg128", ("x86", "arm"), 30.0)),
+    ("/autoresearch optimize CPU budget=$12.5", Command("optimize", "cpu", budget=12.5)),
+    ("/autoresearch approve", Command("approve")),
+    ("  /autoresearch cancel  ", Command("cancel")),
+    ("/autoresearch status", Command("status")),
+    ("/autoresearch bench", Command("bench")),
+])
+def test_commands_parse(body, expected):
+    assert parse_comment(body) == expected
+
+
+@pytest.mark.parametrize("body,reason", [
+    ("/autoresearch", "no command"),
+    ("/autoresearch frobnicate", "unknown command"),
+    ("/autoresearch optimize", "say what to optimize"),
+    ("/autoresearch optimize gpu", "say what to optimize"),
+    ("/autoresearch optimize cpu budget=-1", "budget="),
+    ("/autoresearch optimize cpu budget=nan", "budget="),
+    ("/autoresearch optimize cpu budget=lots", "budget="),
+    ("/autoresearch optimize cpu metric=a;rm", "metric="),
+    ("/autoresearch optimize cpu platforms=x86,x86", "platforms="),
+    ("/autoresearch optimize cpu platforms=,", "platforms="),
+    ("/autoresearch optimize cpu color=red", "unknown argument"),
+    ("/autoresearch optimize cpu metric=a metric=b", "given twice"),
+    ("/autoresearch optimize cpu fast", "name=value"),
+    ("/autoresearch approve now", "takes no arguments"),
+])
+def test_malformed_commands_get_a_reason(body, reason):
+    parsed = parse_comment(body)
+    assert isinstance(parsed, Invalid) and reason in parsed.reason
+
+
+@pytest.mark.parametrize("body", [
+    "", None, "I ran /autoresearch optimize cpu yesterday", "/autoresearchoptimize cpu",
+    "```\n/autoresearch optimize cpu\n```", "> /autoresearch optimize cpu",
+])
+def test_text_that_is_not_a_command(body):
+    assert parse_comment(body) is None
+
+
+def test_first_command_line_wins():
+    assert parse_comment("/autoresearch status\n/autoresearch cancel") == Command("status")
+
+
+def test_overrides():
+    assert Command("optimize", "cpu", "m", ("x86",), 0.0).overrides == {"metric": "m", "platforms": ["x86"],
+                                                                       "budget": 0.0}
+
+
+# -- approval ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("perm,role,approvers,ok", [
+    ("admin", "admin", [], True), ("write", "write", [], True), ("write", "maintain", [], True),
+    ("read", "triage", [], False), ("read", "read", [], False), ("none", "", [], False),
+    ("none", "", ["Alice"], True), ("read", "read", ["bob"], False),
+])
+def test_is_approver(perm, role, approvers, ok):
+    assert ap.is_approver("alice", perm, role, approvers) is ok
+
+
+def test_maintainer_within_budget_starts_outsider_waits():
+    d = ap.decide_request("alice", True, False, "d1", "c1")
+    assert d.state == ap.QUEUED and ap.may_start(d.approval, "d1", "c1")
+    d = ap.decide_request("eve", False, False, "d1", "c1")
+    assert d.state == ap.AWAITING and d.approval is None and "write access" in d.reason
+
+
+def test_over_budget_always_needs_approval():
+    d = ap.decide_request("alice", True, True, "d1", "c1")
+    assert d.state == ap.AWAITING and "budget" in d.reason
+
+
+def test_approval_binds_to_plan_and_base():
+    d = ap.decide_approve(ap.AWAITING, "alice", True, "d1", "c1")
+    assert d.state == ap.QUEUED and d.approval == ap.Approval("alice", "d1", "c1")
+    assert ap.may_start(d.approval, "d1", "c1")
+    assert not ap.may_start(d.approval, "d2", "c1")
+    assert not ap.may_start(d.approval, "d1", "c2")
+    assert not ap.may_start(None, "d1", "c1")
+    assert ap.Approval.from_dict(d.approval.to_dict()) == d.approval
+
+
+def test_outsider_cannot_approve():
+    d = ap.decide_approve(ap.AWAITING, "eve", False, "d1", "c1")
+    assert d.approval is None and d.state == ap.AWAITING
+
+
+def test_state_machine():
+    s = ap.transition(ap.AWAITING, "approve")
+    s = ap.transition(s, "start")
+    assert ap.transition(s, "finish") == ap.DONE
+    assert ap.transition(ap.QUEUED, "stale") == ap.AWAITING
+    assert ap.transition(ap.RUNNING, "cancelled") == ap.CANCELLED
+    with pytest.raises(ap.InvalidTransition, match="cannot start a run that is done"):
+        ap.transition(ap.DONE, "start")
+    with pytest.raises(ap.InvalidTransition):
+        ap.transition(ap.AWAITING, "start")     # nothing starts without approval
+    assert ap.may_cancel("bob", "Bob", False) and not ap.may_cancel("eve", "bob", False)
+
+
+# -- routing -------------------------------------------------------------------------------------
+def _comment(body="/autoresearch optimize cpu", action="created", user_type="User", login="alice", pr=False):
+    issue = {"number": 7}
+    if pr:
+        issue["pull_request"] = {"url": "x"}
+    return {"action": action, "issue": issue, "installation": {"id": 5},
+            "comment": {"id": 99, "body": body, "user": {"login": login, "type": user_type}},
+            "repository": {"name": "r", "owner": {"login": "o"}, "default_branch": "trunk"}}
+
+
+def test_route_command():
+    r = route("issue_comment", _comment(), delivery="d")
+    assert isinstance(r, CommentCommand) and r.verb == "optimize" and r.full_name == "o/r"
+    assert r.default_branch == "trunk" and r.issue_number == 7 and r.comment_id == 99 and not r.is_pull_request
+    assert CommentCommand.from_dict(r.to_dict()).command == Command("optimize", "cpu")
+
+
+@pytest.mark.parametrize("event,payload,why", [
+    ("push", {}, "not handled"),
+    ("issue_comment", _comment(action="edited"), "action"),
+    ("issue_comment", _comment(user_type="Bot"), "bot"),
+    ("issue_comment", _comment(login="autoresearch[bot]"), "bot"),
+    ("issue_comment", _comment(login="me-app"), "bot"),
+    ("issue_comment", _comment(body="nice work"), "no /autoresearch"),
+    ("issue_comment", {"action": "created", "comment": "weird"}, "author"),
+    ("issue_comment", {"action": "created", "comment": {"user": {"login": "x"}, "body": "/autoresearch status"}},
+     "lacks"),
+    ("issue_comment", [1, 2], "action"),
+])
+def test_route_ignores(event, payload, why):
+    r = route(event, payload, bot_login="me-app")
+    assert isinstance(r, Ignored) and why in r.reason
+
+
+def test_route_malformed_and_bench_on_issue_get_help():
+    r = route("issue_comment", _comment(body="/autoresearch optimise cpu"))
+    assert r.verb is None and "unknown command" in r.error
+    r = route("issue_comment", _comment(body="/autoresearch bench"))
+    assert r.verb is None and "pull request" in r.error
+    r = route("issue_comment", _comment(body="/autoresearch bench", pr=True))
+    assert r.verb == "bench" and r.is_pull_request
+
+
+# -- status text ---------------------------------------------------------------------------------
+def test_status_body_has_marker_and_fields():
+    body = status_body({"run_id": "7-abc", "state": "running", "phase": "experiments", "experiments_done": 2,
+                        "experiments_total": 5, "best": "`x` +3.0%", "cost_usd": 1.234, "base_commit": "f" * 40,
+                        "requester": "alice"})
+    assert body.startswith(status_marker("7-abc"))
+    for text in ("running", "experiments", "2/5", "`x` +3.0%", "1.23 USD", "@alice"):
+        assert text in body
+
+
+def test_best_line_and_pr_body():
+    recs = [{"kind": "experiment", "status": "keep", "name": "a", "platform": "x86",
+             "metrics": [{"name": "score", "delta_pct": 3.0, "p_value": 0.01}]},
+            {"kind": "experiment", "status": "keep", "name": "b", "platform": "x86",
+             "metrics": [{"name": "score", "delta_pct": 9.0, "p_value": 0.001}]},
+            {"kind": "experiment", "status": "discard", "name": "c", "platform": "x86",
+             "metrics": [{"name": "score", "delta_pct": 20.0, "p_value": 0.5}]}]
+    assert best_line(recs, "score").startswith("`b` +9.0% score")
+    assert best_line([], "score") == ""
+    body = pr_body("# report", 7, "offline", True)
+    assert "AI-generated" in body and body.rstrip().endswith("Closes #7")
