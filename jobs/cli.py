@@ -17,7 +17,8 @@ from .pipeline import Run, RunCancelled, RunError, RunOptions, new_run_id
 from .recipes import RecipeError
 
 DEMO_SOURCE = Path(__file__).resolve().parent.parent / "examples" / "tinyllm"
-console = Console(stderr=False)
+# Piped output (CI logs, files) gets a wide fixed width so tables are not folded at 80 columns.
+console = Console() if sys.stdout.isatty() else Console(width=160)
 
 
 class ProgressView:

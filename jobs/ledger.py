@@ -6,6 +6,7 @@ stopped and a finished experiment is never run (or paid for) twice.
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -20,10 +21,26 @@ class LedgerError(RuntimeError):
     pass
 
 
+def strict_json(value: Any) -> Any:
+    """Non-finite floats (an untrusted result's infinite CI or MDE) become null, so every file we
+    write is strict JSON that jq and other tools can read."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
+
+
+def dumps(value: Any, **kw: Any) -> str:
+    return json.dumps(strict_json(value), allow_nan=False, **kw)
+
+
 def append(out_dir: Path, record: ExperimentRecord) -> None:
     path = Path(out_dir) / LEDGER
     with path.open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(record.to_dict(), sort_keys=True) + "\n")
+        fh.write(dumps(record.to_dict(), sort_keys=True) + "\n")
         fh.flush()
         os.fsync(fh.fileno())
 
@@ -55,7 +72,7 @@ def finished(out_dir: Path, kind: str = "experiment") -> dict[str, dict[str, Any
 def save_state(out_dir: Path, state: dict[str, Any]) -> None:
     path = Path(out_dir) / STATE
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=2, sort_keys=True), encoding="utf-8")
+    tmp.write_text(dumps(state, indent=2, sort_keys=True), encoding="utf-8")
     os.replace(tmp, path)   # atomic: a kill never leaves half a state file
 
 

@@ -24,7 +24,7 @@ from .model import ExperimentRecord, Hypothesis, Status
 from .report import render_pr, render_research
 from .research.offline import candidate_hypothesis, research
 from .spec import ExperimentSpec, RawResult
-from .stats import calibrate
+from .stats import calibrate, sanity_problems
 from .verdict import judge
 
 Event = dict[str, Any]
@@ -157,15 +157,26 @@ class Run:
         try:
             hypotheses: list[Hypothesis] = [candidate_hypothesis(Path(p)) for p in self.o.candidates]
             found = research(tree, self.config) if self.o.agent != "none" else None
+            sources = None
             if found:
+                from .research.offline import merge_sources, model_research
+                from .research.sources import gather
+                sources = gather(tree, self.config)          # gap scan; forks/papers when configured
+                found = merge_sources(found, sources, self.config)
+                if hasattr(self.agent, "research"):           # a model researcher ranks from the digests
+                    found.hypotheses, extra = model_research(self.agent, found, sources)
+                    found.notes += extra
                 hypotheses += found.hypotheses
             notes = found.notes if found else ["--agent none: only the given candidates are evaluated"]
             findings = [f"`{f.where}` {f.describe()}" for f in (found.findings if found else [])]
         finally:
             gitops.remove_worktree(self.repo, tree)
+        meter = getattr(self._agent, "meter", None)
+        if meter is not None:                                 # the model's spend counts toward the run's cost
+            self._save(llm=meter.as_dict(), cost_usd=round(self.state.get("cost_usd", 0.0) + meter.usd, 4))
         (self.out / "research.md").write_text(render_research(
             self.config.name or self.repo.name, self.state["base_commit"], hypotheses, notes, findings,
-            self.o.agent), encoding="utf-8")
+            self.o.agent) + ("\n" + sources.markdown() if sources else ""), encoding="utf-8")
         (self.out / "hypotheses.json").write_text(
             json.dumps([h.to_dict() for h in hypotheses], indent=2), encoding="utf-8")
         self._save(hypotheses=[h.to_dict() for h in hypotheses], phase="calibrate")
@@ -220,6 +231,13 @@ class Run:
                 raise RunError(f"the baseline itself could not be measured on {ex.platform} "
                                f"({raw.status}: {raw.reason}); fix the target's build/benchmark/checks "
                                f"first.\n{raw.log}")
+            pairs = [(p.a, p.b, p.product, p.tolerance) for p in self.config.sanity.inverse_pairs]
+            insane = sanity_problems(raw.base.values, max_spread=self.config.thresholds.max_spread,
+                                     inverse_pairs=pairs)
+            if insane:
+                raise RunError(f"the baseline's own measurements on {ex.platform} fail the sanity check "
+                               f"(a broken benchmark parser?): {'; '.join(insane)}. No verdict would be "
+                               "trustworthy; fix the benchmark first.")
             th, rp = self.config.thresholds, self.config.repeats
             cal = {}
             for metric in self.config.metrics:
@@ -423,7 +441,8 @@ class Run:
                           + (f" --executor {self.o.executor}" if self.o.executor != "local" else ""),
                           f"git -C {self.repo} log --oneline {self.state['base_commit'][:12]}..{self.state['branch']}"],
         }
-        (self.out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+        summary = ledger.strict_json(summary)
+        (self.out / "summary.json").write_text(ledger.dumps(summary, indent=2), encoding="utf-8")
         (self.out / "pr.md").write_text(render_pr(summary), encoding="utf-8")
         self._save(phase="done")
         self.emit({"type": "done", "summary": summary})

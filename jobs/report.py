@@ -16,7 +16,9 @@ STATUS_WORDS = {
 }
 
 
-def _fmt(value: float) -> str:
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "—"
     if value == 0:
         return "0"
     if abs(value) >= 100:
@@ -26,8 +28,15 @@ def _fmt(value: float) -> str:
     return f"{value:.4g}"
 
 
-def _p(p: float) -> str:
+def _p(p: float | None) -> str:
+    if p is None:
+        return "—"
     return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _pct(value: float | None) -> str:
+    """A signed percentage; None stands for a bound that could not be estimated."""
+    return "?" if value is None else f"{value:+.1f}%"
 
 
 def render_research(target: str, base_commit: str, hypotheses: list[Hypothesis], notes: list[str],
@@ -63,7 +72,7 @@ def ab_table(metrics: list[dict[str, Any]]) -> list[str]:
         rows.append(
             f"| {m['name']} | {_fmt(m['base_mean'])} ± {_fmt(m['base_sd'])} (n={m['n_base']}) "
             f"| {_fmt(m['head_mean'])} ± {_fmt(m['head_sd'])} (n={m['n_head']}) "
-            f"| {m['delta_pct']:+.1f}% | {m['ci_low_pct']:+.1f}…{m['ci_high_pct']:+.1f}% | {_p(m['p_value'])} "
+            f"| {_pct(m['delta_pct'])} | {_pct(m['ci_low_pct'])}…{_pct(m['ci_high_pct'])} | {_p(m['p_value'])} "
             f"| {m['verdict']} |")
     return rows
 

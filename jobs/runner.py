@@ -55,6 +55,12 @@ def run_step(command: str, cwd: Path, timeout: float) -> Step:
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
         return Step(None, out or "", time.monotonic() - start)
+    except BaseException:
+        # Interrupted (Ctrl-C, a worker being stopped): the step's own process group would
+        # otherwise outlive us, since it runs in a session of its own.
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
 
 
 def tail(text: str, limit: int = LOG_TAIL) -> str:

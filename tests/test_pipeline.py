@@ -126,3 +126,33 @@ def test_killed_run_resumes_without_rerunning_finished_experiments(target, tmp_p
     assert sorted(names) == ["c0", "c1", "c2", "c3"], names     # each exactly once
     assert [r["kind"] for r in after].count("calibration") == 1  # calibration not repeated
     assert "resuming" in output
+
+
+def test_broken_parser_is_caught_before_any_verdict(tmp_path):
+    # The study lost hours to a script that reported 14 tok/s instead of 52: here the benchmark's
+    # two views of the same speed disagree, which the inverse-pair sanity check catches.
+    repo = synthetic_target(tmp_path / "t")
+    bench = (repo / "bench.sh").read_text().replace("1000 / v", "250 / v")
+    (repo / "bench.sh").write_text(bench)
+    git(repo, "commit", "-qam", "parser bug")
+    with pytest.raises(RunError, match="sanity check.*score.*ms"):
+        run(repo, tmp_path / "out", [])
+
+
+def test_cli_reports_bad_config_with_exit_2(tmp_path):
+    repo = synthetic_target(tmp_path / "t")
+    cfg = repo / ".github" / "autoresearch.yml"
+    cfg.write_text(cfg.read_text().replace("direction: lower", "direction: down"))
+    git(repo, "commit", "-qam", "typo")
+    proc = _cli("run", str(repo), "--out", str(tmp_path / "o"))
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert "metrics.1.direction" in out and "'higher' or 'lower'" in out
+
+
+def test_cli_calibrate_prints_false_win_rate_and_mde(tmp_path):
+    repo = synthetic_target(tmp_path / "t")
+    proc = _cli("calibrate", str(repo), "--out", str(tmp_path / "o"))
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out
+    assert "false-win rate" in out and "MDE" in out and "score" in out

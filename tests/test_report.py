@@ -58,3 +58,13 @@ def test_research_md_lists_evidence_and_implementation():
     assert "### 1. Fuse X (`fuse-x`, fusion, score 4.00)" in md
     assert "- `src/ops.c:12` copy pass" in md and "recipe `fuse-x`" in md
     assert "rms: already present (ops.cpp:9)" in md
+
+
+def test_untrusted_metric_with_unknown_bounds_renders():
+    from jobs.ledger import strict_json
+    m = metric("tg", 0.0, 1.0, "untrusted")
+    m.update(ci_high_pct=float("inf"), mde_pct=float("inf"))
+    s = summary()
+    s["stacks"]["x86"]["metrics"] = [strict_json(m)]
+    md = render_pr(s)
+    assert "| +0.0% | -3.0%…? | 1.000 | untrusted |" in md
