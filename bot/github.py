@@ -20,6 +20,7 @@ import base64
 from dataclasses import dataclass
 
 from githubkit import AppAuthStrategy, AppInstallationAuthStrategy, GitHub
+from githubkit.cache import MemCacheStrategy
 from githubkit.exception import RequestFailed
 
 from .settings import Settings
@@ -41,8 +42,10 @@ class PullInfo:
 
 
 def _client(auth, settings: Settings) -> GitHub:
+    # A token cache per client (not githubkit's process-wide default): a token is never reused
+    # across API bases or apps, and a job's tokens die with the job.
     return GitHub(auth, base_url=settings.api_url, http_cache=False, timeout=30,
-                  user_agent="autoresearch-bot")
+                  user_agent="autoresearch-bot", cache_strategy=MemCacheStrategy())
 
 
 def installation_token(settings: Settings, installation_id: int) -> str:
