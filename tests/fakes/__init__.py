@@ -1,0 +1,1 @@
+"""Fakes of external systems, speaking their real interfaces (see each module)."""

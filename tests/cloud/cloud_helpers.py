@@ -1,0 +1,44 @@
+"""Shared setup for tests/cloud: import this before anything that imports `sky`.
+
+SkyPilot must never reach the network or start its local API server here: the local server is
+disabled, and SkyPilot's home points at a folder holding only our shipped catalog (so validating
+a task with an instance_type reads that instead of downloading the AWS catalog).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+os.environ["SKYPILOT_DISABLE_LOCAL_API_SERVER"] = "1"
+os.environ.setdefault("SKYPILOT_DISABLE_USAGE_COLLECTION", "1")
+
+from jobs.cloud import catalog  # noqa: E402
+
+if "sky" not in sys.modules:
+    catalog.use_offline_catalog()
+
+from jobs.config import parse_config  # noqa: E402
+from jobs.executors.skypilot import CloudOptions  # noqa: E402
+from jobs.spec import ExperimentSpec  # noqa: E402
+
+FAST = dict(heartbeat_s=0.02, down_backoff_s=0.0, provision_timeout_s=900.0)
+
+
+def options(tmp_path: Path, **kw) -> CloudOptions:
+    return CloudOptions(lease_dir=tmp_path / "leases", **{**FAST, **kw})
+
+
+def config_for(repo: Path, **overrides):
+    """The synthetic target's config, with cloud platforms and any top-level overrides."""
+    import yaml
+    data = yaml.safe_load((repo / ".github" / "autoresearch.yml").read_text())
+    data.setdefault("platforms", ["x86", "arm"])
+    data.update(overrides)
+    return parse_config(yaml.safe_dump(data))
+
+
+def spec_for(config, base: str, head: str | None = None, *, name="exp", platform="x86", n=6,
+             kind="experiment", **kw) -> ExperimentSpec:
+    return ExperimentSpec.from_config(config, run_id="r1", name=name, platform=platform, base_commit=base,
+                                      head_commit=head or base, n_per_arm=n, kind=kind, **kw)
