@@ -97,24 +97,24 @@ class Failure(Exception):
         self.status, self.reason, self.log = status, reason, log
 
 
+def _must_pass(command: str, tree: Path, timeout: float, what: str, fail_status: str) -> str:
+    """Run a build or checks step; a timeout or non-zero exit becomes that step's own status."""
+    step = run_step(command, tree, timeout)
+    if step.returncode is None:
+        raise Failure("timeout", f"{what} exceeded {timeout:.0f} s", tail(step.output))
+    if step.returncode != 0:
+        raise Failure(fail_status, f"{what} failed (exit {step.returncode})", tail(step.output))
+    return f"== {what} ({step.seconds:.1f} s)\n{tail(step.output, 1000)}\n"
+
+
 def _build(spec: ExperimentSpec, tree: Path, label: str, progress: Progress) -> str:
     progress(f"building {label}", 0.0)
-    step = run_step(spec.build, tree, spec.build_timeout)
-    if step.returncode is None:
-        raise Failure("timeout", f"{label} build exceeded {spec.build_timeout:.0f} s", tail(step.output))
-    if step.returncode != 0:
-        raise Failure("build_failed", f"{label} build failed (exit {step.returncode})", tail(step.output))
-    return f"== build {label} ({step.seconds:.1f} s)\n{tail(step.output, 1000)}\n"
+    return _must_pass(spec.build, tree, spec.build_timeout, f"{label} build", "build_failed")
 
 
 def _checks(spec: ExperimentSpec, tree: Path, progress: Progress) -> str:
     progress("running checks", 0.1)
-    step = run_step(spec.checks, tree, spec.checks_timeout)
-    if step.returncode is None:
-        raise Failure("timeout", f"checks exceeded {spec.checks_timeout:.0f} s", tail(step.output))
-    if step.returncode != 0:
-        raise Failure("checks_failed", f"checks failed (exit {step.returncode})", tail(step.output))
-    return f"== checks ({step.seconds:.1f} s)\n{tail(step.output, 1000)}\n"
+    return _must_pass(spec.checks, tree, spec.checks_timeout, "checks", "checks_failed")
 
 
 def _invoke(spec: ExperimentSpec, tree: Path, label: str) -> tuple[dict[str, float], float]:
