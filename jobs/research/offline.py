@@ -108,3 +108,71 @@ def candidate_hypothesis(patch: Path) -> Hypothesis:
     return Hypothesis(id=patch.stem, title=f"Maintainer candidate {patch.name}", kind="candidate",
                       rationale="supplied with --candidate", evidence=[Evidence(str(patch), "patch file")],
                       score=100.0, patch=str(patch.resolve()))
+
+
+# -- research sources (gap scan, forks, papers, roofline) merged into the ranked list ----------
+GAP_HYPOTHESES = 6     # cross-backend gaps turned into hypotheses (all of them are listed in research.md)
+
+
+def gap_hypothesis(gap) -> Hypothesis:
+    backends = sorted(gap.backends)
+    ops = "+".join(gap.ops)
+    extends = (f" The CPU already fuses {'+'.join(gap.extends.ops)} ({gap.extends.where}); this extends it."
+               if gap.extends else "")
+    from .gapscan import expected_effect
+    return Hypothesis(
+        id="gap-" + "-".join(op.lower().replace("_", "") for op in gap.ops)[:60],
+        title=f"Fuse {ops} on the CPU backend (fused by {', '.join(backends)})",
+        kind="fusion",
+        rationale=(f"{', '.join(backends)} fuse the node sequence {ops} into one kernel; the CPU backend runs "
+                   f"it as {len(gap.ops)} separate ops.{extends}"),
+        expected=expected_effect(gap), ops=list(gap.ops),
+        evidence=[Evidence(where, note) for where, note in gap.evidence()], score=gap.score, recipe=None)
+
+
+def merge_sources(found: Research, sources, config: TargetConfig) -> Research:
+    """The offline hypotheses plus the best cross-backend gaps, re-weighted by the roofline verdict,
+    ranked and cut to `research.max_hypotheses`. A gap whose op sequence a hypothesis already
+    covers (same ops, e.g. a recipe) adds its evidence there instead of a duplicate."""
+    from .roofline import adjust
+    hypotheses = list(found.hypotheses)
+    by_ops = {tuple(h.ops): h for h in hypotheses if h.ops}
+    if sources is not None and sources.gaps is not None:
+        for gap in sources.gaps.gaps[:GAP_HYPOTHESES]:
+            same = by_ops.get(tuple(gap.ops))
+            if same is not None:
+                same.evidence += [Evidence(w, n) for w, n in gap.evidence()]
+                continue
+            hypotheses.append(gap_hypothesis(gap))
+    verdict = sources.roofline if sources is not None else None
+    for h in hypotheses:
+        h.score = adjust(h.score, h.kind, verdict)
+    hypotheses.sort(key=lambda h: (-h.score, h.id))
+    notes = list(found.notes) + (list(sources.notes) if sources is not None else [])
+    return Research(hypotheses[: config.research.max_hypotheses], found.findings, found.detections,
+                    found.recipes, notes)
+
+
+def model_digests(found: Research, sources) -> dict[str, str]:
+    """What a model researcher reads: the offline ranking (recipe ids it may reuse) and the sources."""
+    ranked = "\n".join(f"{h.id} [{h.kind}] {h.title}; ops {'+'.join(h.ops) or '-'}; "
+                       f"{'offline recipe available' if h.recipe else 'no recipe'}; evidence "
+                       + "; ".join(e.where for e in h.evidence[:4]) for h in found.hypotheses)
+    d = {"offline ranking (reuse these ids when proposing the same change)": ranked}
+    if found.notes:
+        d["already present or not applicable"] = "\n".join(found.notes)
+    if found.findings:
+        d["memory-pass findings"] = "\n".join(f"{f.where} {f.describe()}" for f in found.findings[:40])
+    if sources is not None:
+        d.update(sources.digests())
+    return d
+
+
+def model_research(agent, found: Research, sources) -> tuple[list[Hypothesis], list[str]]:
+    """Ranked hypotheses from a model researcher (`agent.research(digests)`), or the offline
+    ranking with a note saying why the model's could not be used."""
+    try:
+        ranked = agent.research(model_digests(found, sources))
+    except Exception as exc:   # noqa: BLE001 - budget, API or schema failure: keep the offline ranking
+        return found.hypotheses, [f"model research not used ({type(exc).__name__}: {exc}); offline ranking kept"]
+    return ranked, [f"ranked by {getattr(agent, 'name', 'the model')} from the source digests"]

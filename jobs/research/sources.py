@@ -1,0 +1,107 @@
+"""Gather the research sources for one tree: gap scan, forks, papers, roofline.
+
+The gap scan is offline and always runs. Forks and papers reach the network only when the repo
+config names them (`research.forks`, `research.papers`); the GitHub token is read here, handed to
+githubkit only, and never appears in a digest. API base URLs follow `GITHUB_API_URL` (set by
+GitHub Actions) and `AUTORESEARCH_ARXIV_URL`, so tests point them at fakes on loopback. The
+roofline needs the model size and a measured tokens/s: it runs when the config supplies them
+(`research.roofline`), measuring this machine's bandwidth when none is given.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import gitops
+from ..config import TargetConfig
+from . import forks as forks_mod
+from . import gapscan, papers as papers_mod
+from .roofline import Roofline, measure_bandwidth, roofline
+
+
+@dataclass
+class Sources:
+    gaps: gapscan.GapScan | None = None
+    leads: list[forks_mod.Lead] = field(default_factory=list)
+    papers: list[papers_mod.Paper] = field(default_factory=list)
+    roofline: Roofline | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def markdown(self) -> str:
+        out: list[str] = []
+        if self.roofline:
+            out += ["## Roofline", "", self.roofline.summary(), ""]
+        if self.gaps:
+            out += gapscan.render(self.gaps)
+        out += forks_mod.render(self.leads, [])
+        out += papers_mod.render(self.papers, [])
+        if self.notes:
+            out += ["## Source notes", ""] + [f"- {n}" for n in self.notes] + [""]
+        return "\n".join(out)
+
+    def digests(self) -> dict[str, str]:
+        """Plain-text digests for a model researcher (all of it is treated as untrusted data)."""
+        d: dict[str, str] = {}
+        if self.roofline:
+            d["roofline"] = self.roofline.summary()
+        if self.gaps and self.gaps.cpu_dir:
+            lines = ["CPU fuses: " + ", ".join(f"{'+'.join(s.ops)} at {s.where}"
+                                              for s in self.gaps.fused.get(gapscan.CPU, []))]
+            for g in self.gaps.gaps:
+                ev = "; ".join(f"{w} ({n})" for w, n in g.evidence())
+                lines.append(f"{g.name} fused by {', '.join(sorted(g.backends))}, not CPU: {ev}")
+            d["cross-backend fusion gaps"] = "\n".join(lines)
+        if self.leads:
+            d["forks and competing repositories"] = "\n\n".join(lead.digest() for lead in self.leads)
+        if self.papers:
+            d["papers"] = "\n\n".join(p.digest() for p in self.papers)
+        return d
+
+
+def _upstream(tree: Path) -> str | None:
+    url = gitops.git(tree, "remote", "get-url", "origin", check=False) if (Path(tree) / ".git").exists() else ""
+    return forks_mod.upstream_from_remote(url) if url else None
+
+
+def _roofline(config: TargetConfig, notes: list[str]) -> Roofline | None:
+    spec: Any = getattr(config.research, "roofline", None)
+    if not spec:
+        return None
+    get = (lambda k: getattr(spec, k, None) if not isinstance(spec, dict) else spec.get(k))
+    model_bytes, tps, bw = get("model_bytes"), get("tokens_per_s"), get("bandwidth_gbs")
+    if not model_bytes or not tps:
+        notes.append("roofline: needs research.roofline.model_bytes and tokens_per_s")
+        return None
+    if not bw:
+        bw = measure_bandwidth()
+        notes.append(f"roofline: bandwidth measured on this machine ({bw:.1f} GB/s copy)")
+    return roofline(float(model_bytes), float(tps), float(bw))
+
+
+def gather(tree: Path, config: TargetConfig, *, upstream: str | None = None, github: Any = None,
+           arxiv_base: str | None = None, arxiv_pause: float = 3.0) -> Sources:
+    tree = Path(tree)
+    src = Sources()
+    src.gaps = gapscan.scan_tree(tree, list(config.research.backends))
+    if src.gaps.cpu_dir is None:
+        src.gaps = None
+    src.roofline = _roofline(config, src.notes)
+    r = config.research
+    if r.forks or getattr(r, "fork_count", 0):
+        upstream = upstream or _upstream(tree)
+        try:
+            gh = github or forks_mod.make_github(os.environ.get("GITHUB_TOKEN") or os.environ.get("GH_TOKEN"),
+                                                 base_url=os.environ.get("GITHUB_API_URL") or None)
+        except ImportError:
+            src.notes.append("forks: githubkit is not installed (pip install 'autoresearch[bot]')")
+        else:
+            leads, notes = forks_mod.research_forks(gh, upstream, list(r.forks), list(config.editable),
+                                                    max_forks=getattr(r, "fork_count", 0) or 5)
+            src.leads, src.notes = leads, src.notes + notes
+    if r.papers:
+        base = arxiv_base or os.environ.get("AUTORESEARCH_ARXIV_URL") or papers_mod.ARXIV
+        found, notes = papers_mod.search(list(r.papers), base=base, pause=arxiv_pause)
+        src.papers, src.notes = found, src.notes + notes
+    return src
