@@ -46,10 +46,21 @@ VARIANTS = ("baseline", "patched")
 TARGETS = ("llama-bench", "test-backend-ops")
 OP_NAMES = {"SOFT_MAX": "SOFT_MAX", "RMS_NORM": "RMS_NORM", "FLASH_ATTN_EXT": "FLASH_ATTN_EXT",
             "MUL_MAT": "MUL_MAT", "MUL": "MUL"}
-SKIP_DIRS = shutil.ignore_patterns(".git", "models", "docs", "media", "ggml-cuda", "ggml-vulkan",
-                                   "ggml-sycl", "ggml-metal", "ggml-opencl", "ggml-cann", "ggml-musa",
-                                   "ggml-hip", "ggml-webgpu", "ggml-hexagon", "ggml-openvino",
-                                   "ggml-zdnn", "ggml-zendnn", "ggml-virtgpu", "ggml-et")
+_TOP_SKIP = {".git", "models", "docs", "media"}
+_BACKEND_SKIP = {"ggml-cuda", "ggml-vulkan", "ggml-sycl", "ggml-metal", "ggml-opencl", "ggml-cann",
+                 "ggml-musa", "ggml-hip", "ggml-webgpu", "ggml-hexagon", "ggml-openvino", "ggml-zdnn",
+                 "ggml-zendnn", "ggml-virtgpu", "ggml-et"}
+
+
+def SKIP_DIRS(directory: str, names: list[str]) -> set[str]:
+    """copytree filter: large top-level folders and the GPU backends (not built here)."""
+    d = Path(directory)
+    skip = set()
+    if (d / "ggml").is_dir() and (d / "CMakeLists.txt").is_file():      # tree root
+        skip |= _TOP_SKIP & set(names)
+    if d.name == "src" and d.parent.name == "ggml":
+        skip |= _BACKEND_SKIP & set(names)
+    return skip
 
 
 def log(msg: str) -> None:
