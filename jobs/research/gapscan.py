@@ -194,7 +194,8 @@ def find_backends(tree: Path, extra: list[str] | None = None) -> dict[str, Path]
 def _gap_score(ops: tuple[str, ...], backends: dict[str, list[FusedSeq]], extends: bool) -> float:
     primary = sum(1 for b in backends if b in PRIMARY_BACKENDS)
     dense = sum(1 for op in ops if op in DENSE_OPS) / len(ops)
-    return round(1.0 + 0.5 * primary + 0.1 * (len(backends) - primary) + dense + (0.5 if extends else 0.0), 3)
+    # Dense-decoder ops weigh most (what CPU users run); then how many mature backends agree.
+    return round(1.0 + 0.4 * primary + 0.1 * (len(backends) - primary) + 1.5 * dense + (0.5 if extends else 0.0), 3)
 
 
 def family(ops: tuple[str, ...]) -> tuple[str, ...]:

@@ -124,7 +124,7 @@ def gap_hypothesis(gap) -> Hypothesis:
         id="gap-" + "-".join(op.lower().replace("_", "") for op in gap.ops)[:60],
         title=f"Fuse {ops} on the CPU backend (fused by {', '.join(backends)})",
         kind="fusion",
-        rationale=(f"{', '.join(backends)} fuse the node sequence {ops} into one kernel; the CPU backend runs "
+        rationale=(f"{', '.join(backends)} {'fuses' if len(backends) == 1 else 'fuse'} the node sequence {ops} into one kernel; the CPU backend runs "
                    f"it as {len(gap.ops)} separate ops.{extends}"),
         expected=expected_effect(gap), ops=list(gap.ops),
         evidence=[Evidence(where, note) for where, note in gap.evidence()], score=gap.score, recipe=None)
