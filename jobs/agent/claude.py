@@ -264,6 +264,7 @@ class ClaudeAgent:
     def _call(self, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
               tool_choice: dict[str, Any] | None = None):
         self.meter.check()
+        self.meter.price(self.settings.model)       # an unpriced model is refused before any spend
         kw: dict[str, Any] = {"model": self.settings.model, "max_tokens": self.settings.max_tokens,
                               "system": self._safe(system), "messages": messages, "tools": tools}
         if tool_choice:

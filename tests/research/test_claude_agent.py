@@ -188,3 +188,21 @@ def test_claude_needs_an_api_key_and_offline_stays_default(target, monkeypatch):
         make_agent("claude", {}, config)
     assert make_agent("offline", {}, config).name == "offline"
     assert config.agent == "offline"
+
+
+def test_settings_from_config_and_unpriced_models_are_refused(target):
+    from types import SimpleNamespace
+
+    from jobs.agent.claude import Settings
+    config = load_config(target)
+    llm = SimpleNamespace(model_dump=lambda: {"model": "claude-new", "max_usd": 2.5, "max_run_tokens": None,
+                                              "pricing": {"claude-new": {"input": 2.0, "output": 10.0}}})
+    with_llm = SimpleNamespace(llm=llm)
+    s = Settings.from_config(with_llm, max_turns=7)
+    assert (s.model, s.max_usd, s.max_turns, s.max_run_tokens) == ("claude-new", 2.5, 7, 2_000_000)
+    assert "claude-new" in s.pricing and "claude-sonnet-4-6" in s.pricing
+    with FakeMessagesAPI([tool_use("read_file", {"path": "src/speed.txt"}, model="claude-unpriced-9")]) as fake:
+        agent, config = agent_for(fake, target, model="claude-unpriced-9")
+        with pytest.raises(BudgetExceeded, match="no price for model 'claude-unpriced-9'"):
+            agent.implement(H, target, config)
+        assert fake.requests == []                     # refused before any request was sent
