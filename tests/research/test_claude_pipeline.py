@@ -62,3 +62,21 @@ def test_claude_agent_runs_a_full_local_experiment(tmp_path):
     state = json.loads((out / "state.json").read_text())
     assert state["llm"]["calls"] == 1 and state["llm"]["cost_usd"] > 0
     assert agent.meter.calls == 8
+
+
+def test_cli_research_with_claude_needs_a_key_and_uses_the_sdk_settings(tmp_path, monkeypatch, capsys):
+    from jobs.cli import main
+    target = synthetic_target(tmp_path / "target")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert main(["research", str(target), "--agent", "claude", "--out", str(tmp_path / "nokey")]) == 2
+    assert "ANTHROPIC_API_KEY" in capsys.readouterr().out
+    script = [tool_use("submit_hypotheses", {"hypotheses": [hyp("raise-speed", "Raise the speed constant")]})]
+    with FakeMessagesAPI(script) as fake:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-cli-key-123456")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+        out = tmp_path / "out"
+        assert main(["research", str(target), "--agent", "claude", "--out", str(out)]) == 0
+    sent = fake.headers[0]
+    assert "sk-ant-cli-key-123456" in (sent.get("x-api-key", "") + sent.get("authorization", ""))
+    assert "sk-ant-cli-key-123456" not in fake.raw[0]
+    assert [h["id"] for h in json.loads((out / "hypotheses.json").read_text())] == ["raise-speed"]
