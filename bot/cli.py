@@ -33,6 +33,7 @@ def cmd_serve(args) -> int:
 def cmd_worker(args) -> int:
     from rq import Worker
 
+    from . import tasks  # noqa: F401  preload: every forked work horse starts warm (imports take ~2 s)
     from .jobqueue import ALL
     from .settings import Settings
     from .store import connect

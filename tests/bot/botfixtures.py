@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from werkzeug.serving import make_server
 
+import bot.tasks  # noqa: F401  preloaded: forked RQ work horses inherit it instead of importing
 from conftest import git
 
 EXAMPLES_PACKAGE = "@octokit/webhooks-examples"
