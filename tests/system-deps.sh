@@ -12,3 +12,14 @@ if ((${#need[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
+# GitHub's webhook example payloads for tests/bot (pinned; the bot tests install the same into
+# the same cache dir themselves if this did not run, and fail clearly without npm).
+command -v npm >/dev/null || {
+  echo "installing: npm"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends npm >/dev/null
+}
+WEBHOOK_EXAMPLES="${XDG_CACHE_HOME:-$HOME/.cache}/autoresearch-tests/webhooks-examples-7.6.1"
+[ -f "$WEBHOOK_EXAMPLES/node_modules/@octokit/webhooks-examples/api.github.com/index.json" ] || \
+  npm install --prefix "$WEBHOOK_EXAMPLES" --no-audit --no-fund --no-save @octokit/webhooks-examples@7.6.1 >/dev/null
