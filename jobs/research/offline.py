@@ -147,10 +147,14 @@ def merge_sources(found: Research, sources, config: TargetConfig) -> Research:
     verdict = sources.roofline if sources is not None else None
     for h in hypotheses:
         h.score = adjust(h.score, h.kind, verdict)
-    hypotheses.sort(key=lambda h: (-h.score, h.id))
+    # Slots go first to what can be implemented (recipes, maintainer patches), so a lead from
+    # another backend never pushes out a change the offline agent could have measured.
+    limit = config.research.max_hypotheses
+    rank = (lambda h: (-h.score, h.id))
+    doable = sorted((h for h in hypotheses if h.recipe or h.patch), key=rank)[:limit]
+    leads = sorted((h for h in hypotheses if not (h.recipe or h.patch)), key=rank)[: limit - len(doable)]
     notes = list(found.notes) + (list(sources.notes) if sources is not None else [])
-    return Research(hypotheses[: config.research.max_hypotheses], found.findings, found.detections,
-                    found.recipes, notes)
+    return Research(sorted(doable + leads, key=rank), found.findings, found.detections, found.recipes, notes)
 
 
 def model_digests(found: Research, sources) -> dict[str, str]:

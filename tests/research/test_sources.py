@@ -87,3 +87,12 @@ def test_merge_applies_the_roofline_and_folds_duplicate_gaps(tmp_path):
     assert ids[-1] == "prefetch" and merged.hypotheses[-1].score == 1.5
     assert "## Roofline" in sources.markdown() and "memory-bound" in sources.digests()["roofline"]
     assert Sources().markdown() == ""
+
+
+def test_leads_never_push_out_implementable_recipes(tmp_path):
+    tree = ggml_target(tmp_path / "t")
+    config = SimpleNamespace(research=SimpleNamespace(backends=[], forks=[], papers=[], max_hypotheses=2),
+                             editable=["ggml/src/ggml-cpu/**"])
+    low = Hypothesis(id="fuse-softmax", title="recipe", kind="fusion", rationale="r", score=0.5, recipe="fuse-softmax")
+    merged = merge_sources(Research([low]), gather(tree, config), config)
+    assert [h.id for h in merged.hypotheses] == ["gap-rmsnorm-mul-add", "fuse-softmax"]
