@@ -434,6 +434,7 @@ class Run:
             "calibration": self.state["calibration"],
             "experiments": [{k: v for k, v in r.items() if k != "log"} for r in results],
             "stack_applied": self.state.get("stack_applied", []),
+            "stack_dropped": self.state.get("stack_dropped", []),
             "stacks": {p: {k: v for k, v in s.items() if k != "log"} for p, s in stacks.items()},
             "cost_usd": self.state.get("cost_usd", 0.0),
             "wall_seconds": round(time.monotonic() - self.started, 1),

@@ -154,6 +154,9 @@ def render_pr(summary: dict[str, Any]) -> str:
 
     failed = [e for e in experiments if e["status"] != "keep"]
     out += ["## What did not work, and why", ""]
+    out += [f"- **{name}** won on its own but its commit conflicts with the ones stacked before it, so it "
+            "is not in this branch; it needs rebasing onto the stack and a measurement of its own."
+            for name in summary.get("stack_dropped", [])]
     out += [f"- **{e['name']}** on {e['platform']} ({STATUS_WORDS.get(e['status'], e['status'])}): {e['reason']}"
             for e in failed] or ["- Everything tried was kept."]
     out += ["", "## Cost", "", f"{summary.get('cost_usd', 0.0):.2f} USD of machine time "

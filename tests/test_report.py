@@ -68,3 +68,8 @@ def test_untrusted_metric_with_unknown_bounds_renders():
     s["stacks"]["x86"]["metrics"] = [strict_json(m)]
     md = render_pr(s)
     assert "| +0.0% | -3.0%…? | 1.000 | untrusted |" in md
+
+
+def test_dropped_winner_is_reported_not_silent():
+    md = render_pr(summary(stack_dropped=["fuse-b"]))
+    assert "**fuse-b** won on its own but its commit conflicts" in md
