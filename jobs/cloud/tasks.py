@@ -55,7 +55,7 @@ PY={REMOTE_VENV}/bin/python
 [ -x "$PY" ] || PY=python3
 rm -rf target work
 git clone -q --no-checkout repo.bundle target
-exec "$PY" -m jobs.runner spec.json --repo target --work work
+exec "$PY" -m jobs.runner spec.json --repo "$PWD/target" --work "$PWD/work"
 """
 
 SLUG = re.compile(r"[^a-z0-9]+")

@@ -283,7 +283,7 @@ class SkyPilotExecutor:
             return self._final(RawResult(status="crash", reason=att.reason, log="\n".join(att.log)), spent, notes)
 
     def _final(self, result: RawResult, spent: float, notes: list[str]) -> RawResult:
-        result.cost_usd = round(spent, 6)
+        result.cost_usd = spent
         header = f"== {self.platform} on {self.instance_type} ({self.price:g} USD/h): " + "; ".join(notes)
         result.log = tail(header + "\n" + (result.log or ""), 3 * 4000)
         return result

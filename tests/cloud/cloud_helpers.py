@@ -38,7 +38,7 @@ def config_for(repo: Path, **overrides):
     return parse_config(yaml.safe_dump(data))
 
 
-def spec_for(config, base: str, head: str | None = None, *, name="exp", platform="x86", n=6,
+def spec_for(config, base: str, head: str | None = None, *, name="exp", platform="x86", n=4,
              kind="experiment", **kw) -> ExperimentSpec:
     return ExperimentSpec.from_config(config, run_id="r1", name=name, platform=platform, base_commit=base,
                                       head_commit=head or base, n_per_arm=n, kind=kind, **kw)

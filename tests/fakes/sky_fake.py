@@ -14,6 +14,11 @@ envs plus PATH/HOME (the fake VM's HOME has no venv, so the script falls back to
 PATH, which is this test venv's). Its output is streamed line by line behind SkyPilot's
 `(task, pid=N) ` prefix. `setup` is recorded, not run (it would apt-get install).
 
+`job="canned"` skips the subprocess: the fake prints the driver's lines itself (PROGRESS per
+invocation in the spec's ABBA order, then a RESULT with ~1%-noise samples, the candidate 10%
+faster when it differs from the baseline). Use it where the test is about the machine, not the
+measurement; it is much faster on a loaded test box.
+
 An optional `FakeClock` makes VM time deterministic: provisioning, a job and a teardown advance
 it by fixed amounts, so cost assertions can be exact.
 """
@@ -79,7 +84,9 @@ class FakeSky:
     ClusterStatus = sky.ClusterStatus
 
     def __init__(self, root: Path, *, clock: FakeClock | None = None, provision_s: float = 120.0,
-                 job_s: float = 600.0, down_s: float = 30.0, hang_limit_s: float = 60.0):
+                 job_s: float = 600.0, down_s: float = 30.0, hang_limit_s: float = 60.0, job: str = "runner"):
+        assert job in ("runner", "canned")
+        self.job = job
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.clock = clock
@@ -181,6 +188,8 @@ class FakeSky:
             return exceptions.JobExitCode.FAILED
         preempt = self._take("preempt", cluster_name)
         noisy = self._take("noisy", cluster_name)
+        if self.job == "canned":
+            return self._canned_job(c, output_stream or sys.stdout, preempt, noisy)
         return self._run_job(c, output_stream or sys.stdout, preempt, noisy)
 
     # -- internals ----------------------------------------------------------------------------
@@ -268,6 +277,39 @@ class FakeSky:
         rc = c.proc.wait()
         self._tick(self.job_s)
         return exceptions.JobExitCode.SUCCEEDED if rc == 0 else exceptions.JobExitCode.FAILED
+
+
+    def _canned_job(self, c: Cluster, out, preempt: Fault | None, noisy: Fault | None) -> int:
+        from jobs.model import ArmSamples
+        from jobs.spec import ExperimentSpec, RawResult
+        from jobs.stats import abba_order
+        spec = ExperimentSpec.from_json((Path(c.task.workdir) / "spec.json").read_text())
+        speed = 100.0 if spec.head_commit == spec.base_commit else 110.0
+        order = abba_order(spec.n_per_arm, spec.warmup)
+        result = RawResult(status="ok", cpu=f"fake {c.name} (8 cpus)", base=ArmSamples(), head=ArmSamples())
+        lines = ["PROGRESS 0.00 building baseline"]
+        for i, label in enumerate(order):
+            lines.append(f"PROGRESS {0.2 + 0.8 * i / len(order):.2f} invocation {i + 1}/{len(order)} ({label})")
+            if label == "W":
+                continue
+            arm, v = (result.head, speed) if label == "B" else (result.base, 100.0)
+            v *= 1 + 0.01 * ((i * 7) % 5 - 2) / 2
+            arm.values.setdefault("score", []).append(v)
+            arm.values.setdefault("ms", []).append(1000 / v)
+            arm.order.append(i)
+            arm.seconds.append(0.01)
+        lines += ["PROGRESS 1.00 measured", "RESULT " + result.to_json(), "EXPERIMENT_STATUS: ok"]
+        for i, line in enumerate(lines):
+            if preempt and i >= preempt.after_lines:
+                c.status = "STOPPED"
+                self._tick(self.job_s / 2)
+                raise exceptions.ClusterNotUpError(f"Cluster {c.name!r} is not up (preempted, fake).",
+                                                   cluster_status=None)
+            if noisy and line.startswith("RESULT "):
+                line = "RESULT " + json.dumps(_make_noisy(json.loads(line[7:])))
+            out.write(f"(task, pid=4242) {line}\n")
+        self._tick(self.job_s)
+        return exceptions.JobExitCode.SUCCEEDED
 
 
 def _make_noisy(result: dict) -> dict:
