@@ -136,6 +136,15 @@ def merge_sources(found: Research, sources, config: TargetConfig) -> Research:
     covers (same ops, e.g. a recipe) adds its evidence there instead of a duplicate."""
     from .roofline import adjust
     hypotheses = list(found.hypotheses)
+    listed = {h.id for h in hypotheses}
+    for det in found.detections:      # an applicable recipe cut by the scan's own limit comes back
+        recipe = found.recipes.get(det.recipe)
+        if det.status == "applicable" and recipe is not None and recipe.id not in listed:
+            hypotheses.append(Hypothesis(
+                id=recipe.id, title=recipe.title, kind=recipe.kind, rationale=recipe.why.strip(),
+                expected=recipe.expected.strip(), ops=list(recipe.ops),
+                evidence=[Evidence(*(e.split(": ", 1) if ": " in e else (e, "recipe probe"))) for e in det.evidence],
+                score=KIND_WEIGHT[recipe.kind], recipe=recipe.id))
     by_ops = {tuple(h.ops): h for h in hypotheses if h.ops}
     if sources is not None and sources.gaps is not None:
         for gap in sources.gaps.gaps[:GAP_HYPOTHESES]:
