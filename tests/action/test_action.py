@@ -1,0 +1,235 @@
+"""`autoresearch action` end to end: GitHub's own `issue_comment` example payload as the workflow's
+event file -> the console script in a subprocess -> the fake GitHub on loopback + bare git remotes
+-> the real pipeline on the synthetic target -> the same run and draft PR the App produces."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bot"))   # the bot helper's fixtures
+
+from botfixtures import BOT_LOGIN, app_key, bot_env, webhook_examples  # noqa: E402,F401  (fixtures)
+from conftest import ROOT, git  # noqa: E402
+from synthetic import patch_for, synthetic_target  # noqa: E402
+
+APP_REPO = "octo/synth"
+ACTION_REPO = "octo/synth-action"
+WORKFLOW_TOKEN = "ghs_workflowtoken0123456789"
+
+
+def _target(tmp_path: Path) -> Path:
+    t = synthetic_target(tmp_path / "target")
+    cand = t / ".github" / "autoresearch" / "candidates"
+    cand.mkdir(parents=True)
+    patch_for(t, tmp_path / "faster.patch", {"src/speed.txt": "130\n"})
+    (cand / "faster.patch").write_text((tmp_path / "faster.patch").read_text())
+    git(t, "add", "-A")
+    git(t, "commit", "-qm", "action test setup")
+    return t
+
+
+def _cli() -> list[str]:
+    """`autoresearch action` once bot/cli.py registers it; the module's own entry point until then."""
+    from bot import cli
+    src = Path(cli.__file__).read_text()
+    if "action" in src and "register" in src and "action.register" in src:
+        return [sys.executable, "-c", "import sys; from bot.cli import main; sys.exit(main())", "action"]
+    return [sys.executable, "-m", "bot.action"]
+
+
+def run_action(bot_env, tmp_path: Path, event: str, payload: dict, name: str, **extra: str) -> tuple[dict, str]:
+    """Run the action as a workflow step would: env vars in, GITHUB_OUTPUT out."""
+    d = tmp_path / name
+    d.mkdir()
+    event_path, output, step_summary = d / "event.json", d / "output", d / "summary.md"
+    event_path.write_text(json.dumps(payload))
+    output.write_text("")
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", str(tmp_path)),
+           "GITHUB_EVENT_NAME": event, "GITHUB_EVENT_PATH": str(event_path), "GITHUB_OUTPUT": str(output),
+           "GITHUB_STEP_SUMMARY": str(step_summary), "GITHUB_TOKEN": WORKFLOW_TOKEN, "GITHUB_RUN_ID": "9001",
+           "GITHUB_API_URL": bot_env.env["AUTORESEARCH_GITHUB_API_URL"],
+           "GITHUB_SERVER_URL": f"file://{bot_env.git_root}", "RUNNER_TEMP": str(tmp_path / "runner"),
+           "AUTORESEARCH_BOT_LOGIN": BOT_LOGIN, "AUTORESEARCH_EXECUTOR": "auto",
+           "AUTORESEARCH_WORKDIR": str(tmp_path / "action-work"), "PYTHONPATH": str(ROOT), **extra}
+    proc = subprocess.run(_cli(), env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return parse_outputs(output.read_text()), proc.stdout
+
+
+def parse_outputs(text: str) -> dict[str, str]:
+    out, lines = {}, iter(text.splitlines())
+    for line in lines:
+        name, _, delim = line.partition("<<")
+        value = []
+        for v in lines:
+            if v == delim:
+                break
+            value.append(v)
+        out[name] = "\n".join(value)
+    return out
+
+
+def _masked(text: str) -> str:
+    """A PR body with its measured numbers and run-specific paths masked: two runs of the same
+    experiments produce the same text apart from noise."""
+    import re
+    text = re.sub(r"/\S*/(action-)?work/\S*", "<path>", text)
+    text = re.sub(r"\b[0-9a-f]{7,40}\b", "<sha>", text)          # the stack commit's hash (commit time)
+    return re.sub(r"[-+]?\d+(\.\d+)?(e[-+]?\d+)?", "#", text)
+
+
+def _only_pr(bot_env, full: str) -> dict:
+    pulls = [dict(p, number=n) for (f, n), p in bot_env.github.pulls.items() if f == full]
+    assert len(pulls) == 1, pulls
+    return pulls[0]
+
+
+def _summary(workdir: Path, repo: str, run_id: str) -> dict:
+    return json.loads((workdir / repo / run_id / "out" / "summary.json").read_text())
+
+
+def test_issue_comment_event_file_gives_the_same_run_and_draft_pr_as_the_app(bot_env, tmp_path):
+    target = _target(tmp_path)
+    for full in (APP_REPO, ACTION_REPO):
+        bot_env.add_target(full, target)
+        bot_env.github.repos[full].permissions["alice"] = ("write", "maintain")
+    bot_env.github.tokens[WORKFLOW_TOKEN] = 0
+
+    # The App: signed webhook -> RQ worker -> pipeline -> draft PR.
+    assert bot_env.comment(APP_REPO, 1, "alice", "/autoresearch optimize cpu").status == 202
+    bot_env.work()
+    from bot.store import Store
+    app_run = Store(bot_env.redis).current_run(APP_REPO, 1)
+    assert app_run["state"] == "done", app_run
+
+    # The Action: GitHub's example issue_comment payload as the event file (no App installation
+    # in a workflow's payload), pointed at the second repo, through `autoresearch action`.
+    payload = bot_env.comment_payload(ACTION_REPO, 1, "alice", "Please:\n/autoresearch optimize cpu\n")
+    payload.pop("installation")
+    outputs, stdout = run_action(bot_env, tmp_path, "issue_comment", payload, "comment")
+
+    # The same run: same id (issue, base commit, arguments), same plan, same experiments and verdicts.
+    assert outputs["state"] == "done", (outputs, stdout)
+    assert outputs["run-id"] == app_run["run_id"]
+    app_sum = _summary(bot_env.workdir / "octo", "synth", app_run["run_id"])
+    act_sum = _summary(tmp_path / "action-work" / "octo", "synth-action", outputs["run-id"])
+    assert act_sum["base_commit"] == app_sum["base_commit"] and act_sum["branch"] == app_sum["branch"]
+    assert [(e["name"], e["platform"], e["status"]) for e in act_sum["experiments"]] == \
+           [(e["name"], e["platform"], e["status"]) for e in app_sum["experiments"]] == [("faster", "local", "keep")]
+    assert {p: s["status"] for p, s in act_sum["stacks"].items()} == {"local": "keep"}
+    assert outputs["verdict"].startswith("kept 1 of 1 experiment(s) (faster); stack on local: keep, score +")
+
+    # The same draft PR: title, head branch, base, draft flag; the body differs only in the noise.
+    app_pr = _only_pr(bot_env, APP_REPO)
+    act_pr = _only_pr(bot_env, ACTION_REPO)
+    assert outputs["pr-url"] == f"https://github.com/{ACTION_REPO}/pull/{act_pr['number']}"
+    for key in ("title", "head", "base", "draft"):
+        assert act_pr[key] == app_pr[key], key
+    assert act_pr["draft"] is True and act_pr["head"] == f"autoresearch/{app_run['run_id']}"
+    assert _masked(act_pr["body"]) == _masked(app_pr["body"])
+    assert "AI-generated" in act_pr["body"] and act_pr["body"].rstrip().endswith("Closes #1")
+    bare = bot_env.git_root / f"{ACTION_REPO}.git"
+    assert git(bare, "log", "--format=%s", f"main..{act_pr['head']}").splitlines() == ["faster: maintainer candidate"]
+
+    # The same conversation on the issue: 👀, one plan comment, one sticky status comment (done, PR).
+    def kinds(full):
+        return sorted(m for c in bot_env.bot_comments(full, 1)
+                      for m in ("autoresearch:plan", "autoresearch:status") if f"<!-- {m}" in c["body"])
+    assert kinds(ACTION_REPO) == kinds(APP_REPO) == ["autoresearch:plan", "autoresearch:status"]
+    status = next(c for c in bot_env.bot_comments(ACTION_REPO, 1) if "<!-- autoresearch:status" in c["body"])
+    assert "✅ done" in status["body"] and outputs["pr-url"] in status["body"]
+    assert {"comment_id": payload["comment"]["id"], "content": "eyes", "user": BOT_LOGIN} in bot_env.github.reactions
+    assert (tmp_path / "comment" / "summary.md").read_text().count("| score |") >= 1
+
+    # The token never reaches the run's files.
+    for path in (tmp_path / "action-work").rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            assert WORKFLOW_TOKEN.encode() not in path.read_bytes(), path
+
+    # The dashboard shows the action's run from its run directory.
+    from bot import dashboard
+    view = dashboard.load_run(tmp_path / "action-work", outputs["run-id"])
+    assert view is not None and view["phase"] == "done"
+    assert [(e["name"], e["cells"]["local"]["status"]) for e in view["experiments"]] == [("faster", "keep")]
+
+
+def test_outsider_waits_then_approver_runs_and_rerun_updates_the_pr(bot_env, tmp_path):
+    target = _target(tmp_path)
+    bot_env.add_target(ACTION_REPO, target)
+    perms = bot_env.github.repos[ACTION_REPO].permissions
+    perms["alice"], perms["bob"] = ("write", "maintain"), ("read", "read")
+    bot_env.github.tokens[WORKFLOW_TOKEN] = 0
+
+    def comment(login: str, body: str, name: str):
+        p = bot_env.comment_payload(ACTION_REPO, 4, login, body)
+        p.pop("installation")
+        return run_action(bot_env, tmp_path, "issue_comment", p, name)[0]
+
+    out = comment("bob", "/autoresearch optimize cpu", "bob")
+    assert out["state"] == "awaiting_approval" and out["pr-url"] == "" and not bot_env.github.pulls
+    plan = next(c for c in bot_env.bot_comments(ACTION_REPO, 4) if "<!-- autoresearch:plan" in c["body"])
+    assert "does not have write access" in plan["body"]
+    assert comment("bob", "/autoresearch approve", "bob-approve")["state"] == "replied"   # not an approver
+    assert not bot_env.github.pulls
+
+    out = comment("alice", "/autoresearch approve", "alice-approve")
+    pr = _only_pr(bot_env, ACTION_REPO)
+    assert out["state"] == "done" and out["pr-url"].endswith(f"/pull/{pr['number']}")
+    status = [c for c in bot_env.bot_comments(ACTION_REPO, 4) if "<!-- autoresearch:status" in c["body"]]
+    assert len(status) == 1 and "| approved by | @alice" in status[0]["body"]
+
+    # A rerun (workflow_dispatch with the same command) updates the same draft PR.
+    bot_env.github.pulls[(ACTION_REPO, pr["number"])]["body"] = "stale"
+    dispatch = {"inputs": {"issue": "4", "command": "optimize cpu"}, "ref": "refs/heads/main",
+                "repository": bot_env.github.repo_json(ACTION_REPO), "sender": bot_env.github.user("alice"),
+                "workflow": ".github/workflows/autoresearch.yml"}
+    out, _ = run_action(bot_env, tmp_path, "workflow_dispatch", dispatch, "dispatch")
+    assert out["state"] == "done" and out["pr-url"].endswith(f"/pull/{pr['number']}")
+    assert "| score |" in _only_pr(bot_env, ACTION_REPO)["body"]
+    states = [c for c in bot_env.bot_comments(ACTION_REPO, 4) if "<!-- autoresearch:action-state" in c["body"]]
+    assert len(states) == 1           # the Action's record of the issue: one comment, edited in place
+
+
+def test_ignored_events_and_help(bot_env, tmp_path):
+    bot_env.add_target(ACTION_REPO, _target(tmp_path))
+    bot_env.github.tokens[WORKFLOW_TOKEN] = 0
+    p = bot_env.comment_payload(ACTION_REPO, 5, "carol", "/autoresearch optimise cpu")
+    p.pop("installation")
+    out, _ = run_action(bot_env, tmp_path, "issue_comment", p, "typo")
+    assert out["state"] == "help" and "unknown command" in out["verdict"]
+    reply = bot_env.bot_comments(ACTION_REPO, 5)[-1]["body"]
+    assert "unknown command `optimise`" in reply and "/autoresearch optimize cpu" in reply
+
+    bot = bot_env.comment_payload(ACTION_REPO, 5, BOT_LOGIN, "/autoresearch optimize cpu")
+    out, _ = run_action(bot_env, tmp_path, "issue_comment", bot, "own")
+    assert out["state"] == "ignored" and "bot" in out["verdict"]
+    edited = dict(p, action="edited")
+    assert run_action(bot_env, tmp_path, "issue_comment", edited, "edited")[0]["state"] == "ignored"
+    assert len(bot_env.bot_comments(ACTION_REPO, 5)) == 2      # the help reply, and the user's comment by the bot
+
+
+def test_command_from_event_is_pure_and_uses_the_apps_grammar():
+    from bot.action import command_from_event
+    from bot.routing import Ignored
+    repo = {"name": "r", "owner": {"login": "o"}, "default_branch": "trunk"}
+    labeled = {"action": "labeled", "label": {"name": "autoresearch"}, "issue": {"number": 7},
+               "repository": repo, "sender": {"login": "alice", "type": "User"}}
+    cmd = command_from_event("issues", labeled)
+    assert (cmd.verb, cmd.issue_number, cmd.author, cmd.default_branch) == ("optimize", 7, "alice", "trunk")
+    assert isinstance(command_from_event("issues", dict(labeled, label={"name": "bug"})), Ignored)
+    assert isinstance(command_from_event("issues", dict(labeled, action="opened")), Ignored)
+    assert isinstance(command_from_event("issues", dict(labeled, sender={"login": "x[bot]", "type": "Bot"})), Ignored)
+    d = {"inputs": {"issue": "3", "command": "optimize cpu metric=ms platforms=x86,arm budget=5"},
+         "repository": repo, "sender": {"login": "alice"}}
+    cmd = command_from_event("workflow_dispatch", d)
+    assert cmd.command.overrides == {"metric": "ms", "platforms": ["x86", "arm"], "budget": 5.0}
+    bad = command_from_event("workflow_dispatch", dict(d, inputs={"issue": "3", "command": "optimize gpu"}))
+    assert bad.verb is None and "optimize cpu" in bad.error
+    assert isinstance(command_from_event("workflow_dispatch", dict(d, inputs={"command": "status"})), Ignored)
+    assert isinstance(command_from_event("push", {}), Ignored)
+    assert isinstance(command_from_event("issue_comment", []), Ignored)
