@@ -392,6 +392,9 @@ def execute_run(repo: str, run_id: str) -> str:
     except Reply as reply:
         _finish(store, gh, rec, "fail", phase="planning", message=str(reply).strip())
         return "failed"
+    except Exception as exc:       # GitHub or git unreachable: say so rather than stay "queued" forever
+        _finish(store, gh, rec, "fail", phase="planning", message=f"❌ could not prepare the run: {str(exc)[:500]}")
+        raise
     approval = ap.Approval.from_dict(rec.get("approval"))
     if not ap.may_start(approval, p.plan.digest(), p.base):
         why = ("the default branch moved from `%s` to `%s`" % (rec["base_commit"][:12], p.base[:12])

@@ -85,9 +85,9 @@ def test_maintainer_comment_plan_run_draft_pr_and_rerun(bot_env, tmp_path):
     statuses = _status_comments(bot_env)
     assert len(statuses) == 1                      # one sticky status comment, edited in place
     body = statuses[0]["body"]
-    assert "✅ done" in body and "1/1" in body and "`faster` +" in body and "USD" in body and "/pull/1" in body
+    assert "✅ done" in body and "1/1" in body and "`faster` +" in body and "USD" in body and "/pull/100" in body
     assert len(bot_env.github.pulls) == 1          # exactly one run, one PR
-    pr = bot_env.github.pulls[(REPO, 1)]
+    pr = bot_env.github.pulls[(REPO, 100)]
     assert pr["draft"] and pr["head"] == f"autoresearch/{rec['run_id']}"
     assert "| score |" in pr["body"] and "AI-generated" in pr["body"] and pr["body"].rstrip().endswith("Closes #1")
     bare = bot_env.git_root / f"{REPO}.git"
@@ -98,11 +98,11 @@ def test_maintainer_comment_plan_run_draft_pr_and_rerun(bot_env, tmp_path):
     assert "extraheader" not in clone_config.lower() and "x-access-token" not in clone_config
 
     # A rerun of the same request resumes the same run and updates the same PR.
-    bot_env.github.pulls[(REPO, 1)]["body"] = "stale"
+    bot_env.github.pulls[(REPO, 100)]["body"] = "stale"
     assert bot_env.comment(REPO, 1, "alice", "/autoresearch optimize cpu").status == 202
     bot_env.work()
     assert _run(bot_env)["state"] == "done"
-    assert len(bot_env.github.pulls) == 1 and "| score |" in bot_env.github.pulls[(REPO, 1)]["body"]
+    assert len(bot_env.github.pulls) == 1 and "| score |" in bot_env.github.pulls[(REPO, 100)]["body"]
     assert len(_status_comments(bot_env)) == 1
 
 
@@ -222,3 +222,29 @@ def test_malformed_command_and_unknown_override_get_help(bot_env, tmp_path):
     assert "no run on this issue" in replies[2]
     assert {"comment_id": payload["comment"]["id"], "content": "eyes", "user": BOT_LOGIN} in bot_env.github.reactions
     assert _run(bot_env, 6) is None
+
+
+def test_fork_push_and_bench_on_the_bot_pr(bot_env, tmp_path, monkeypatch):
+    _setup(bot_env, tmp_path)
+    # The configured fork: a bare repo of the same project under another owner.
+    fork = bot_env.git_root / "forker" / "synth.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(bot_env.git_root / f"{REPO}.git"), str(fork)], check=True)
+    monkeypatch.setenv("AUTORESEARCH_FORK_OWNER", "forker")
+    bot_env.comment(REPO, 7, "alice", "/autoresearch optimize cpu")
+    bot_env.work()
+    rec = _run(bot_env, 7)
+    assert rec["state"] == "done", rec
+    pr = bot_env.github.pulls[(REPO, 100)]
+    assert pr["head"] == f"forker:autoresearch/{rec['run_id']}" and pr["draft"]
+    assert git(fork, "rev-parse", "--verify", "-q", f"refs/heads/autoresearch/{rec['run_id']}")
+    assert not git(bot_env.git_root / f"{REPO}.git", "branch", "--list", "autoresearch/*")   # upstream untouched
+
+    # `/autoresearch bench` on that PR re-measures its head against its base.
+    assert bot_env.comment(REPO, 100, "bob", "/autoresearch bench", pr=True).status == 202
+    assert bot_env.comment(REPO, 100, "alice", "/autoresearch bench", pr=True).status == 202
+    bot_env.work()
+    replies = [c["body"] for c in bot_env.bot_comments(REPO, 100)]
+    assert "may not start a bench" in replies[0]
+    report = next(b for b in replies if b.startswith("autoresearch bench of"))
+    assert "| score |" in report and "kept" in report, report
+    _no_token_on_disk(bot_env)

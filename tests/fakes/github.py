@@ -108,7 +108,7 @@ class FakeGitHub:
     def add_repo(self, full: str, bare: Path, default_branch: str = "main") -> FakeRepo:
         repo = FakeRepo(full, self.next_id(), Path(bare), default_branch)
         self.repos[full] = repo
-        self._numbers[full] = itertools.count(1)
+        self._numbers[full] = itertools.count(100)     # PR numbers; tests use issues below 100
         return repo
 
     def new_issue_number(self, full: str) -> int:
