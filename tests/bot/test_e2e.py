@@ -19,7 +19,8 @@ from synthetic import patch_for, synthetic_target
 REPO = "octo/synth"
 
 
-def _target(tmp_path: Path, *, candidate: bool = True, bench_sleep: float = 0.0, config: str | None = None) -> Path:
+def _target(tmp_path: Path, *, candidate: bool = True, bench_sleep: float = 0.0, config: str | None = None,
+            env_dump: Path | None = None) -> Path:
     t = synthetic_target(tmp_path / "target")
     if candidate:
         # A maintainer candidate: the bot evaluates .github/autoresearch/candidates/*.patch as hypotheses.
@@ -27,6 +28,8 @@ def _target(tmp_path: Path, *, candidate: bool = True, bench_sleep: float = 0.0,
         cand.mkdir(parents=True)
         patch_for(t, tmp_path / "faster.patch", {"src/speed.txt": "130\n"})
         (cand / "faster.patch").write_text((tmp_path / "faster.patch").read_text())
+    if env_dump:       # the target's own build script records the environment it was given
+        (t / "build.sh").write_text(f"env >> {env_dump}\n" + (t / "build.sh").read_text())
     if bench_sleep:
         bench = (t / "bench.sh").read_text().replace("s=$(cat build/speed)", f"sleep {bench_sleep}\ns=$(cat build/speed)")
         (t / "bench.sh").write_text(bench)
@@ -66,7 +69,8 @@ def _no_token_on_disk(bot_env) -> None:
 
 
 def test_maintainer_comment_plan_run_draft_pr_and_rerun(bot_env, tmp_path):
-    _setup(bot_env, tmp_path)
+    dump = tmp_path / "target-env.txt"
+    _setup(bot_env, tmp_path, env_dump=dump)
     payload = bot_env.comment_payload(REPO, 1, "alice", "Let's try it.\n/autoresearch optimize cpu\n")
     first = bot_env.deliver("issue_comment", payload, delivery="dup-1")
     again = bot_env.deliver("issue_comment", payload, delivery="dup-1")       # GitHub redelivers
@@ -94,6 +98,8 @@ def test_maintainer_comment_plan_run_draft_pr_and_rerun(bot_env, tmp_path):
     log = git(bare, "log", "--format=%s", f"main..autoresearch/{rec['run_id']}").splitlines()
     assert log == ["faster: maintainer candidate"]
     _no_token_on_disk(bot_env)
+    seen = dump.read_text()               # what target code saw: no token, no App secrets or settings
+    assert "PATH=" in seen and "AUTORESEARCH_" not in seen and "ghs_" not in seen and "Authorization" not in seen
     clone_config = (bot_env.workdir / "octo" / "synth" / rec["run_id"] / "repo" / ".git" / "config").read_text()
     assert "extraheader" not in clone_config.lower() and "x-access-token" not in clone_config
 
