@@ -6,6 +6,8 @@ command -v redis-server >/dev/null || need+=(redis-server)
 command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
 command -v qemu-aarch64-static >/dev/null || need+=(qemu-user-static)
 command -v make >/dev/null || need+=(make)
+command -v chromium >/dev/null || need+=(chromium)
+command -v chromedriver >/dev/null || need+=(chromium-driver)
 if ((${#need[@]})); then
   echo "installing: ${need[*]}"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
