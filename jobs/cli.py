@@ -188,7 +188,8 @@ def build_parser(extend=None) -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="research, experiment, stack and report on TARGET")
     run.add_argument("target")
-    run.add_argument("--agent", choices=["offline", "none", "claude"], default="offline")
+    run.add_argument("--agent", choices=["offline", "none", "claude"],
+                     help="default: the config's `agent` (offline when it asks for claude without a key)")
     run.add_argument("--candidate", action="append", default=[], metavar="PATCH",
                      help="a patch file to evaluate as a hypothesis (repeatable)")
     run.add_argument("--repeats", type=int, help="benchmark invocations per arm (default: from calibration)")
@@ -203,7 +204,7 @@ def build_parser(extend=None) -> argparse.ArgumentParser:
 
     res = sub.add_parser("research", help="run only the research phase")
     res.add_argument("target")
-    res.add_argument("--agent", choices=["offline", "claude"], default="offline")
+    res.add_argument("--agent", choices=["offline", "claude"])
     common(res)
     res.set_defaults(func=cmd_research)
 

@@ -85,12 +85,44 @@ class Sanity(Strict):
     inverse_pairs: list[InversePair] = []
 
 
+class Roofline(Strict):
+    """Model size and measured speed; bandwidth is measured on this machine when not given."""
+
+    model_bytes: int = Field(gt=0)
+    tokens_per_s: float = Field(gt=0)
+    bandwidth_gbs: float | None = Field(None, gt=0)
+
+
 class Research(Strict):
     recipes: list[str] = Field(default_factory=list, description="recipe sets under kernels/recipes")
     backends: list[str] = Field(default_factory=list, description="folders of other backends")
     forks: list[str] = Field(default_factory=list, description="owner/name of competing repos")
+    fork_count: int = Field(5, ge=0, description="most-starred forks to compare")
     papers: list[str] = Field(default_factory=list, description="arXiv search queries")
+    roofline: Roofline | None = None
     max_hypotheses: int = Field(8, ge=1)
+
+
+class Price(Strict):
+    """USD per million tokens."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_write: float | None = Field(None, ge=0)
+    cache_read: float | None = Field(None, ge=0)
+
+
+class LLM(Strict):
+    """The Claude agent's model and hard caps; spend counts into the run's cost."""
+
+    model: str = "claude-sonnet-4-6"
+    max_tokens: int = Field(4096, ge=256, description="per response")
+    max_run_tokens: int = Field(2_000_000, ge=1000)
+    max_usd: float = Field(10.0, ge=0)
+    max_turns: int = Field(30, ge=1)
+    max_retries: int = Field(2, ge=0)
+    timeout: float = Field(120.0, gt=0)
+    pricing: dict[str, Price] = {}
 
 
 class Platform(Strict):
@@ -115,6 +147,7 @@ class TargetConfig(Strict):
     research: Research = Research()
     platforms: list[Platform] = Field(default_factory=lambda: [Platform(name="local")])
     agent: Literal["offline", "claude", "none"] = "offline"
+    llm: LLM = LLM()
     approvers: list[str] = []
 
     @field_validator("platforms", mode="before")

@@ -8,6 +8,7 @@ job.meta in an RQ worker) so this module knows nothing of terminals or queues.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -44,7 +45,7 @@ class RunOptions:
     target: Path
     out: Path
     run_id: str
-    agent: str = "offline"                    # offline | none | claude
+    agent: str | None = None                  # offline | none | claude; None: the repo config's choice
     candidates: list[Path] = field(default_factory=list)
     repeats: int | None = None                # override the calibrated repeats per arm
     executor: str = "local"
@@ -94,6 +95,12 @@ class Run:
             raise RunError(f"{options.target} is not a git repository: autoresearch needs one "
                            "(git init && git add -A && git commit)")
         self.config: TargetConfig = apply_overrides(load_config(self.repo), options)
+        if options.agent is None:
+            options.agent = self.config.agent
+            if options.agent == "claude" and not os.environ.get("ANTHROPIC_API_KEY"):
+                # The repo asks for Claude but this machine has no key: the offline agent runs instead.
+                options.agent = "offline"
+                self._pending_warning = "config asks for agent: claude but ANTHROPIC_API_KEY is not set; using offline"
         self.out = Path(options.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.state = ledger.load_state(self.out) or {}
@@ -101,6 +108,7 @@ class Run:
         self._agent = agent
         self._lock = threading.Lock()     # experiments of a wave finish on several threads
         self._impl_lock = threading.Lock()  # one agent edit at a time: commits land in one repo
+        self._llm_charged = 0.0             # model spend of this process already in cost_usd
         self.started = time.monotonic()
 
     def emit(self, event: Event) -> None:
@@ -124,6 +132,8 @@ class Run:
                                f"target is now at {base[:12]}; start a new run id for the new commit")
             self.emit({"type": "resume", "phase": self.state.get("phase")})
             return
+        if getattr(self, "_pending_warning", None):
+            self.emit({"type": "warning", "message": self._pending_warning})
         if not gitops.is_clean(self.repo):
             self.emit({"type": "warning", "message": "the target has uncommitted changes; the run uses "
                        f"the committed tree at {base[:12]}"})
@@ -146,6 +156,18 @@ class Run:
         if self._agent is None:
             self._agent = make_agent(self.o.agent, self._recipes(), self.config)
         return self._agent
+
+    def _charge_llm(self) -> None:
+        """Add the model's spend since the last charge to the run's cost (budgets include it)."""
+        meter = getattr(self._agent, "meter", None)
+        if meter is None:
+            return
+        with self._lock:
+            delta = meter.usd - self._llm_charged
+            self._llm_charged = meter.usd
+            llm = {**meter.as_dict(), "cost_usd": round(self.state.get("llm", {}).get("cost_usd", 0.0) + delta, 6)}
+            self.state.update(llm=llm, cost_usd=round(self.state.get("cost_usd", 0.0) + delta, 6))
+            ledger.save_state(self.out, self.state)
 
     # -- phases ----------------------------------------------------------------------------
     def research_phase(self) -> list[Hypothesis]:
@@ -171,9 +193,7 @@ class Run:
             findings = [f"`{f.where}` {f.describe()}" for f in (found.findings if found else [])]
         finally:
             gitops.remove_worktree(self.repo, tree)
-        meter = getattr(self._agent, "meter", None)
-        if meter is not None:                                 # the model's spend counts toward the run's cost
-            self._save(llm=meter.as_dict(), cost_usd=round(self.state.get("cost_usd", 0.0) + meter.usd, 4))
+        self._charge_llm()
         (self.out / "research.md").write_text(render_research(
             self.config.name or self.repo.name, self.state["base_commit"], hypotheses, notes, findings,
             self.o.agent) + ("\n" + sources.markdown() if sources else ""), encoding="utf-8")
@@ -323,7 +343,10 @@ class Run:
         else:
             try:
                 with self._impl_lock:
-                    commit = self._implement(h)
+                    try:
+                        commit = self._implement(h)
+                    finally:
+                        self._charge_llm()
             except NotImplementable as exc:
                 rec = self._record(ex, h.id, h, Status.SKIPPED.value, f"not implemented: {exc}")
             else:
@@ -363,6 +386,7 @@ class Run:
             count += len(wave)
             if pending:
                 pending = self.agent.revise(pending, results)
+                self._charge_llm()
                 kinds.update({h.id: h.kind for h in pending})
         self._save(phase="stack")
         for r in results:

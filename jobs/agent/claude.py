@@ -77,8 +77,9 @@ class Settings:
             values.update({k: v for k, v in data.items() if k in cls.__dataclass_fields__ and v is not None})
         values.update({k: v for k, v in overrides.items() if k in cls.__dataclass_fields__ and v is not None})
         settings = cls(**values)
-        if "pricing" in values:
-            settings.pricing = {**DEFAULT_PRICING, **values["pricing"]}
+        if "pricing" in values:   # unset cache rates fall back to the input rate, not to None
+            given = {m: {k: v for k, v in p.items() if v is not None} for m, p in values["pricing"].items()}
+            settings.pricing = {**DEFAULT_PRICING, **given}
         return settings
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from fake_anthropic import FakeMessagesAPI, result_text, text, tool_results, tool_use
 from jobs.agent.claude import make_claude_agent
 from jobs.config import load_config
@@ -60,8 +62,10 @@ def test_claude_agent_runs_a_full_local_experiment(tmp_path):
     assert "ranked by claude from the source digests" in research
     assert [h["id"] for h in json.loads((out / "hypotheses.json").read_text())] == ["raise-speed", "tidy-code"]
     state = json.loads((out / "state.json").read_text())
-    assert state["llm"]["calls"] == 1 and state["llm"]["cost_usd"] > 0
-    assert agent.meter.calls == 8
+    # Every model call (research, both implementations, revise) is charged to the run's cost.
+    assert agent.meter.calls == 8 and state["llm"]["calls"] == 8
+    assert agent.meter.usd > 0 and state["llm"]["cost_usd"] == pytest.approx(agent.meter.usd, abs=1e-6)
+    assert summary["cost_usd"] == pytest.approx(agent.meter.usd, abs=1e-6)   # local machines cost nothing
 
 
 def test_cli_research_with_claude_needs_a_key_and_uses_the_sdk_settings(tmp_path, monkeypatch, capsys):
