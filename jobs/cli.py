@@ -119,6 +119,12 @@ def cmd_run(args) -> int:
     for patch in options.candidates:
         if not patch.is_file():
             raise RunError(f"--candidate {patch}: no such file")
+    if getattr(args, "dry_run", False):   # `demo` reuses cmd_run without the flag
+        if args.executor != "skypilot":
+            raise RunError("--dry-run previews cloud tasks and their cost; use it with --executor skypilot")
+        from .cloud.dryrun import dry_run
+        console.print(dry_run(options), markup=False, highlight=False, soft_wrap=True)
+        return 0
     with _progress() as progress:
         summary = Run(options, on_event=ProgressView(progress)).execute()
     _print_table(summary)
@@ -175,6 +181,11 @@ def cmd_demo(args) -> int:
     return cmd_run(args)
 
 
+def cmd_reap(args) -> int:
+    from .cloud.reaper import cli_reap
+    return cli_reap(args, lambda text: console.print(text, markup=False, highlight=False))
+
+
 def build_parser(extend=None) -> argparse.ArgumentParser:
     """`extend(subparsers)` lets bot/ add its commands (serve, worker, action) without jobs/
     importing bot/."""
@@ -194,8 +205,17 @@ def build_parser(extend=None) -> argparse.ArgumentParser:
                      help="a patch file to evaluate as a hypothesis (repeatable)")
     run.add_argument("--repeats", type=int, help="benchmark invocations per arm (default: from calibration)")
     run.add_argument("--executor", choices=["local", "skypilot"], default="local")
+    run.add_argument("--dry-run", action="store_true",
+                     help="with --executor skypilot: print the SkyPilot tasks and the estimate, launch nothing")
     common(run)
     run.set_defaults(func=cmd_run)
+
+    reap = sub.add_parser("reap", help="down this app's SkyPilot clusters that no live run owns")
+    reap.add_argument("--dry-run", action="store_true", help="list what would be downed, down nothing")
+    reap.add_argument("--lease-dir", help="the runs' lease folder (default $AUTORESEARCH_LEASE_DIR, "
+                                          "else ~/.autoresearch/leases)")
+    reap.add_argument("--ttl", type=float, default=600.0, help="seconds after which a silent run's lease is stale")
+    reap.set_defaults(func=cmd_reap)
 
     cal = sub.add_parser("calibrate", help="measure this machine's noise on TARGET (A/A only)")
     cal.add_argument("target")

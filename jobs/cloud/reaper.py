@@ -37,10 +37,15 @@ def app_clusters(sky, prefix: str = APP_PREFIX) -> list[str]:
     return sorted(n for n in map(_name, records) if n.startswith(prefix + "-"))
 
 
+def _sdk():
+    import sky
+    return sky
+
+
 def reap(sky=None, *, lease_dir: Path | str | None = None, ttl_s: float = DEFAULT_TTL_S,
          dry_run: bool = False, prefix: str = APP_PREFIX, now: float | None = None) -> ReapReport:
-    if sky is None:
-        import sky
+    from sky import exceptions
+    sky = sky if sky is not None else _sdk()
     report = ReapReport(clusters=app_clusters(sky, prefix), dry_run=dry_run)
     live = live_prefixes(lease_dir, ttl_s=ttl_s, now=now)
     for name in report.clusters:
@@ -50,8 +55,26 @@ def reap(sky=None, *, lease_dir: Path | str | None = None, ttl_s: float = DEFAUL
     for name in report.orphans:
         try:
             sky.get(sky.down(name))
-        except sky.exceptions.ClusterDoesNotExist:
+        except exceptions.ClusterDoesNotExist:
             pass                                    # gone already (autostop got there first)
         except Exception as exc:                    # keep going: one stuck cluster must not shield others
             report.failed[name] = f"{type(exc).__name__}: {exc}"
     return report
+
+
+def cli_reap(args, echo=print) -> int:
+    """`autoresearch reap [--dry-run] [--lease-dir DIR] [--ttl S]`: 0 when nothing is left
+    orphaned, 1 when a teardown failed, 2 when SkyPilot is not installed."""
+    try:
+        report = reap(lease_dir=args.lease_dir, ttl_s=args.ttl, dry_run=args.dry_run)
+    except ImportError as exc:
+        echo(f"autoresearch reap needs the cloud extra (pip install 'autoresearch[cloud]'): {exc}")
+        return 2
+    echo(f"{len(report.clusters)} {APP_PREFIX} cluster(s): {len(report.owned)} owned by a live run, "
+         f"{len(report.orphans)} orphaned")
+    for name in report.owned:
+        echo(f"  keep  {name}")
+    for name in report.orphans:
+        verb = "would down" if report.dry_run else ("FAILED" if name in report.failed else "downed")
+        echo(f"  {verb}  {name}" + (f": {report.failed[name]}" if name in report.failed else ""))
+    return 1 if report.failed else 0

@@ -136,10 +136,12 @@ def assert_no_secrets(config: dict[str, Any], environ: dict[str, str] | None = N
 
 
 def validate(config: dict[str, Any], sky=None):
-    """SkyPilot's own schema validation; returns the sky.Task. Raises SkyPilot's error."""
+    """SkyPilot's own schema validation; returns the sky.Task. Raises SkyPilot's error.
+    (`from_yaml_config` consumes its argument, hence the copy.)"""
+    import copy
     if sky is None:
         import sky
-    return sky.Task.from_yaml_config(config)
+    return sky.Task.from_yaml_config(copy.deepcopy(config))
 
 
 # -- the workdir ---------------------------------------------------------------------------

@@ -89,6 +89,13 @@ class CloudOptions:
         return cls(**kw)
 
 
+def worst_case_seconds(spec: ExperimentSpec, options: CloudOptions) -> float:
+    """Billed time of one VM attempt at worst: provisioning and teardown allowances plus the job
+    at every step's time limit (past which it is killed)."""
+    return (options.provision_timeout_s + options.teardown_allowance_s
+            + tasks.job_seconds(spec, options.job_slack_s))
+
+
 class SharedBudget:
     """USD spent and reserved by every executor of one run; reservations are atomic."""
 
@@ -207,8 +214,7 @@ class SkyPilotExecutor:
     # -- the Executor interface -------------------------------------------------------------
     def bound_seconds(self, spec: ExperimentSpec) -> float:
         """Worst-case billed time of one attempt (what a launch reserves)."""
-        o = self.options
-        return o.provision_timeout_s + o.teardown_allowance_s + tasks.job_seconds(spec, o.job_slack_s)
+        return worst_case_seconds(spec, self.options)
 
     def _bound_usd(self, spec: ExperimentSpec) -> float:
         return self.bound_seconds(spec) / 3600 * self.price
