@@ -75,4 +75,6 @@ def create_app(settings: Settings | None = None) -> Flask:
             return jsonify(error="queue unavailable"), 503
         return jsonify(status="queued", job=job_id), 202
 
+    from .dashboard import blueprint as dashboard
+    app.register_blueprint(dashboard(settings, store=store))     # GET /runs, /runs/<id>: read-only
     return app

@@ -62,6 +62,9 @@ def register(sub) -> None:
     worker.add_argument("--name")
     worker.set_defaults(func=cmd_worker)
 
+    from .action import register as register_action
+    register_action(sub)            # `autoresearch action`: the GitHub Action's entry point
+
 
 def main(argv: list[str] | None = None) -> int:
     from .settings import SettingsError

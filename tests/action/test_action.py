@@ -34,12 +34,8 @@ def _target(tmp_path: Path) -> Path:
 
 
 def _cli() -> list[str]:
-    """`autoresearch action` once bot/cli.py registers it; the module's own entry point until then."""
-    from bot import cli
-    src = Path(cli.__file__).read_text()
-    if "action" in src and "register" in src and "action.register" in src:
-        return [sys.executable, "-c", "import sys; from bot.cli import main; sys.exit(main())", "action"]
-    return [sys.executable, "-m", "bot.action"]
+    """The console script, as action.yml runs it: `autoresearch action`."""
+    return [str(Path(sys.executable).parent / "autoresearch"), "action"]
 
 
 def run_action(bot_env, tmp_path: Path, event: str, payload: dict, name: str, **extra: str) -> tuple[dict, str]:
