@@ -229,3 +229,26 @@ def test_command_from_event_is_pure_and_uses_the_apps_grammar():
     assert isinstance(command_from_event("workflow_dispatch", dict(d, inputs={"command": "status"})), Ignored)
     assert isinstance(command_from_event("push", {}), Ignored)
     assert isinstance(command_from_event("issue_comment", []), Ignored)
+
+
+def test_cancel_before_start_and_status(bot_env, tmp_path):
+    bot_env.add_target(ACTION_REPO, _target(tmp_path))
+    perms = bot_env.github.repos[ACTION_REPO].permissions
+    perms["alice"], perms["bob"] = ("write", "maintain"), ("read", "read")
+    bot_env.github.tokens[WORKFLOW_TOKEN] = 0
+
+    def comment(login: str, body: str, name: str):
+        p = bot_env.comment_payload(ACTION_REPO, 6, login, body)
+        p.pop("installation")
+        return run_action(bot_env, tmp_path, "issue_comment", p, name)[0]
+
+    assert comment("bob", "/autoresearch optimize cpu", "request")["state"] == "awaiting_approval"
+    assert comment("carol", "/autoresearch cancel", "stranger")["state"] == "replied"      # neither requester nor approver
+    out = comment("bob", "/autoresearch cancel", "cancel")                                 # the requester may
+    assert out["state"] == "cancelled"
+    assert comment("alice", "/autoresearch approve", "late")["state"] == "replied"         # nothing awaits approval now
+    status = next(c for c in bot_env.bot_comments(ACTION_REPO, 6) if "<!-- autoresearch:status" in c["body"])
+    assert "🛑 cancelled" in status["body"] and "cancelled by @bob before it started" in status["body"]
+    out = comment("alice", "/autoresearch status", "status")
+    assert out["state"] == "cancelled" and out["run-id"]
+    assert not bot_env.github.pulls
