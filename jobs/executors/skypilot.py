@@ -97,23 +97,33 @@ def worst_case_seconds(spec: ExperimentSpec, options: CloudOptions) -> float:
 
 
 class SharedBudget:
-    """USD spent and reserved by every executor of one run; reservations are atomic."""
+    """USD spent and reserved by every executor of one run; reservations are atomic.
 
-    def __init__(self, limit_usd: float, spent_usd: float = 0.0):
+    `run_spent()` (when given) reads the run's own total from its state.json: previous sessions,
+    VM costs already returned to the pipeline and model spend. VM time settled here but not yet
+    returned in a RawResult (earlier attempts of an experiment still retrying) is added to it."""
+
+    def __init__(self, limit_usd: float, spent_usd: float = 0.0, run_spent: Callable[[], float | None] | None = None):
         self.limit, self.spent = float(limit_usd), float(spent_usd)
+        self.reported = 0.0
         self.reserved: dict[str, float] = {}
+        self.run_spent = run_spent or (lambda: None)
         self._lock = threading.Lock()
 
     def in_flight(self) -> float:
         with self._lock:
             return sum(self.reserved.values())
 
+    def total_spent(self) -> float:
+        run = self.run_spent()
+        return self.spent if run is None else run + max(0.0, self.spent - self.reported)
+
     def reserve(self, key: str, usd: float) -> str:
         """'' when `usd` more fits under the limit (and is now reserved), else why not."""
         with self._lock:
-            held = sum(self.reserved.values())
-            if self.spent + held + usd > self.limit + 1e-9:
-                return (f"budget: {self.spent:.2f} USD spent + {held:.2f} USD in flight + {usd:.2f} USD "
+            spent, held = self.total_spent(), sum(self.reserved.values())
+            if spent + held + usd > self.limit + 1e-9:
+                return (f"budget: {spent:.2f} USD spent + {held:.2f} USD in flight + {usd:.2f} USD "
                         f"worst case for this VM would exceed {self.limit:g} USD")
             self.reserved[key] = usd
             return ""
@@ -122,6 +132,20 @@ class SharedBudget:
         with self._lock:
             self.reserved.pop(key, None)
             self.spent += usd
+
+    def report(self, usd: float) -> None:
+        """`usd` of settled VM time goes back to the pipeline (which adds it to state.json)."""
+        with self._lock:
+            self.reported += usd
+
+
+def _state_cost(out: Path) -> Callable[[], float | None]:
+    def read() -> float | None:
+        try:
+            return float(load_state(out)["cost_usd"])
+        except Exception:        # no state yet (or a torn read): fall back to our own books
+            return None
+    return read
 
 
 class _Remote(Exception):
@@ -290,6 +314,7 @@ class SkyPilotExecutor:
 
     def _final(self, result: RawResult, spent: float, notes: list[str]) -> RawResult:
         result.cost_usd = spent
+        self.budget.report(spent)
         header = f"== {self.platform} on {self.instance_type} ({self.price:g} USD/h): " + "; ".join(notes)
         result.log = tail(header + "\n" + (result.log or ""), 3 * 4000)
         return result
@@ -471,8 +496,7 @@ def make_skypilot_executors(repo: Path, workdir: Path, config: TargetConfig, run
     options = options or CloudOptions.from_env()
     workdir = Path(workdir)
     out = workdir.parent
-    state = load_state(out) if (out / "state.json").is_file() else None
-    budget = SharedBudget(config.budget.usd, float((state or {}).get("cost_usd", 0.0)))
+    budget = SharedBudget(config.budget.usd, run_spent=_state_cost(out))
     lease = Lease(run_id, tasks.run_prefix(run_id), out, options.lease_dir)
     executors = []
     try:

@@ -261,6 +261,17 @@ def test_shared_budget_is_atomic():
     assert b.spent == pytest.approx(0.35) and b.in_flight() == 0 and b.reserve("b", 0.5) == ""
 
 
+def test_budget_counts_the_runs_own_total_plus_vm_time_not_yet_reported():
+    # state.json says 0.6 USD (0.1 of VM results already returned + 0.5 of model spend); 0.2 USD of
+    # VM time is settled here but still inside a retrying experiment.
+    b = SharedBudget(1.0, run_spent=lambda: 0.6)
+    b.settle("vm1", 0.1)
+    b.report(0.1)
+    b.settle("vm2", 0.2)
+    assert b.total_spent() == pytest.approx(0.8)
+    assert "would exceed" in b.reserve("vm3", 0.25) and b.reserve("vm3", 0.2) == ""
+
+
 def test_estimate_is_the_worst_case_at_catalog_price(target, tmp_path, fake):
     repo, base, head = target
     x86, arm = executors(tmp_path, repo, fake)

@@ -130,13 +130,14 @@ def test_cancel_mid_run_tears_everything_down(tmp_path):
 
 def test_calibration_that_cannot_get_a_vm_stops_the_run_cleanly(tmp_path):
     repo = cloud_target(tmp_path)
-    fake = FakeSky(tmp_path / "fake", job="canned")
+    fake = FakeSky(tmp_path / "fake", clock=FakeClock(), job="canned")
     fake.inject("provision_error", match="-calibration-x86-", times=10)
     patches = tmp_path / "patches"
     patches.mkdir()
     faster = patch_for(repo, patches / "faster.patch", {"src/speed.txt": "130\n"})
-    run, out, _ = start(repo, tmp_path, fake, [faster], max_vm_retries=1)
+    run, out, _ = start(repo, tmp_path, fake, [faster], clock=fake.clock, max_vm_retries=1)
     with pytest.raises(RunError, match="no usable c6i.2xlarge VM"):
         run.execute()
     assert fake.up() == [] and len(fake.launched) == 2
-    assert json.loads((out / "state.json").read_text())["cost_usd"] == 0.0   # the raw never came back
+    # The two failed VMs' time (provisioning 120 s + teardown 30 s each) is still paid for.
+    assert json.loads((out / "state.json").read_text())["cost_usd"] == pytest.approx(300 / 3600 * 0.34, abs=1e-4)
