@@ -435,6 +435,16 @@ def execute_run(repo: str, run_id: str) -> str:
     return "done"
 
 
+def push_target(s: Settings, config, rec: dict) -> tuple[str, str]:
+    """(owner, name) to push the run's branch to: the repo config's `pull_request.fork`, else the
+    app-wide AUTORESEARCH_FORK_OWNER, else the repository itself."""
+    fork = config.pull_request.fork
+    if fork:
+        owner, _, name = fork.partition("/")
+        return owner, name or rec["name"]
+    return (s.fork_owner or rec["owner"]), rec["name"]
+
+
 def publish(s: Settings, store: Store, gh: RepoClient, rec: dict, p: Prepared, summary: dict, out: Path) -> dict:
     """Push the run's branch and open (or update) the issue's draft PR; or report without a PR."""
     report = (out / "pr.md").read_text(encoding="utf-8")
@@ -445,9 +455,9 @@ def publish(s: Settings, store: Store, gh: RepoClient, rec: dict, p: Prepared, s
         return {"message": "no change was kept; the report is in a comment below"}
     existing = store.issue_pr(rec["repo"], rec["issue"])
     branch = existing["branch"] if existing else summary["branch"]
-    push_owner = s.fork_owner or rec["owner"]
+    fork_owner, fork_name = push_target(s, p.config, rec)
     token = installation_token(s, rec["installation_id"])
-    gitclone.push(s.clone_url(push_owner, rec["name"]), p.clone, f"refs/heads/{summary['branch']}", branch, token)
+    gitclone.push(s.clone_url(fork_owner, fork_name), p.clone, f"refs/heads/{summary['branch']}", branch, token)
     del token
     body = pr_body(report, rec["issue"], p.config.agent, kept)[:COMMENT_LIMIT]
     title = pr_title(rec["issue"], summary.get("target", rec["name"]))
@@ -455,7 +465,7 @@ def publish(s: Settings, store: Store, gh: RepoClient, rec: dict, p: Prepared, s
         url = gh.update_pr(existing["number"], title, body)
         number = existing["number"]
     else:
-        head = f"{s.fork_owner}:{branch}" if s.fork_owner else branch
+        head = f"{fork_owner}:{branch}" if fork_owner != rec["owner"] else branch
         number, url = gh.create_draft_pr(title, head, rec["default_branch"], body)
         store.set_issue_pr(rec["repo"], rec["issue"], {"number": number, "url": url, "branch": branch})
     return {"pr_url": url, "pr_number": number, "message": f"draft pull request: {url}"}

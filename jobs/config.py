@@ -131,6 +131,13 @@ class Platform(Strict):
     cloud: str | None = None
 
 
+class PullRequest(Strict):
+    """Where the run's branch is pushed and the draft PR opened from."""
+
+    fork: str | None = Field(None, pattern=r"^[A-Za-z0-9-]+(/[A-Za-z0-9._-]+)?$",
+                             description="owner or owner/name of a fork; default: the repository itself")
+
+
 class TargetConfig(Strict):
     version: Literal[1] = 1
     name: str = ""
@@ -148,6 +155,7 @@ class TargetConfig(Strict):
     platforms: list[Platform] = Field(default_factory=lambda: [Platform(name="local")])
     agent: Literal["offline", "claude", "none"] = "offline"
     llm: LLM = LLM()
+    pull_request: PullRequest = PullRequest()
     approvers: list[str] = []
 
     @field_validator("platforms", mode="before")

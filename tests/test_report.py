@@ -41,7 +41,7 @@ def test_pr_has_tables_verdicts_and_honest_unmeasured_platform():
     assert "**decoy** on x86 (discarded): tg: no detectable difference" in md
     assert "**broken** on x86 (failed correctness checks)" in md
     assert "| tg | 6.1% | no | 3.0% | 7.1% (5.9% with probe) | 5.4% | 10 |" in md
-    assert "1.23 USD" in md and "autoresearch run X" in md and "AI-assisted" in md
+    assert "1.23 USD" in md and "autoresearch run X" in md and "measured in this run" in md
 
 
 def test_pr_without_winners_says_so():
