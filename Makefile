@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	@command -v git >/dev/null || { echo "git is required (apt-get install git)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[bot,llm,test]'
+	$(PY) -m pip install -q -e '.[bot,llm,cloud,test]'
 	@rm -f $(VENV)/.installed-*; touch $@
 
 # Runs the whole loop on the bundled demo target (examples/tinyllm).
