@@ -72,7 +72,8 @@ LINE = re.compile(r"^(?:\([^)]*\)\s+)?(PROGRESS|RESULT|EXPERIMENT_STATUS:)\s?(.*
 
 @dataclass
 class CloudOptions:
-    idle_minutes: int = 10                  # autostop (with down) safety net
+    idle_minutes: int = 10                  # autostop (with down) safety net; >= 1 keeps a finished
+                                            # VM visible long enough to tell "job failed" from "VM lost"
     provision_timeout_s: float = 900.0      # launch + setup; past it the attempt is abandoned
     teardown_allowance_s: float = 300.0     # billed time reserved for sky.down
     job_slack_s: float = 120.0              # clone + worktrees, on top of the steps' own limits
@@ -82,6 +83,10 @@ class CloudOptions:
     down_backoff_s: float = 5.0
     use_spot: bool = False
     lease_dir: Path | None = None
+
+    def __post_init__(self):
+        if self.idle_minutes < 1:
+            raise ValueError("idle_minutes must be >= 1 (the autostop safety net)")
 
     @classmethod
     def from_env(cls, **kw: Any) -> "CloudOptions":
@@ -275,12 +280,16 @@ class SkyPilotExecutor:
 
     # -- one experiment: attempts on fresh VMs until a trustworthy result or a final verdict --
     def _run(self, spec: ExperimentSpec, task, progress: Progress) -> RawResult:
-        spent, notes, vm_failures, replaced_noisy = 0.0, [], 0, False
+        spent, notes, vm_failures, noisy_result = 0.0, [], 0, None
         while True:
             with self._lock:
                 name = tasks.cluster_name(self.run_id, spec.name, self.platform,
                                           f"{self._token}{next(self._numbers)}")
             refusal = self.budget.reserve(name, self._bound_usd(spec))
+            if refusal and noisy_result is not None:     # no money for the replacement VM
+                noisy_result.status = "noise"
+                noisy_result.reason = f"noisy VM ({self._noisy(spec, noisy_result)}); not replaced: {refusal}"
+                return self._final(noisy_result, spent, notes)
             if refusal:
                 return self._final(RawResult(status="skipped", reason=refusal), spent, notes)
             att = self._attempt(spec, task, name, progress)
@@ -290,8 +299,8 @@ class SkyPilotExecutor:
             if att.outcome == "result":
                 result = att.result
                 noisy = self._noisy(spec, result)
-                if noisy and not replaced_noisy:
-                    replaced_noisy = True
+                if noisy and noisy_result is None:
+                    noisy_result = result
                     progress(f"noisy VM ({noisy}); re-running on a new VM", 0.0)
                     continue
                 if noisy:

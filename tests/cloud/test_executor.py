@@ -225,6 +225,17 @@ def test_noisy_twice_is_noise(target, tmp_path, fake):
     assert len(fake.launched) == 2 and fake.up() == []
 
 
+def test_noisy_vm_without_budget_for_a_replacement_is_noise(target, tmp_path, fake):
+    repo, base, head = target
+    fake.inject("noisy")
+    x86, _ = executors(tmp_path, repo, fake)
+    spec = spec_for(x86.config, base, head)
+    x86.budget.limit = x86._bound_usd(spec) * 1.05       # one worst case fits, not two VMs
+    raw = x86.run(spec, quiet)
+    assert raw.status == "noise" and "not replaced: budget:" in raw.reason
+    assert len(fake.launched) == 1 and fake.up() == []
+
+
 def test_failing_teardown_is_retried_then_left_to_close_and_the_lease(target, tmp_path, fake):
     repo, base, head = target
     fake.inject("down_error", times=3)          # every attempt inside run() fails
