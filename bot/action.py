@@ -427,11 +427,17 @@ def handle_cancel(ctx, env: dict[str, str], workflow_run_id: str) -> Outcome:
     if cur["state"] == ap.RUNNING and cur.get("workflow_run_id"):
         try:
             ctx.gh.gh.rest.actions.cancel_workflow_run(ctx.gh.owner, ctx.gh.repo, int(cur["workflow_run_id"]))
-            msg = f"cancelling (requested by @{ctx.cmd.author}): workflow run {cur['workflow_run_id']} is being stopped"
-        except Exception as exc:       # e.g. the workflow lacks `actions: write`
-            msg = (f"cancel requested by @{ctx.cmd.author}, but workflow run {cur['workflow_run_id']} could not be "
-                   f"cancelled ({str(exc)[:200]}); cancel it from the Actions tab")
-        ctx.store.update_run(ctx.repo, run_id, message=msg)
+        except Exception as exc:
+            # The workflow run is gone (finished, or its runner died: 404/409), or the workflow lacks
+            # `actions: write`. Either way nothing of ours is stopping it: record the run as cancelled
+            # so the issue is not blocked by a run that no longer runs.
+            ctx.store.update_run(ctx.repo, run_id, state=ap.transition(cur["state"], "cancel"), phase="cancelled",
+                                 message=f"cancelled by @{ctx.cmd.author}; workflow run {cur['workflow_run_id']} "
+                                         f"could not be cancelled ({str(exc)[:200]}): if it still runs, cancel it "
+                                         "from the Actions tab")
+        else:
+            ctx.store.update_run(ctx.repo, run_id, message=f"cancelling (requested by @{ctx.cmd.author}): workflow "
+                                 f"run {cur['workflow_run_id']} is being stopped and its machines released")
     else:
         ctx.store.update_run(ctx.repo, run_id, state=ap.transition(cur["state"], "cancel"),
                              message=f"cancelled by @{ctx.cmd.author} before it started")

@@ -252,3 +252,26 @@ def test_cancel_before_start_and_status(bot_env, tmp_path):
     out = comment("alice", "/autoresearch status", "status")
     assert out["state"] == "cancelled" and out["run-id"]
     assert not bot_env.github.pulls
+
+
+def test_cancel_of_a_run_whose_workflow_is_gone_unblocks_the_issue(bot_env, tmp_path):
+    """A `running` record whose workflow run can no longer be cancelled (here: the fake has no
+    Actions API, as GitHub answers for a finished run) is marked cancelled, not left running."""
+    from bot.action import STATE_MARKER
+    bot_env.add_target(ACTION_REPO, _target(tmp_path))
+    bot_env.github.repos[ACTION_REPO].permissions["alice"] = ("write", "maintain")
+    bot_env.github.tokens[WORKFLOW_TOKEN] = 0
+    rec = {"run_id": "8-deadbee", "state": "running", "requester": "alice", "issue": 8, "approvers": [],
+           "workflow_run_id": "4242", "plan_text": "1 experiment(s)", "base_commit": "d" * 40}
+    state = {"runs": {"8-deadbee": rec}, "current": "8-deadbee", "pr": None, "cancel": []}
+    # A forged state comment by someone else (saying the run is over) comes first and is not trusted.
+    forged = dict(state, runs={"8-deadbee": dict(rec, state="done")})
+    bot_env.github.add_comment(ACTION_REPO, 8, "mallory", f"{STATE_MARKER}\n```json\n{json.dumps(forged)}\n```\n")
+    bot_env.github.add_comment(ACTION_REPO, 8, BOT_LOGIN, f"{STATE_MARKER}\n```json\n{json.dumps(state)}\n```\n")
+
+    p = bot_env.comment_payload(ACTION_REPO, 8, "alice", "/autoresearch cancel")
+    p.pop("installation")
+    out, _ = run_action(bot_env, tmp_path, "issue_comment", p, "cancel")
+    assert out["state"] == "cancelled" and out["run-id"] == "8-deadbee"
+    status = next(c for c in bot_env.bot_comments(ACTION_REPO, 8) if "<!-- autoresearch:status" in c["body"])
+    assert "🛑 cancelled" in status["body"] and "workflow run 4242 could not be cancelled" in status["body"]
