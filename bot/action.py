@@ -312,8 +312,7 @@ class Outcome(dict):
 def _run(ctx, rec: dict, env: dict[str, str], workflow_run_id: str) -> Outcome:
     """The App's `execute_run`, minus RQ: approval check, pipeline, draft PR, status."""
     from jobs import ledger
-    from jobs.config import ConfigError
-    from jobs.pipeline import Run, RunCancelled, RunError
+    from jobs.pipeline import Run, RunCancelled
 
     from . import tasks
     s, store, gh, repo, run_id = ctx.s, ctx.store, ctx.gh, ctx.repo, rec["run_id"]
@@ -350,7 +349,7 @@ def _run(ctx, rec: dict, env: dict[str, str], workflow_run_id: str) -> Outcome:
                               "stay on record in the ledger")
         store.flush()
         return Outcome(state=ap.CANCELLED, run_id=run_id)
-    except (RunError, ConfigError, Exception) as exc:
+    except Exception as exc:                  # RunError, ConfigError, a crash: the status says so
         tasks._finish(store, gh, rec, "fail", message=f"❌ the run failed: {str(exc)[:1500]}")
         store.flush()
         return Outcome(state=ap.FAILED, run_id=run_id, verdict=str(exc)[:500])
