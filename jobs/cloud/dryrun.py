@@ -61,7 +61,10 @@ def dry_run(options, *, sky=None) -> str:
     with tempfile.TemporaryDirectory(prefix="autoresearch-dry-run-") as tmp:
         for platform in platforms:
             instance_type = platform.instance_type or tasks_default(platform.name)
-            price = catalog.hourly_price(instance_type, spot=cloud.use_spot)
+            try:
+                price = catalog.hourly_price(instance_type, spot=cloud.use_spot)
+            except catalog.CatalogError as exc:
+                raise RunError(f"platform {platform.name}: {exc}") from None
             lines += ["", f"# ===== {platform.name}: {instance_type} on {platform.cloud or 'aws'}, "
                           f"{price:g} USD/h ({'spot' if cloud.use_spot else 'on-demand'}, shipped catalog)"]
             specs = {
@@ -94,6 +97,10 @@ def dry_run(options, *, sky=None) -> str:
 
 def tasks_default(name: str) -> str:
     from ..executors.skypilot import DEFAULT_INSTANCE
+    from ..pipeline import RunError
+    if name not in DEFAULT_INSTANCE:
+        raise RunError(f"platform {name!r}: set its instance_type in .github/autoresearch.yml "
+                       f"(defaults exist only for {', '.join(DEFAULT_INSTANCE)})")
     return DEFAULT_INSTANCE[name]
 
 

@@ -54,6 +54,7 @@ from typing import Any, Callable
 import sky  # noqa: F401  (ImportError here means: install the cloud extra)
 
 from ..cloud import catalog, tasks
+from . import ExecutorUnavailable
 from ..cloud.leases import Lease
 from ..config import Platform, TargetConfig
 from ..ledger import load_state
@@ -513,8 +514,10 @@ def make_skypilot_executors(repo: Path, workdir: Path, config: TargetConfig, run
             executors.append(SkyPilotExecutor(platform=platform, repo=repo, workdir=workdir / platform.name,
                                               config=config, run_id=run_id, budget=budget, lease=lease, sdk=sdk,
                                               clock=clock, options=options))
-    except Exception:
+    except Exception as exc:
         for ex in executors:
             ex.close()
+        if isinstance(exc, (catalog.CatalogError, ValueError)):   # a config problem: say which
+            raise ExecutorUnavailable(f"--executor skypilot: {exc}") from None
         raise
     return executors

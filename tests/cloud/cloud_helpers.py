@@ -6,10 +6,15 @@ a task with an instance_type reads that instead of downloading the AWS catalog).
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
 
+import pytest
+
+if importlib.util.find_spec("sky") is None:      # found without importing it (the env comes first)
+    pytest.skip("tests/cloud need the cloud extra: pip install -e '.[cloud]'", allow_module_level=True)
 os.environ["SKYPILOT_DISABLE_LOCAL_API_SERVER"] = "1"
 os.environ.setdefault("SKYPILOT_DISABLE_USAGE_COLLECTION", "1")
 

@@ -121,3 +121,16 @@ def test_offline_home_is_laid_out_like_skypilots(tmp_path):
     home = catalog.offline_sky_home(tmp_path / "h")
     assert (home / ".sky" / "catalogs" / "v8" / "aws" / "vms.csv").read_bytes() == catalog.VMS_CSV.read_bytes()
     assert not (home / ".sky" / "catalogs" / "v8" / ".meta").exists()
+
+
+def test_unknown_instance_type_is_a_config_error_not_a_crash(target, tmp_path):
+    from jobs.executors import ExecutorUnavailable
+    from jobs.executors.skypilot import make_skypilot_executors
+    from cloud_helpers import options
+    repo, _, _ = target
+    config = config_for(repo, platforms=[{"name": "x86", "instance_type": "m7i.48xlarge"}])
+    with pytest.raises(ExecutorUnavailable, match="m7i.48xlarge.*not in the shipped catalog"):
+        make_skypilot_executors(repo, tmp_path / "w", config, "r1", sdk=object(), options=options(tmp_path))
+    with pytest.raises(ExecutorUnavailable, match="set instance_type"):
+        make_skypilot_executors(repo, tmp_path / "w", config_for(repo, platforms=["riscv"]), "r1", sdk=object(),
+                                options=options(tmp_path))
