@@ -145,11 +145,29 @@ def test_issue_comment_event_file_gives_the_same_run_and_draft_pr_as_the_app(bot
         if path.is_file() and not path.is_symlink():
             assert WORKFLOW_TOKEN.encode() not in path.read_bytes(), path
 
-    # The dashboard shows the action's run from its run directory.
-    from bot import dashboard
-    view = dashboard.load_run(tmp_path / "action-work", outputs["run-id"])
-    assert view is not None and view["phase"] == "done"
+    # The dashboard shows both: the App's run on the App's own server (over HTTP, signed link, with
+    # the Redis record), and the Action's run from its run directory.
+    from bot.dashboard import blueprint, load_run, make_token, signing_key
+    import http.cookiejar
+    import urllib.request
+    token = make_token(signing_key({}, bot_env.env["AUTORESEARCH_WEBHOOK_SECRET"]), "alice", app_run["run_id"])
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    page = opener.open(f"{bot_env.url}/runs/{app_run['run_id']}?token={token}", timeout=10).read().decode()
+    assert "faster" in page and "keep" in page and 'id="chart"' in page
+    data = json.loads(opener.open(f"{bot_env.url}/runs/{app_run['run_id']}.json", timeout=10).read())
+    assert data["final"] and data["run"]["state"] == "done" and data["run"]["pr_url"] == app_run["pr_url"]
+    assert [(e["name"], e["cells"]["local"]["status"]) for e in data["run"]["experiments"]] == [("faster", "keep")]
+
+    view = load_run(tmp_path / "action-work", outputs["run-id"])
+    assert view is not None and view["phase"] == "done" and view["final"]
     assert [(e["name"], e["cells"]["local"]["status"]) for e in view["experiments"]] == [("faster", "keep")]
+    assert view["stacks"]["local"]["status"] == "keep"
+    from flask import Flask
+    app = Flask("runner-dashboard")
+    app.register_blueprint(blueprint(root=tmp_path / "action-work", env={"AUTORESEARCH_DASHBOARD_SECRET": "k"}))
+    client = app.test_client()
+    assert client.get(f"/runs/{outputs['run-id']}?token={make_token('k', 'alice')}").status_code == 303
+    assert "faster" in client.get(f"/runs/{outputs['run-id']}").text
 
 
 def test_outsider_waits_then_approver_runs_and_rerun_updates_the_pr(bot_env, tmp_path):
