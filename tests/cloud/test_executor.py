@@ -291,3 +291,13 @@ def test_estimate_is_the_worst_case_at_catalog_price(target, tmp_path, fake):
     assert tasks.job_seconds(spec) == job
     assert x86.estimate_usd(spec) == pytest.approx((900 + 300 + job) / 3600 * 0.34)
     assert arm.estimate_usd(spec) == pytest.approx((900 + 300 + job) / 3600 * 0.29)
+
+
+def test_the_fake_speaks_the_real_sdk_signatures(tmp_path):
+    import sky
+    fake = FakeSky(tmp_path / "fake")
+    with pytest.raises(TypeError):
+        fake.launch(sky.Task(run="true"), cluster_name="x", detach_run=True)   # not a 0.14 parameter
+    with pytest.raises(TypeError):
+        fake.tail_logs("x", 1, True, 0, None, True)                          # preload_content is keyword-only
+    assert fake.called("launch") == []

@@ -24,6 +24,8 @@ it by fixed amounts, so cost assertions can be exact.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import itertools
 import json
 import os
@@ -42,6 +44,18 @@ import sky
 from sky import exceptions
 
 RESULT = re.compile(r"^RESULT (.*)$")
+
+
+def real_signature(fn):
+    """Every call must also bind to the real `sky.<name>` signature: an argument the real SDK
+    would reject fails here too, so the executor cannot drift from the real boundary."""
+    real = inspect.signature(getattr(sky, fn.__name__))
+
+    @functools.wraps(fn)
+    def checked(self, *args, **kwargs):
+        real.bind(*args, **kwargs)
+        return fn(self, *args, **kwargs)
+    return checked
 
 
 class FakeClock:
@@ -138,6 +152,7 @@ class FakeSky:
         return [kw for m, kw in self.calls if m == method]
 
     # -- the SDK surface ------------------------------------------------------------------------
+    @real_signature
     def launch(self, task, cluster_name=None, retry_until_up=False, idle_minutes_to_autostop=None,
                wait_for=None, dryrun=False, down=False, backend=None, optimize_target=None, no_setup=False,
                clone_disk_from=None, fast=False, resize=False, **_internal) -> str:
@@ -148,15 +163,18 @@ class FakeSky:
         return self._request("launch", cluster_name, task,
                              {"down": down, "idle_minutes_to_autostop": idle_minutes_to_autostop})
 
+    @real_signature
     def down(self, cluster_name, purge=False, graceful=False, graceful_timeout=None) -> str:
         self._record("down", cluster_name=cluster_name, purge=purge)
         return self._request("down", cluster_name)
 
+    @real_signature
     def status(self, cluster_names=None, refresh=None, all_users=False, *, _include_credentials=False,
                _summary_response=False) -> str:
         self._record("status", cluster_names=cluster_names, refresh=refresh, all_users=all_users)
         return self._request("status", cluster_names)
 
+    @real_signature
     def api_cancel(self, request_ids=None, all_users=False, silent=False) -> str:
         self._record("api_cancel", request_ids=request_ids)
         ids = [request_ids] if isinstance(request_ids, str) else list(request_ids or [])
@@ -165,13 +183,16 @@ class FakeSky:
                 self._cancelled[rid].set()
         return self._request("noop", ids)
 
+    @real_signature
     def get(self, request_id):
         return self._resolve(request_id)
 
+    @real_signature
     def stream_and_get(self, request_id=None, log_path=None, tail=None, follow=True, output_stream=None,
                        relay_rich_status=False):
         return self._resolve(request_id)
 
+    @real_signature
     def tail_logs(self, cluster_name, job_id, follow, tail=0, output_stream=None, *, preload_content=True) -> int:
         self._record("tail_logs", cluster_name=cluster_name, job_id=job_id, follow=follow)
         with self._lock:
