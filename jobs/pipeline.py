@@ -89,7 +89,9 @@ class Run:
                  should_stop: Callable[[], bool] | None = None):
         self.o = options
         self._emit = on_event or (lambda event: None)
-        self.should_stop = should_stop or (lambda: False)
+        self._stop = threading.Event()       # set on Ctrl-C so every wave thread stops at its next step
+        user_stop = should_stop or (lambda: False)
+        self.should_stop = lambda: self._stop.is_set() or user_stop()
         self.repo = gitops.toplevel(options.target)
         if self.repo is None:
             raise RunError(f"{options.target} is not a git repository: autoresearch needs one "
@@ -247,6 +249,8 @@ class Run:
             if refusal:
                 raise RunError(f"cannot calibrate on {ex.platform}: {refusal}")
             raw = self._execute(ex, spec)
+            if raw.status == "skipped":   # no machine or no budget: nothing about the target
+                raise RunError(f"calibration on {ex.platform} could not start: {raw.reason}")
             if raw.status != "ok":
                 raise RunError(f"the baseline itself could not be measured on {ex.platform} "
                                f"({raw.status}: {raw.reason}); fix the target's build/benchmark/checks "
@@ -381,7 +385,11 @@ class Run:
             with ThreadPoolExecutor(max_workers=max(1, min(workers, len(jobs)))) as pool:
                 futures = [pool.submit(self._experiment, h, ex, count + i) for i, (h, ex) in
                            enumerate(jobs)]
-                wave_results = [f.result() for f in futures]
+                try:
+                    wave_results = [f.result() for f in futures]
+                except BaseException:
+                    self._stop.set()   # the other experiments of the wave stop at their next step
+                    raise
             results += wave_results
             count += len(wave)
             if pending:
@@ -491,6 +499,14 @@ class Run:
             self._save(phase="cancelled")
             self.emit({"type": "cancelled"})
             raise
+        except KeyboardInterrupt:
+            self._stop.set()
+            raise
         finally:
+            self._stop.set()
             for ex in self._executors or []:
+                # Machine time of attempts cut short (cancel, Ctrl-C) was paid for all the same.
+                unreported = getattr(ex, "unreported_usd", 0.0) or 0.0
+                if unreported and self.state:
+                    self._save(cost_usd=round(self.state.get("cost_usd", 0.0) + unreported, 6))
                 ex.close()

@@ -178,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repo", type=Path, default=Path("."))
     parser.add_argument("--work", type=Path, default=Path("autoresearch-work"))
     args = parser.parse_args(argv)
+    args.repo, args.work = args.repo.resolve(), args.work.resolve()   # git -C needs absolute paths
     spec = ExperimentSpec.from_json(args.spec.read_text())
     base = gitops.add_worktree(args.repo, args.work / "base", spec.base_commit)
     head = base if spec.head_commit == spec.base_commit else \

@@ -111,12 +111,20 @@ def _mde_log(se: float, df: float, alpha: float = 0.05, power: float = 0.8) -> f
     def shortfall(nc: float) -> float:
         return stats.nct.sf(tc, df, nc) + stats.nct.cdf(-tc, df, nc) - power
 
+    # Fallback where scipy's non-central t is numerically undefined (df below ~1.5 gives NaN):
+    # the usual (t_crit + z_power) approximation, which overstates nothing at such tiny df.
+    approx = float(tc + stats.norm.ppf(power)) * se
     hi = tc + stats.norm.ppf(power) + 1.0
-    while shortfall(hi) < 0:
-        hi *= 2
-        if hi > 1e6:
-            return math.inf
-    return float(optimize.brentq(shortfall, 0.0, hi, xtol=1e-10)) * se
+    try:
+        while shortfall(hi) < 0:
+            hi *= 2
+            if hi > 1e6:
+                return math.inf
+        if not (math.isfinite(shortfall(0.0)) and math.isfinite(shortfall(hi))):
+            return approx
+        return float(optimize.brentq(shortfall, 0.0, hi, xtol=1e-10)) * se
+    except (ValueError, RuntimeError):
+        return approx
 
 
 def _pct(log_delta: float) -> float:
