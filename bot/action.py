@@ -141,25 +141,17 @@ class IssueStateStore:
 
     # persistence
     def load(self) -> None:
-        page = 1
-        while True:
-            comments = self.gh.gh.rest.issues.list_comments(self.gh.owner, self.gh.repo, self.issue, per_page=100,
-                                                            page=page).parsed_data
-            for c in comments:
-                login = (c.user.login if c.user else "") or ""
-                if login.lower() == self.bot_login and isinstance(c.body, str) and STATE_MARKER in c.body:
-                    m = _STATE_JSON.search(c.body)
-                    try:
-                        data = json.loads(m.group(1)) if m else None
-                    except ValueError:
-                        data = None
-                    if isinstance(data, dict) and isinstance(data.get("runs"), dict):
-                        self.data.update(data)
-                    self.comment_id = c.id
-                    return
-            if len(comments) < 100:
-                return
-            page += 1
+        found = self.gh.own_comment(self.issue, STATE_MARKER, self.bot_login)
+        if found is None:
+            return
+        self.comment_id, body = found
+        m = _STATE_JSON.search(body)
+        try:
+            data = json.loads(m.group(1)) if m else None
+        except ValueError:
+            data = None
+        if isinstance(data, dict) and isinstance(data.get("runs"), dict):
+            self.data.update(data)
 
     def flush(self, force: bool = True) -> None:
         if not force and (not self._dirty or time.monotonic() - self._last_flush < self.flush_interval):
@@ -245,10 +237,32 @@ def workflow_client(settings, token: str, owner: str, repo: str):
     from .github import RepoClient, _client
 
     class WorkflowRepoClient(RepoClient):
-        def __init__(self):          # noqa: D401  (same methods, other auth)
+        """Same endpoints and response validation as the App's client, plus the two the Action needs:
+        GET  /repos/{o}/{r}/issues/{n}/comments   the state comment, by author and marker
+        POST /repos/{o}/{r}/actions/runs/{id}/cancel
+        (https://docs.github.com/en/rest/actions/workflow-runs#cancel-a-workflow-run)"""
+
+        def __init__(self):
             self.settings = settings
             self.owner, self.repo = owner, repo
             self.gh = _client(TokenAuthStrategy(token), settings)
+
+        def own_comment(self, issue: int, marker: str, author: str) -> tuple[int, str] | None:
+            """(id, body) of the first comment by `author` that carries `marker` (pages of 100)."""
+            page = 1
+            while True:
+                comments = self.gh.rest.issues.list_comments(self.owner, self.repo, issue, per_page=100,
+                                                             page=page).parsed_data
+                for c in comments:
+                    login = (c.user.login if c.user else "") or ""
+                    if login.lower() == author.lower() and isinstance(c.body, str) and marker in c.body:
+                        return c.id, c.body
+                if len(comments) < 100:
+                    return None
+                page += 1
+
+        def cancel_workflow_run(self, run_id: int) -> None:
+            self.gh.rest.actions.cancel_workflow_run(self.owner, self.repo, run_id)
 
     return WorkflowRepoClient()
 
@@ -425,7 +439,7 @@ def handle_cancel(ctx, env: dict[str, str], workflow_run_id: str) -> Outcome:
     ctx.store.request_cancel(ctx.repo, run_id)
     if cur["state"] == ap.RUNNING and cur.get("workflow_run_id"):
         try:
-            ctx.gh.gh.rest.actions.cancel_workflow_run(ctx.gh.owner, ctx.gh.repo, int(cur["workflow_run_id"]))
+            ctx.gh.cancel_workflow_run(int(cur["workflow_run_id"]))
         except Exception as exc:
             # The workflow run is gone (finished, or its runner died: 404/409), or the workflow lacks
             # `actions: write`. Either way nothing of ours is stopping it: record the run as cancelled
