@@ -282,31 +282,46 @@ def run_bench(bin_dir: Path, model: Path, fa: int, threads: int) -> dict[str, fl
     return parse_llama_bench(proc.stdout, fa)
 
 
+def machine_probe(seconds: float = 0.25) -> float:
+    """Machine-speed probe taken beside each invocation: single-thread sha256 MB/s. A busy
+    neighbour slows it and the benchmark alike; jobs.stats uses it as a covariate."""
+    import hashlib
+    block = b"\x5a" * (1 << 20)
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        hashlib.sha256(block).digest()
+        n += 1
+    return n / (time.perf_counter() - t0)
+
+
 def ab_bench(prep: dict, model: Path, rounds: int, fas: list[int], threads: int, jobs: int = 2) -> dict:
     from jobs.stats import abba_order, compare
 
     workdir = Path(prep["workdir"])
     bins = {v: build(workdir, v, jobs) for v in VARIANTS}
     order = [c for c in abba_order(rounds) if c in ("A", "B")]
-    samples: dict = {fa: {v: {"pp512": [], "tg128": [], "order": []} for v in VARIANTS} for fa in fas}
+    samples: dict = {fa: {v: {"pp512": [], "tg128": [], "order": [], "probe": []} for v in VARIANTS} for fa in fas}
     idx = 0
     for fa in fas:
         run_bench(bins["baseline"], model, fa, threads)   # warm-up: page cache, CPU clocks
         for arm in order:
             variant = "baseline" if arm == "A" else "patched"
+            probe = machine_probe()
             res = run_bench(bins[variant], model, fa, threads)
             s = samples[fa][variant]
+            s["probe"].append(probe)
             s["pp512"].append(res["pp512"])
             s["tg128"].append(res["tg128"])
             s["order"].append(idx)
             idx += 1
-            log(f"fa={fa} {variant:8s} pp512 {res['pp512']:8.2f}  tg128 {res['tg128']:7.2f}")
+            log(f"fa={fa} {variant:8s} pp512 {res['pp512']:8.2f}  tg128 {res['tg128']:7.2f}  probe {probe:6.0f} MB/s")
     results = []
     for fa in fas:
         for metric in ("pp512", "tg128"):
             b, h = samples[fa]["baseline"], samples[fa]["patched"]
             r = compare(b[metric], h[metric], direction="higher", base_order=b["order"],
-                        head_order=h["order"], name=f"{metric}_fa{fa}")
+                        head_order=h["order"], base_probe=b["probe"], head_probe=h["probe"],
+                        name=f"{metric}_fa{fa}")
             results.append({"fa": fa, "metric": metric, **_result_dict(r)})
     return {"samples": samples, "results": results}
 
