@@ -323,10 +323,23 @@ class Outcome(dict):
         return 1 if self.get("state") == ap.FAILED else 0
 
 
+def _interrupted(exc: BaseException) -> bool:
+    """A cancel, or the runner's SIGINT/SIGTERM, possibly followed by an error raised while the
+    interrupted step was being cleaned up (e.g. killing a process group that had just exited)."""
+    from jobs.pipeline import RunCancelled
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, (RunCancelled, KeyboardInterrupt)):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def _run(ctx, rec: dict, env: dict[str, str], workflow_run_id: str) -> Outcome:
     """The App's `execute_run`, minus RQ: approval check, pipeline, draft PR, status."""
     from jobs import ledger
-    from jobs.pipeline import Run, RunCancelled
+    from jobs.pipeline import Run
 
     from . import tasks
     s, store, gh, repo, run_id = ctx.s, ctx.store, ctx.gh, ctx.repo, rec["run_id"]
@@ -356,17 +369,17 @@ def _run(ctx, rec: dict, env: dict[str, str], workflow_run_id: str) -> Outcome:
     try:
         summary = Run(options, on_event=progress,
                       should_stop=lambda: store.cancel_requested(repo, run_id)).execute()
-    except (RunCancelled, KeyboardInterrupt):
+    except (KeyboardInterrupt, Exception) as exc:     # RunCancelled is an Exception
+        if not _interrupted(exc):             # RunError, ConfigError, a crash: the status says so
+            tasks._finish(store, gh, rec, "fail", message=f"❌ the run failed: {str(exc)[:1500]}")
+            store.flush()
+            return Outcome(state=ap.FAILED, run_id=run_id, verdict=str(exc)[:500])
         done = len(ledger.finished(out)) if out.exists() else 0
         tasks._finish(store, gh, rec, "cancelled", phase="cancelled",
                       message=f"🛑 cancelled: jobs stopped and machines released; {done} finished experiment(s) "
                               "stay on record in the ledger")
         store.flush()
         return Outcome(state=ap.CANCELLED, run_id=run_id)
-    except Exception as exc:                  # RunError, ConfigError, a crash: the status says so
-        tasks._finish(store, gh, rec, "fail", message=f"❌ the run failed: {str(exc)[:1500]}")
-        store.flush()
-        return Outcome(state=ap.FAILED, run_id=run_id, verdict=str(exc)[:500])
     try:
         fields = tasks.publish(s, store, gh, rec, p, summary, out)
     except Exception as exc:

@@ -303,3 +303,69 @@ def test_cancel_of_a_run_whose_workflow_is_gone_unblocks_the_issue(bot_env, tmp_
     assert out["state"] == "cancelled" and out["run-id"] == "8-deadbee"
     status = next(c for c in bot_env.bot_comments(ACTION_REPO, 8) if "<!-- autoresearch:status" in c["body"])
     assert "🛑 cancelled" in status["body"] and "workflow run 4242 could not be cancelled" in status["body"]
+
+
+def test_runner_cancellation_stops_the_run_and_says_so(bot_env, tmp_path):
+    """Cancelling a workflow run sends the step SIGINT (then SIGTERM): the pipeline stops within a
+    step, finished work stays on record, the status comment and outputs say cancelled."""
+    import signal
+    import time
+    t = _target(tmp_path)
+    bench = (t / "bench.sh").read_text().replace("s=$(cat build/speed)", "sleep 0.3\ns=$(cat build/speed)")
+    (t / "bench.sh").write_text(bench)
+    git(t, "commit", "-qam", "slow benchmark")
+    bot_env.add_target(ACTION_REPO, t)
+    bot_env.github.repos[ACTION_REPO].permissions["alice"] = ("write", "maintain")
+    bot_env.github.tokens[WORKFLOW_TOKEN] = 0
+    p = bot_env.comment_payload(ACTION_REPO, 9, "alice", "/autoresearch optimize cpu")
+    p.pop("installation")
+    d = tmp_path / "sigint"
+    d.mkdir()
+    (d / "event.json").write_text(json.dumps(p))
+    (d / "output").write_text("")
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", str(tmp_path)),
+           "GITHUB_EVENT_NAME": "issue_comment", "GITHUB_EVENT_PATH": str(d / "event.json"),
+           "GITHUB_OUTPUT": str(d / "output"), "GITHUB_TOKEN": WORKFLOW_TOKEN, "GITHUB_RUN_ID": "77",
+           "GITHUB_API_URL": bot_env.env["AUTORESEARCH_GITHUB_API_URL"],
+           "GITHUB_SERVER_URL": f"file://{bot_env.git_root}", "AUTORESEARCH_BOT_LOGIN": BOT_LOGIN,
+           "AUTORESEARCH_EXECUTOR": "local", "AUTORESEARCH_WORKDIR": str(tmp_path / "action-work"),
+           "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(_cli(), env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            statuses = [c["body"] for c in bot_env.bot_comments(ACTION_REPO, 9) if "<!-- autoresearch:status" in c["body"]]
+            if statuses and "🏃 running" in statuses[0] and "calibrate" in statuses[0]:
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("the run never reached calibration")
+        proc.send_signal(signal.SIGINT)
+        out = proc.communicate(timeout=60)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    (tmp_path / "action.log").write_text(out)
+    assert proc.returncode == 0, out[-3000:]
+    assert parse_outputs((d / "output").read_text())["state"] == "cancelled"
+    status = next(c for c in bot_env.bot_comments(ACTION_REPO, 9) if "<!-- autoresearch:status" in c["body"])
+    assert "🛑 cancelled" in status["body"] and "machines released" in status["body"]
+    assert not bot_env.github.pulls
+
+
+def test_executor_choice_and_cloud_credentials(tmp_path, monkeypatch):
+    from bot.action import _persist_cloud_credentials, action_settings
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert action_settings({}).executor == "local"
+    assert action_settings({"AWS_ACCESS_KEY_ID": "AKIA"}).executor == "skypilot"
+    assert action_settings({"AWS_ACCESS_KEY_ID": "AKIA", "AUTORESEARCH_EXECUTOR": "local"}).executor == "local"
+    s = action_settings({"GITHUB_API_URL": "https://ghe.example/api/v3/", "GITHUB_SERVER_URL": "https://ghe.example",
+                         "RUNNER_TEMP": str(tmp_path / "rt")})
+    assert (s.api_url, s.git_url, s.workdir) == ("https://ghe.example/api/v3", "https://ghe.example",
+                                                 tmp_path / "rt" / "autoresearch")
+    _persist_cloud_credentials({"AWS_ACCESS_KEY_ID": "AKIA1", "AWS_SECRET_ACCESS_KEY": "s1"})
+    creds = tmp_path / ".aws" / "credentials"
+    assert creds.stat().st_mode & 0o777 == 0o600 and "AKIA1" in creds.read_text()
+    _persist_cloud_credentials({"AWS_ACCESS_KEY_ID": "AKIA2", "AWS_SECRET_ACCESS_KEY": "s2"})
+    assert "AKIA2" not in creds.read_text()               # an existing credentials file is never replaced
