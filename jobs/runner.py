@@ -7,6 +7,7 @@ verdicts are computed centrally from them, so a VM never decides what counts as 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import re
@@ -52,15 +53,20 @@ def run_step(command: str, cwd: Path, timeout: float) -> Step:
         out, _ = proc.communicate(timeout=timeout)
         return Step(proc.returncode, out, time.monotonic() - start)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        _kill_group(proc.pid)
         out, _ = proc.communicate()
         return Step(None, out or "", time.monotonic() - start)
     except BaseException:
         # Interrupted (Ctrl-C, a worker being stopped): the step's own process group would
         # otherwise outlive us, since it runs in a session of its own.
-        os.killpg(proc.pid, signal.SIGKILL)
+        _kill_group(proc.pid)
         proc.wait()
         raise
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):   # the group may already be gone
+        os.killpg(pgid, signal.SIGKILL)
 
 
 def tail(text: str, limit: int = LOG_TAIL) -> str:
