@@ -4,6 +4,7 @@ touched ops with test-backend-ops, and A/B llama-bench on a synthetic TinyLlama-
     python kernels/llama/ab.py --layers 4 --rounds 6            # quick: 4-layer model (~181 MiB)
     python kernels/llama/ab.py --layers 22 --rounds 5           # confirm on the full-size shape
     python kernels/llama/ab.py --only ops                       # build + test-backend-ops only
+    python kernels/llama/ab.py --only perf                      # op-level A/B (test-backend-ops perf)
 
 Steps (each reuses what a previous run left in --workdir):
 1. source: the llama.cpp tree vendored by the llama-cpp-python sdist (llama_tree.py, cached);
@@ -185,6 +186,51 @@ def check_ops(prep: dict, jobs: int = 2, variants: tuple[str, ...] = ("patched",
     return {"ok": ok, "ops": results, "applied": prep["applied"]}
 
 
+# test-backend-ops perf cases per op. Only SOFT_MAX has perf cases that take the patched path
+# at a tractable cost (RMS_NORM has none; the only tiled FLASH_ATTN_EXT perf case is 150 GFLOP).
+PERF_OPS = {"SOFT_MAX": None}
+
+
+def run_backend_perf(bin_dir: Path, op: str, params: str | None) -> dict[str, float]:
+    """us/run per case from one `test-backend-ops perf -b CPU -o OP` process."""
+    import re
+    cmd = [str(bin_dir / "test-backend-ops"), "perf", "-b", "CPU", "-o", op]
+    if params:
+        cmd += ["-p", params]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    out: dict[str, float] = {}
+    for m in re.finditer(r"^\s+(\w+\(.*?\)):\s+(\d+) runs -\s+([\d.]+) us/run", proc.stdout, re.M):
+        out[m.group(1)] = float(m.group(3))
+    if proc.returncode != 0 or not out:
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}, {len(out)} cases: {proc.stdout[-1500:]}")
+    return out
+
+
+def ab_perf(prep: dict, rounds: int, jobs: int = 2) -> dict:
+    """Op-level A/B inside llama.cpp: test-backend-ops perf, processes interleaved A B B A."""
+    from jobs.stats import abba_order, compare
+
+    workdir = Path(prep["workdir"])
+    bins = {v: build(workdir, v, jobs) for v in VARIANTS}
+    order = [c for c in abba_order(rounds) if c in ("A", "B")]
+    results = []
+    for op in [o for o in prep["ops"] if o in PERF_OPS]:
+        samples = {v: {"order": [], "cases": {}} for v in VARIANTS}
+        for idx, arm in enumerate(order):
+            variant = "baseline" if arm == "A" else "patched"
+            res = run_backend_perf(bins[variant], op, PERF_OPS[op])
+            samples[variant]["order"].append(idx)
+            for case, us in res.items():
+                samples[variant]["cases"].setdefault(case, []).append(us)
+        for case in samples["baseline"]["cases"]:
+            b, h = samples["baseline"]["cases"][case], samples["patched"]["cases"].get(case, [])
+            r = compare(b, h, direction="lower", base_order=samples["baseline"]["order"],
+                        head_order=samples["patched"]["order"], name=case)
+            results.append({"op": op, "case": case, **_result_dict(r)})
+            log(f"perf {case}: {r.base_mean:.1f} -> {r.head_mean:.1f} us/run ({r.delta_pct:+.1f}%, {r.verdict})")
+    return {"results": results}
+
+
 # ---------------------------------------------------------------------------- 4. model
 
 def make_model(path: Path, n_layer: int = 22, n_vocab: int = 32000, n_embd: int = 2048, n_head: int = 32,
@@ -358,16 +404,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fa", default="0,1")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--jobs", type=int, default=2, help="parallel compile jobs")
-    ap.add_argument("--only", choices=["ops", "bench"], default=None)
+    ap.add_argument("--only", choices=["ops", "perf", "bench"], default=None)
+    ap.add_argument("--perf-rounds", type=int, default=4, help="test-backend-ops perf processes per arm")
     ap.add_argument("--ops-baseline", action="store_true", help="also run test-backend-ops on the baseline")
     args = ap.parse_args(argv)
 
     tree = llama_tree.ensure_llama_tree(args.version)
     prep = prepare(tree, args.workdir, [r for r in args.recipes.split(",") if r] or None)
     result: dict = {"tree": str(tree), "version": args.version, "prepare": prep}
-    if args.only != "bench":
+    if args.only in (None, "perf"):
+        result["perf"] = ab_perf(prep, args.perf_rounds, args.jobs)
+    if args.only in (None, "ops"):
         result["ops"] = check_ops(prep, args.jobs, VARIANTS if args.ops_baseline else ("patched",))
-    if args.only != "ops":
+    if args.only in (None, "bench"):
         model = make_model(llama_tree.cache_dir() / "models" / f"synthetic-tinyllama-{args.layers}L-q4_0.gguf",
                            n_layer=args.layers)
         result["bench"] = ab_bench(prep, model, args.rounds, [int(f) for f in args.fa.split(",")],
@@ -380,6 +429,12 @@ def main(argv: list[str] | None = None) -> int:
     if "ops" in result:
         for r in result["ops"]["ops"]["patched"]:
             print(f"test-backend-ops patched {r['op']}: {r['passed']}/{r['total']} {'OK' if r['ok'] else 'FAIL'}")
+    if "perf" in result:
+        print("\n| op case (test-backend-ops perf) | baseline us/run | patched us/run | delta | 95% CI | verdict |")
+        print("|---|---|---|---|---|---|")
+        for r in result["perf"]["results"]:
+            print(f"| {r['name']} | {r['base_mean']:.1f} | {r['head_mean']:.1f} | {r['delta_pct']:+.1f}% | "
+                  f"[{r['ci_low_pct']:+.1f}%, {r['ci_high_pct']:+.1f}%] | {r['verdict']} |")
     if "bench" in result:
         print_report(result)
     return 0 if result.get("ops", {"ok": True})["ok"] else 1
