@@ -10,9 +10,10 @@ It does what the App does for one event, in one process on the runner, with the 
 - decides with the App's permission rules (`bot.approval`, the collaborator-permission API
   through `bot.github.RepoClient`): write access or a configured approver starts the run at
   once; anyone else's request is recorded as awaiting approval;
-- plans, runs and publishes with the App worker's own functions (`bot.tasks.prepare`,
-  `_new_record`, `_post_plan`, `refresh_status`, `Progress`, `_finish`, `publish`): the same
-  run id, plan comment, sticky status comment, branch and draft PR as the App;
+- plans, runs and publishes with the App's own code (`bot.tasks.cmd_optimize`, `cmd_approve`,
+  `run_approved`), which an approved run here reaches through `RunnerHost` (run it now) where the
+  App's goes through `WorkerHost` (enqueue it on RQ): the same run id, plan comment, sticky status
+  comment, branch and draft PR as the App;
 - writes `run-id`, `pr-url`, `state` and `verdict` to `GITHUB_OUTPUT` and the report to
   `GITHUB_STEP_SUMMARY`.
 
@@ -336,105 +337,62 @@ def _interrupted(exc: BaseException) -> bool:
     return False
 
 
-def _run(ctx, rec: dict, env: dict[str, str], workflow_run_id: str) -> Outcome:
-    """The App's `execute_run`, minus RQ: approval check, pipeline, draft PR, status."""
-    from jobs import ledger
-    from jobs.pipeline import Run
+class RunnerHost:
+    """Where the Action's approved run happens: here and now, in this process (the App enqueues it,
+    `bot.tasks.WorkerHost`). The hooks `bot.tasks.cmd_optimize` / `cmd_approve` / `run_approved` call,
+    and how they differ from the App's."""
 
-    from . import tasks
-    s, store, gh, repo, run_id = ctx.s, ctx.store, ctx.gh, ctx.repo, rec["run_id"]
-    try:
-        p = tasks.prepare(s, gh, rec["installation_id"], rec["default_branch"], rec["issue"], rec["overrides"])
-    except tasks.Reply as reply:
-        tasks._finish(store, gh, rec, "fail", phase="planning", message=str(reply).strip())
-        return Outcome(state=ap.FAILED, run_id=run_id)
-    approval = ap.Approval.from_dict(rec.get("approval"))
-    if not ap.may_start(approval, p.plan.digest(), p.base):
-        why = ("the default branch moved from `%s` to `%s`" % (rec["base_commit"][:12], p.base[:12])
-               if p.base != rec["base_commit"] else "the plan changed since it was approved")
-        tasks._replan(s, store, gh, rec, p, why)
-        return Outcome(state=ap.AWAITING, run_id=p.run_id)
-    store.update_run(repo, run_id, state=ap.transition(rec["state"], "start"), phase="starting",
-                     platforms=list(p.plan.platforms), message="", workflow_run_id=workflow_run_id)
-    store.flush()
-    rec = store.get_run(repo, run_id)
-    tasks.refresh_status(store, gh, repo, run_id)
-    out = p.root / "out"
-    if s.executor == "skypilot":
-        _persist_cloud_credentials(env)
-    tasks.scrub_environment()
-    options = tasks._options(p, rec["overrides"], target=p.clone, out=out, run_id=run_id, agent=p.config.agent,
-                             candidates=p.candidates, executor=s.executor)
-    progress = tasks.Progress(store, gh, rec, out, p.config.primary.name)
-    try:
-        summary = Run(options, on_event=progress,
-                      should_stop=lambda: store.cancel_requested(repo, run_id)).execute()
-    except (KeyboardInterrupt, Exception) as exc:     # RunCancelled is an Exception
-        if not _interrupted(exc):             # RunError, ConfigError, a crash: the status says so
-            tasks._finish(store, gh, rec, "fail", message=f"❌ the run failed: {str(exc)[:1500]}")
-            store.flush()
-            return Outcome(state=ap.FAILED, run_id=run_id, verdict=str(exc)[:500])
-        done = len(ledger.finished(out)) if out.exists() else 0
-        tasks._finish(store, gh, rec, "cancelled", phase="cancelled",
-                      message=f"🛑 cancelled: jobs stopped and machines released; {done} finished experiment(s) "
-                              "stay on record in the ledger")
-        store.flush()
-        return Outcome(state=ap.CANCELLED, run_id=run_id)
-    try:
-        fields = tasks.publish(s, store, gh, rec, p, summary, out)
-    except Exception as exc:
-        tasks._finish(store, gh, rec, "fail", message=f"❌ publishing the result failed: {str(exc)[:1500]}")
-        store.flush()
-        return Outcome(state=ap.FAILED, run_id=run_id, verdict=str(exc)[:500])
-    tasks._finish(store, gh, rec, "finish", phase="done", cost_usd=summary.get("cost_usd", 0.0), **fields)
-    store.flush()
-    return Outcome(state=ap.DONE, run_id=run_id, pr_url=fields.get("pr_url", ""),
-                   verdict=verdict_summary(summary), report=str(out / "pr.md"), out=str(out))
+    catches = (KeyboardInterrupt, Exception)    # the runner's SIGINT/SIGTERM is a cancel too
+    marks_prepare_errors = False                # a clone/GitHub error propagates, the record as it was
+
+    def __init__(self, env: dict[str, str], workflow_run_id: str):
+        self.env, self.workflow_run_id = env, workflow_run_id
+
+    def queued(self, ctx, rec: dict) -> None:
+        """`optimize` queued the run: its record is written already (replace_run, set_current)."""
+
+    def approved(self, ctx, rec: dict) -> None:
+        """`approve` queued the run: write the approval (an update_run) before it starts."""
+        ctx.store.flush()
+
+    def result(self, ctx, rec: dict) -> Outcome:
+        """A run awaiting approval is reported; a queued one runs now (`bot.tasks.run_approved`)."""
+        from . import tasks
+        if rec["state"] != ap.QUEUED:
+            return Outcome(state=rec["state"], run_id=rec["run_id"], verdict=rec["message"])
+        o = tasks.run_approved(ctx.s, ctx.store, ctx.gh, ctx.store.get_run(ctx.repo, rec["run_id"]), self)
+        outcome = Outcome(state=o.state, run_id=o.run_id)
+        if o.error is not None:
+            outcome["verdict"] = str(o.error)[:500]
+        if o.state == ap.DONE:
+            outcome.update(pr_url=o.fields.get("pr_url", ""), verdict=verdict_summary(o.summary),
+                           report=str(o.out / "pr.md"), out=str(o.out))
+        return outcome
+
+    def start_fields(self) -> dict[str, Any]:
+        return {"workflow_run_id": self.workflow_run_id}    # what `cancel` cancels
+
+    def saved(self, store: IssueStateStore) -> None:
+        store.flush()                                        # a status change is written at once
+
+    def before_scrub(self, s) -> None:
+        if s.executor == "skypilot":
+            _persist_cloud_credentials(self.env)
+
+    def interrupted(self, exc: BaseException) -> bool:
+        return _interrupted(exc)
 
 
 def handle_optimize(ctx, env: dict[str, str], workflow_run_id: str) -> Outcome:
     """The App's `cmd_optimize`; an approved plan runs here and now instead of being enqueued."""
     from . import tasks
-    cmd = ctx.cmd
-    cur = ctx.store.current_run(ctx.repo, cmd.issue_number)
-    if cur and cur["state"] in (ap.QUEUED, ap.RUNNING):
-        raise tasks.Reply(f"autoresearch: run `{cur['run_id']}` is already {cur['state']}; "
-                          "`/autoresearch cancel` it first.\n")
-    p = tasks.prepare(ctx.s, ctx.gh, cmd.installation_id, cmd.default_branch, cmd.issue_number,
-                      cmd.command.overrides)
-    ok = tasks._approver(ctx, cmd.author, list(p.config.approvers))
-    decision = ap.decide_request(cmd.author, ok, p.plan.over_budget, p.plan.digest(), p.base)
-    old = ctx.store.get_run(ctx.repo, p.run_id)
-    if cur and cur["state"] == ap.AWAITING and cur["run_id"] != p.run_id:
-        ctx.store.update_run(ctx.repo, cur["run_id"], state=ap.CANCELLED, message=f"superseded by run `{p.run_id}`")
-    rec = tasks._new_record(ctx.repo, cmd, p, decision, old)
-    ctx.store.replace_run(ctx.repo, rec)
-    ctx.store.clear_cancel(ctx.repo, p.run_id)
-    ctx.store.set_current(ctx.repo, cmd.issue_number, p.run_id)
-    if cur and cur["run_id"] != p.run_id and cur["state"] == ap.AWAITING:
-        tasks.refresh_status(ctx.store, ctx.gh, ctx.repo, cur["run_id"])
-    tasks._post_plan(ctx.gh, rec)            # the plan is on the issue before anything is spent
-    tasks.refresh_status(ctx.store, ctx.gh, ctx.repo, p.run_id)
-    if decision.state != ap.QUEUED:
-        return Outcome(state=decision.state, run_id=p.run_id, verdict=decision.reason)
-    return _run(ctx, ctx.store.get_run(ctx.repo, p.run_id), env, workflow_run_id)
+    return tasks.cmd_optimize(ctx, RunnerHost(env, workflow_run_id))
 
 
 def handle_approve(ctx, env: dict[str, str], workflow_run_id: str) -> Outcome:
     """The App's `cmd_approve`; the approved run starts in this workflow run."""
     from . import tasks
-    cur = ctx.store.current_run(ctx.repo, ctx.cmd.issue_number)
-    if not cur or cur["state"] != ap.AWAITING:
-        raise tasks.Reply("autoresearch: nothing on this issue is awaiting approval.\n")
-    ok = tasks._approver(ctx, ctx.cmd.author, cur.get("approvers", []))
-    d = ap.decide_approve(cur["state"], ctx.cmd.author, ok, cur["plan_digest"], cur["base_commit"])
-    if d.approval is None:
-        raise tasks.Reply(f"autoresearch: {d.reason}.\n")
-    ctx.store.update_run(ctx.repo, cur["run_id"], state=d.state, approval=d.approval.to_dict(),
-                         message=f"{d.reason} for plan `{cur['plan_digest']}` at `{cur['base_commit'][:12]}`")
-    ctx.store.flush()
-    tasks.refresh_status(ctx.store, ctx.gh, ctx.repo, cur["run_id"])
-    return _run(ctx, ctx.store.get_run(ctx.repo, cur["run_id"]), env, workflow_run_id)
+    return tasks.cmd_approve(ctx, RunnerHost(env, workflow_run_id))
 
 
 def handle_cancel(ctx, env: dict[str, str], workflow_run_id: str) -> Outcome:
@@ -444,7 +402,7 @@ def handle_cancel(ctx, env: dict[str, str], workflow_run_id: str) -> Outcome:
     cur = ctx.store.current_run(ctx.repo, ctx.cmd.issue_number)
     if not cur or cur["state"] in ap.FINAL:
         raise tasks.Reply("autoresearch: there is no active run on this issue to cancel.\n")
-    ok = tasks._approver(ctx, ctx.cmd.author, cur.get("approvers", []))
+    ok = tasks.approver(ctx, ctx.cmd.author, cur.get("approvers", []))
     if not ap.may_cancel(ctx.cmd.author, cur.get("requester", ""), ok):
         raise tasks.Reply(f"autoresearch: @{ctx.cmd.author} may not cancel this run (only its requester or an "
                           "approver can).\n")

@@ -87,7 +87,7 @@ def run_id_for(issue: int, base: str, overrides: dict) -> str:
     return rid
 
 
-def _options(p: Prepared | None, overrides: dict, **kw) -> RunOptions:
+def run_options(p: Prepared | None, overrides: dict, **kw) -> RunOptions:
     return RunOptions(primary=overrides.get("metric"), platforms=overrides.get("platforms"),
                       budget_usd=overrides.get("budget"), **kw)
 
@@ -105,7 +105,7 @@ def prepare(s: Settings, gh: RepoClient, installation_id: int, default_branch: s
     except ConfigError as exc:
         raise Reply(config_error_reply(CONFIG_PATH, exc.problems)) from None
     try:
-        config = apply_overrides(config, _options(None, overrides, target=Path("."), out=Path("."), run_id="-"))
+        config = apply_overrides(config, run_options(None, overrides, target=Path("."), out=Path("."), run_id="-"))
     except RunError as exc:
         raise Reply(help_reply(str(exc))) from None
     run_id = run_id_for(issue, base, overrides)
@@ -138,7 +138,7 @@ def refresh_status(store: Store, gh: RepoClient, repo: str, run_id: str) -> None
         store.update_run(repo, run_id, status_comment_id=cid)
 
 
-def _new_record(ctx_repo: str, cmd: CommentCommand, p: Prepared, decision: ap.Decision, old: dict | None) -> dict:
+def new_record(ctx_repo: str, cmd: CommentCommand, p: Prepared, decision: ap.Decision, old: dict | None) -> dict:
     platforms = list(p.plan.platforms)
     return {
         "run_id": p.run_id, "repo": ctx_repo, "owner": cmd.owner, "name": cmd.repo,
@@ -155,7 +155,7 @@ def _new_record(ctx_repo: str, cmd: CommentCommand, p: Prepared, decision: ap.De
     }
 
 
-def _post_plan(gh: RepoClient, rec: dict) -> None:
+def post_plan(gh: RepoClient, rec: dict) -> None:
     marker = PLAN_MARKER.format(run_id=rec["run_id"], digest=rec["plan_digest"])
     body = plan_body(rec["run_id"], rec["plan_text"], rec["plan_digest"], rec["base_commit"], rec["state"],
                      rec["message"], rec["n_hypotheses"], rec["candidates"])
@@ -167,13 +167,51 @@ def _enqueue_run(store: Store, rec: dict) -> None:
     store.update_run(rec["repo"], rec["run_id"], jobs=list(rec.get("jobs", [])) + [job_id])
 
 
-def _approver(ctx: Ctx, login: str, approvers: list[str]) -> bool:
+def approver(ctx: Ctx, login: str, approvers: list[str]) -> bool:
     perm, role = ctx.gh.permission(login)
     return ap.is_approver(login, perm, role, approvers)
 
 
+class WorkerHost:
+    """Where an approved run happens, for `cmd_optimize` / `cmd_approve` / `run_approved`: the App
+    enqueues it on RQ and a worker runs it (`execute_run`). The Action's `RunnerHost`
+    (`bot.action`) runs it at once in its own process instead."""
+
+    catches: tuple[type[BaseException], ...] = (Exception,)   # what the pipeline may raise that ends a run
+    marks_prepare_errors = True    # a clone/GitHub error while preparing fails the run before propagating
+
+    def queued(self, ctx: Ctx, rec: dict) -> None:
+        """`optimize` queued the run at once (its plan and status are on the issue)."""
+        _enqueue_run(ctx.store, rec)
+
+    def approved(self, ctx: Ctx, rec: dict) -> None:
+        """`approve` queued the run (before the status is refreshed: a GitHub blip cannot strand it)."""
+        _enqueue_run(ctx.store, rec)
+
+    def result(self, ctx: Ctx, rec: dict) -> Any:
+        """What the handler returns, last: the run's state."""
+        return rec["state"]
+
+    def start_fields(self) -> dict[str, Any]:
+        """Extra run-record fields set when the run starts."""
+        return {}
+
+    def saved(self, store: Any) -> None:
+        """The run record changed status; Redis has it already."""
+
+    def before_scrub(self, s: Settings) -> None:
+        """Last chance to use the environment's credentials before `scrub_environment`."""
+
+    def interrupted(self, exc: BaseException) -> bool:
+        """Does the pipeline's exception mean the run was cancelled (else it failed)?"""
+        return isinstance(exc, RunCancelled)
+
+
+WORKER = WorkerHost()
+
+
 # -- command handlers ------------------------------------------------------------------------------
-def cmd_optimize(ctx: Ctx) -> str:
+def cmd_optimize(ctx: Ctx, host: WorkerHost = WORKER) -> Any:
     cmd = ctx.cmd
     cur = ctx.store.current_run(ctx.repo, cmd.issue_number)
     if cur and cur["state"] in (ap.QUEUED, ap.RUNNING):
@@ -182,7 +220,7 @@ def cmd_optimize(ctx: Ctx) -> str:
     p = prepare(ctx.s, ctx.gh, cmd.installation_id, cmd.default_branch, cmd.issue_number,
                 cmd.command.overrides)
     config_approvers = list(p.config.approvers)
-    ok = _approver(ctx, cmd.author, config_approvers)
+    ok = approver(ctx, cmd.author, config_approvers)
     decision = ap.decide_request(cmd.author, ok, p.plan.over_budget, p.plan.digest(), p.base)
     with ctx.store.locked(ctx.repo, p.run_id):
         old = ctx.store.get_run(ctx.repo, p.run_id)
@@ -191,24 +229,24 @@ def cmd_optimize(ctx: Ctx) -> str:
         if cur and cur["state"] == ap.AWAITING and cur["run_id"] != p.run_id:
             ctx.store.update_run(ctx.repo, cur["run_id"], state=ap.CANCELLED,
                                  message=f"superseded by run `{p.run_id}`")
-        rec = _new_record(ctx.repo, cmd, p, decision, old)
+        rec = new_record(ctx.repo, cmd, p, decision, old)
         ctx.store.replace_run(ctx.repo, rec)
         ctx.store.clear_cancel(ctx.repo, p.run_id)
         ctx.store.set_current(ctx.repo, cmd.issue_number, p.run_id)
     if cur and cur["run_id"] != p.run_id and cur["state"] == ap.AWAITING:
         refresh_status(ctx.store, ctx.gh, ctx.repo, cur["run_id"])
-    _post_plan(ctx.gh, rec)          # the plan is on the issue before anything is spent
+    post_plan(ctx.gh, rec)          # the plan is on the issue before anything is spent
     refresh_status(ctx.store, ctx.gh, ctx.repo, p.run_id)
     if decision.state == ap.QUEUED:
-        _enqueue_run(ctx.store, rec)
-    return decision.state
+        host.queued(ctx, rec)
+    return host.result(ctx, rec)
 
 
-def cmd_approve(ctx: Ctx) -> str:
+def cmd_approve(ctx: Ctx, host: WorkerHost = WORKER) -> Any:
     cur = ctx.store.current_run(ctx.repo, ctx.cmd.issue_number)
     if not cur or cur["state"] != ap.AWAITING:
         raise Reply("autoresearch: nothing on this issue is awaiting approval.\n")
-    ok = _approver(ctx, ctx.cmd.author, cur.get("approvers", []))
+    ok = approver(ctx, ctx.cmd.author, cur.get("approvers", []))
     with ctx.store.locked(ctx.repo, cur["run_id"]):
         cur = ctx.store.get_run(ctx.repo, cur["run_id"])
         if cur["state"] != ap.AWAITING:
@@ -218,16 +256,17 @@ def cmd_approve(ctx: Ctx) -> str:
             raise Reply(f"autoresearch: {d.reason}.\n")
         ctx.store.update_run(ctx.repo, cur["run_id"], state=d.state, approval=d.approval.to_dict(),
                              message=f"{d.reason} for plan `{cur['plan_digest']}` at `{cur['base_commit'][:12]}`")
-    _enqueue_run(ctx.store, ctx.store.get_run(ctx.repo, cur["run_id"]))
+    rec = ctx.store.get_run(ctx.repo, cur["run_id"])
+    host.approved(ctx, rec)
     refresh_status(ctx.store, ctx.gh, ctx.repo, cur["run_id"])
-    return d.state
+    return host.result(ctx, rec)
 
 
 def cmd_cancel(ctx: Ctx) -> str:
     cur = ctx.store.current_run(ctx.repo, ctx.cmd.issue_number)
     if not cur or cur["state"] in ap.FINAL:
         raise Reply("autoresearch: there is no active run on this issue to cancel.\n")
-    ok = _approver(ctx, ctx.cmd.author, cur.get("approvers", []))
+    ok = approver(ctx, ctx.cmd.author, cur.get("approvers", []))
     if not ap.may_cancel(ctx.cmd.author, cur.get("requester", ""), ok):
         raise Reply(f"autoresearch: @{ctx.cmd.author} may not cancel this run (only its requester or an "
                     "approver can).\n")
@@ -259,7 +298,7 @@ def cmd_bench(ctx: Ctx) -> str:
     if not pull.head_ref.startswith("autoresearch/"):
         raise Reply("autoresearch: `bench` re-measures autoresearch pull requests only (branch "
                     "`autoresearch/...`).\n")
-    if not _approver(ctx, ctx.cmd.author, []):
+    if not approver(ctx, ctx.cmd.author, []):
         raise Reply(f"autoresearch: @{ctx.cmd.author} may not start a bench (needs write access).\n")
     jobqueue.enqueue_bench(ctx.store.r, ctx.cmd.to_dict())
     ctx.gh.comment(ctx.cmd.issue_number, f"autoresearch: bench of `{pull.head_sha[:12]}` against "
@@ -339,7 +378,7 @@ def scrub_environment() -> None:
             del os.environ[name]
 
 
-def _finish(store: Store, gh: RepoClient, rec: dict, event: str, **fields: Any) -> None:
+def finish(store: Store, gh: RepoClient, rec: dict, event: str, **fields: Any) -> None:
     with store.locked(rec["repo"], rec["run_id"]):
         cur = store.get_run(rec["repo"], rec["run_id"])
         store.update_run(rec["repo"], rec["run_id"], state=ap.transition(cur["state"], event), **fields)
@@ -349,7 +388,7 @@ def _finish(store: Store, gh: RepoClient, rec: dict, event: str, **fields: Any) 
         log.warning("status update failed: %s", exc)
 
 
-def _replan(s: Settings, store: Store, gh: RepoClient, rec: dict, p: Prepared, why: str) -> str:
+def replan(s: Settings, store: Store, gh: RepoClient, rec: dict, p: Prepared, why: str) -> str:
     """Plan or base changed since approval: post the new plan, awaiting approval again."""
     with store.locked(rec["repo"], rec["run_id"]):
         if p.run_id == rec["run_id"]:
@@ -366,13 +405,84 @@ def _replan(s: Settings, store: Store, gh: RepoClient, rec: dict, p: Prepared, w
                                        "platforms": rec["overrides"].get("platforms"),
                                        "budget": rec["overrides"].get("budget")})
             d = ap.Decision(ap.AWAITING, None, f"{why}: approval is needed again")
-            store.replace_run(rec["repo"], _new_record(rec["repo"], cmd, p, d, store.get_run(rec["repo"], p.run_id)))
+            store.replace_run(rec["repo"], new_record(rec["repo"], cmd, p, d, store.get_run(rec["repo"], p.run_id)))
             store.set_current(rec["repo"], rec["issue"], p.run_id)
     refresh_status(store, gh, rec["repo"], rec["run_id"])
     new = store.get_run(rec["repo"], p.run_id)
-    _post_plan(gh, new)
+    post_plan(gh, new)
     refresh_status(store, gh, rec["repo"], p.run_id)
     return "replanned"
+
+
+@dataclass
+class RunOutcome:
+    """How `run_approved` ended: `step` is where (prepare, approval, start, run, publish, done)."""
+    state: str
+    run_id: str
+    step: str
+    error: BaseException | None = None      # what failed the run (not raised: the host decides)
+    summary: dict | None = None
+    fields: dict | None = None              # publish's record fields (pr_url, ...)
+    out: Path | None = None
+
+
+def run_approved(s: Settings, store: Any, gh: RepoClient, rec: dict, host: WorkerHost) -> RunOutcome:
+    """One queued run: prepare, check the approval still holds (else replan), start, scrub the
+    environment, run the pipeline (a cancel request stops it), record the status, publish."""
+    repo, run_id = rec["repo"], rec["run_id"]
+    try:
+        p = prepare(s, gh, rec["installation_id"], rec["default_branch"], rec["issue"], rec["overrides"])
+    except Reply as reply:
+        finish(store, gh, rec, "fail", phase="planning", message=str(reply).strip())
+        return RunOutcome(ap.FAILED, run_id, "prepare")
+    except Exception as exc:       # GitHub or git unreachable: say so rather than stay "queued" forever
+        if host.marks_prepare_errors:
+            finish(store, gh, rec, "fail", phase="planning",
+                   message=f"❌ could not prepare the run: {str(exc)[:500]}")
+        raise
+    approval = ap.Approval.from_dict(rec.get("approval"))
+    if not ap.may_start(approval, p.plan.digest(), p.base):
+        why = ("the default branch moved from `%s` to `%s`" % (rec["base_commit"][:12], p.base[:12])
+               if p.base != rec["base_commit"] else "the plan changed since it was approved")
+        replan(s, store, gh, rec, p, why)
+        return RunOutcome(ap.AWAITING, p.run_id, "approval")
+    with store.locked(repo, run_id):
+        cur = store.get_run(repo, run_id)
+        if cur["state"] != ap.QUEUED or store.cancel_requested(repo, run_id):
+            return RunOutcome(cur["state"], run_id, "start")
+        store.update_run(repo, run_id, state=ap.transition(cur["state"], "start"), phase="starting",
+                         platforms=list(p.plan.platforms), message="", **host.start_fields())
+    host.saved(store)
+    rec = store.get_run(repo, run_id)
+    refresh_status(store, gh, repo, run_id)
+    out = p.root / "out"
+    host.before_scrub(s)
+    scrub_environment()
+    options = run_options(p, rec["overrides"], target=p.clone, out=out, run_id=run_id, agent=p.config.agent,
+                          candidates=p.candidates, executor=s.executor)
+    progress = Progress(store, gh, rec, out, p.config.primary.name)
+    try:
+        summary = Run(options, on_event=progress, should_stop=lambda: store.cancel_requested(repo, run_id)).execute()
+    except host.catches as exc:
+        if not host.interrupted(exc):
+            finish(store, gh, rec, "fail", message=f"❌ the run failed: {str(exc)[:1500]}")
+            host.saved(store)
+            return RunOutcome(ap.FAILED, run_id, "run", error=exc)
+        done = len(ledger.finished(out)) if out.exists() else 0
+        finish(store, gh, rec, "cancelled", phase="cancelled",
+               message=f"🛑 cancelled: jobs stopped and machines released; {done} finished experiment(s) stay on "
+                       "record in the ledger")
+        host.saved(store)
+        return RunOutcome(ap.CANCELLED, run_id, "run")
+    try:
+        fields = publish(s, store, gh, rec, p, summary, out)
+    except Exception as exc:
+        finish(store, gh, rec, "fail", message=f"❌ publishing the result failed: {str(exc)[:1500]}")
+        host.saved(store)
+        return RunOutcome(ap.FAILED, run_id, "publish", error=exc)
+    finish(store, gh, rec, "finish", phase="done", cost_usd=summary.get("cost_usd", 0.0), **fields)
+    host.saved(store)
+    return RunOutcome(ap.DONE, run_id, "done", summary=summary, fields=fields, out=out)
 
 
 def execute_run(repo: str, run_id: str) -> str:
@@ -385,54 +495,16 @@ def execute_run(repo: str, run_id: str) -> str:
         return f"not started: run is {rec['state'] if rec else 'unknown'}"
     gh = RepoClient(s, rec["installation_id"], rec["owner"], rec["name"])
     if store.cancel_requested(repo, run_id):
-        _finish(store, gh, rec, "cancel", message="cancelled before it started")
+        finish(store, gh, rec, "cancel", message="cancelled before it started")
         return "cancelled"
-    try:
-        p = prepare(s, gh, rec["installation_id"], rec["default_branch"], rec["issue"], rec["overrides"])
-    except Reply as reply:
-        _finish(store, gh, rec, "fail", phase="planning", message=str(reply).strip())
-        return "failed"
-    except Exception as exc:       # GitHub or git unreachable: say so rather than stay "queued" forever
-        _finish(store, gh, rec, "fail", phase="planning", message=f"❌ could not prepare the run: {str(exc)[:500]}")
-        raise
-    approval = ap.Approval.from_dict(rec.get("approval"))
-    if not ap.may_start(approval, p.plan.digest(), p.base):
-        why = ("the default branch moved from `%s` to `%s`" % (rec["base_commit"][:12], p.base[:12])
-               if p.base != rec["base_commit"] else "the plan changed since it was approved")
-        return _replan(s, store, gh, rec, p, why)
-    with store.locked(repo, run_id):
-        cur = store.get_run(repo, run_id)
-        if cur["state"] != ap.QUEUED or store.cancel_requested(repo, run_id):
-            return f"not started: run is {cur['state']}"
-        store.update_run(repo, run_id, state=ap.transition(cur["state"], "start"), phase="starting",
-                         platforms=list(p.plan.platforms), message="")
-    rec = store.get_run(repo, run_id)
-    refresh_status(store, gh, repo, run_id)
-    out = p.root / "out"
-    scrub_environment()
-    options = _options(p, rec["overrides"], target=p.clone, out=out, run_id=run_id, agent=p.config.agent,
-                       candidates=p.candidates, executor=s.executor)
-    progress = Progress(store, gh, rec, out, p.config.primary.name)
-    try:
-        summary = Run(options, on_event=progress, should_stop=lambda: store.cancel_requested(repo, run_id)).execute()
-    except RunCancelled:
-        done = len(ledger.finished(out)) if out.exists() else 0
-        _finish(store, gh, rec, "cancelled", phase="cancelled",
-                message=f"🛑 cancelled: jobs stopped and machines released; {done} finished experiment(s) stay on "
-                        "record in the ledger")
-        return "cancelled"
-    except Exception as exc:
-        _finish(store, gh, rec, "fail", message=f"❌ the run failed: {str(exc)[:1500]}")
-        if isinstance(exc, (RunError, ConfigError)):
-            return "failed"
-        raise
-    try:
-        fields = publish(s, store, gh, rec, p, summary, out)
-    except Exception as exc:
-        _finish(store, gh, rec, "fail", message=f"❌ publishing the result failed: {str(exc)[:1500]}")
-        raise
-    _finish(store, gh, rec, "finish", phase="done", cost_usd=summary.get("cost_usd", 0.0), **fields)
-    return "done"
+    o = run_approved(s, store, gh, rec, WORKER)
+    if o.error is not None and not (o.step == "run" and isinstance(o.error, (RunError, ConfigError))):
+        raise o.error                 # the run is marked failed; RQ records the crash
+    if o.step == "approval":
+        return "replanned"
+    if o.step == "start":
+        return f"not started: run is {o.state}"
+    return {ap.FAILED: "failed", ap.CANCELLED: "cancelled", ap.DONE: "done"}[o.state]
 
 
 def push_target(s: Settings, config, rec: dict) -> tuple[str, str]:
