@@ -97,12 +97,14 @@ class Run:
             raise RunError(f"{options.target} is not a git repository: autoresearch needs one "
                            "(git init && git add -A && git commit)")
         self.config: TargetConfig = apply_overrides(load_config(self.repo), options)
+        self._warnings: list[str] = []      # shown once the run's events start
         if options.agent is None:
             options.agent = self.config.agent
             if options.agent == "claude" and not os.environ.get("ANTHROPIC_API_KEY"):
                 # The repo asks for Claude but this machine has no key: the offline agent runs instead.
                 options.agent = "offline"
-                self._pending_warning = "config asks for agent: claude but ANTHROPIC_API_KEY is not set; using offline"
+                self._warnings.append("config asks for agent: claude but ANTHROPIC_API_KEY is not set; "
+                                      "using offline")
         self.out = Path(options.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.state = ledger.load_state(self.out) or {}
@@ -134,11 +136,10 @@ class Run:
                                f"target is now at {base[:12]}; start a new run id for the new commit")
             self.emit({"type": "resume", "phase": self.state.get("phase")})
             return
-        if getattr(self, "_pending_warning", None):
-            self.emit({"type": "warning", "message": self._pending_warning})
         if not gitops.is_clean(self.repo):
-            self.emit({"type": "warning", "message": "the target has uncommitted changes; the run uses "
-                       f"the committed tree at {base[:12]}"})
+            self._warnings.append(f"the target has uncommitted changes; the run uses the committed tree at {base[:12]}")
+        for message in self._warnings:
+            self.emit({"type": "warning", "message": message})
         self._save(run_id=self.o.run_id, base_commit=base, target=str(self.repo), agent=self.o.agent,
                    phase="research", platforms=[e.platform for e in self.executors],
                    branch=f"autoresearch/{self.o.run_id}", calibration={}, cost_usd=0.0)

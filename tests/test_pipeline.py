@@ -156,3 +156,16 @@ def test_cli_calibrate_prints_false_win_rate_and_mde(tmp_path):
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, out
     assert "false-win rate" in out and "MDE" in out and "score" in out
+
+
+def test_config_agent_claude_without_key_falls_back_to_offline_with_a_warning(tmp_path, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    repo = synthetic_target(tmp_path / "t")
+    cfg = repo / ".github" / "autoresearch.yml"
+    cfg.write_text(cfg.read_text() + "agent: claude\n")
+    git(repo, "commit", "-qam", "claude")
+    events = []
+    r = Run(RunOptions(target=repo, out=tmp_path / "o", run_id="w", research_only=True), on_event=events.append)
+    r.execute()
+    assert r.o.agent == "offline"
+    assert any(e["type"] == "warning" and "ANTHROPIC_API_KEY" in e["message"] for e in events)
