@@ -10,8 +10,9 @@
  *   - softmax_prep / fa_kq_tile: the reference rounds twice (t = x*scale, then t + m); the scalar
  *     fused path does exactly the same and is bit-identical; the SIMD fused paths use one FMA
  *     (x*scale + m rounded once), so a result may differ from the reference by at most one
- *     rounding of the product: |fused - ref| <= 2^-24 * (|x*scale| + |m|) (plus the subnormal
- *     step). With no mask (or where m is +-0) every path is bit-identical.
+ *     rounding of the product and of the sum: |fused - ref| <= 2^-23 * (|x*scale| + |m|) (plus the subnormal
+ *     step). With no mask (or where m is +-0) every path is bit-identical. One overflow edge: if
+ *     x*scale overflows and m is -inf, the reference gives NaN (inf + -inf), the FMA gives -inf.
  *   - softmax_prep's mask term is slope*mask[i], rounded once, in all paths (as llama.cpp does).
  *   - rms_scale and rms_scale_mul are bit-identical to the reference on every path:
  *     y = x*scale, and y = (x*scale)*w, in that order (no FMA, no reassociation).
