@@ -37,8 +37,10 @@ def _download_sdist(version: str, dest: Path) -> Path:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     found = sorted(dest.glob(f"llama_cpp_python-{version}.tar.gz"))
     if proc.returncode != 0 and not found:
-        tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
-        raise TreeUnavailable(f"pip download llama-cpp-python=={version} failed: {' | '.join(tail)}")
+        lines = (proc.stdout + proc.stderr).strip().splitlines()
+        errors = [line for line in lines if line.startswith("ERROR")] or lines[-3:]
+        why = " | ".join(e if len(e) < 200 else e[:200] + "..." for e in errors[-2:])
+        raise TreeUnavailable(f"pip download llama-cpp-python=={version} failed: {why}")
     if not found:
         raise TreeUnavailable(f"pip download produced no llama_cpp_python-{version}.tar.gz in {dest}")
     return found[0]
