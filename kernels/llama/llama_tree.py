@@ -54,7 +54,7 @@ def ensure_llama_tree(version: str = DEFAULT_VERSION) -> Path:
         return tree
     root.mkdir(parents=True, exist_ok=True)
     with open(root / ".llama-tree.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)          # one extractor at a time (tests, ab.py)
+        fcntl.flock(lock, fcntl.LOCK_EX)          # one extractor at a time (tests, the A/B script)
         if (tree / "ggml" / "src" / "ggml-cpu" / "ops.cpp").is_file():
             return tree
         sdist = _download_sdist(version, root / "sdist")

@@ -1,4 +1,4 @@
-"""The pure parts of the slow A/B script (kernels/llama/ab.py): the llama-bench JSON parser (the
+"""The pure parts of the slow A/B script (tests/kernels/llama_ab.py): the llama-bench JSON parser (the
 original study lost hours to a parser that reported 14 tok/s instead of 52) and the synthetic
 GGUF model writer, on a tiny shape."""
 from __future__ import annotations
@@ -13,17 +13,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load(name: str):
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "kernels" / "llama" / f"{name}.py")
+def _load_ab():
+    if "llama_ab" in sys.modules:
+        return sys.modules["llama_ab"]
+    spec = importlib.util.spec_from_file_location("llama_ab", Path(__file__).with_name("llama_ab.py"))
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
+    sys.modules["llama_ab"] = module
     spec.loader.exec_module(module)
     return module
 
 
-ab = _load("ab")
+ab = _load_ab()
 
 
 def _row(n_prompt, n_gen, ts, fa=1):

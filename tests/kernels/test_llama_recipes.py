@@ -8,7 +8,7 @@ already present, keep the old path reachable under the reference flag, and compi
 recipe alone is syntax-checked (native ISA), and all recipes stacked are compiled to objects
 natively plus syntax-checked for AVX2, baseline x86-64 and (when aarch64-linux-gnu-g++ is
 installed) AArch64/NEON. The full CMake build, test-backend-ops and llama-bench live in the
-slow script kernels/llama/ab.py (see kernels/README.md); `-m slow` runs its build + op checks.
+slow script tests/kernels/llama_ab.py (see kernels/README.md); `-m slow` runs its build + op checks.
 """
 from __future__ import annotations
 
@@ -37,6 +37,16 @@ def _load(name: str):
 
 
 llama_tree = _load("llama_tree")
+
+
+def _load_ab():
+    if "llama_ab" in sys.modules:
+        return sys.modules["llama_ab"]
+    spec = importlib.util.spec_from_file_location("llama_ab", Path(__file__).with_name("llama_ab.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["llama_ab"] = module
+    spec.loader.exec_module(module)
+    return module
 
 EXPECTED = {
     "fuse-softmax": "applicable",
@@ -161,7 +171,7 @@ def test_stacked_recipes_compile_for_other_isas(stacked, isa):
 @pytest.mark.slow
 def test_full_build_and_backend_ops(tree, tmp_path):
     """Slow: CMake-build baseline and patched trees and run test-backend-ops -b CPU on the touched ops."""
-    ab = _load("ab")
+    ab = _load_ab()
     work = Path(os.environ.get("AB_WORKDIR", tmp_path))
     report = ab.check_ops(ab.prepare(tree, work))
     assert report["ok"], report

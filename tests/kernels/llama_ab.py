@@ -1,10 +1,10 @@
 """Slow real-target check: build llama.cpp baseline vs patched (this project's recipes), check the
 touched ops with test-backend-ops, and A/B llama-bench on a synthetic TinyLlama-shaped Q4_0 model.
 
-    python kernels/llama/ab.py --layers 4 --rounds 6            # quick: 4-layer model (~181 MiB)
-    python kernels/llama/ab.py --layers 22 --rounds 5           # confirm on the full-size shape
-    python kernels/llama/ab.py --only ops                       # build + test-backend-ops only
-    python kernels/llama/ab.py --only perf                      # op-level A/B (test-backend-ops perf)
+    python tests/kernels/llama_ab.py --layers 4 --rounds 6            # quick: 4-layer model (~181 MiB)
+    python tests/kernels/llama_ab.py --layers 22 --rounds 5           # confirm on the full-size shape
+    python tests/kernels/llama_ab.py --only ops                       # build + test-backend-ops only
+    python tests/kernels/llama_ab.py --only perf                      # op-level A/B (test-backend-ops perf)
 
 Steps (each reuses what a previous run left in --workdir):
 1. source: the llama.cpp tree vendored by the llama-cpp-python sdist (llama_tree.py, cached);
@@ -24,6 +24,10 @@ Steps (each reuses what a previous run left in --workdir):
    baseline and patched interleaved A B B A ... for each -fa setting; one process = one sample.
    pp512 and tg128 are compared with jobs.stats.compare (log-scale Welch, paired under drift).
 Results go to stdout (a table and METRIC lines) and to <workdir>/ab-result.json.
+
+It lives under tests/ rather than kernels/ because it uses the project's Python (jobs.recipes,
+jobs.stats), and kernels/ imports none (DESIGN.md). pytest does not collect it (no test_ prefix);
+tests/kernels/test_ab_script.py tests its pure parts.
 """
 from __future__ import annotations
 
@@ -36,9 +40,8 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
-sys.path.insert(0, str(HERE))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "kernels" / "llama"))   # llama_tree.py: stdlib only
 sys.path.insert(0, str(ROOT))
 
 import llama_tree  # noqa: E402
