@@ -4,6 +4,8 @@ set -euo pipefail
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
+# C++ cross compiler: the llama.cpp recipe test syntax-checks the patched NEON branches with it.
+command -v aarch64-linux-gnu-g++ >/dev/null || need+=(g++-aarch64-linux-gnu)
 command -v qemu-aarch64-static >/dev/null || need+=(qemu-user-static)
 command -v make >/dev/null || need+=(make)
 command -v chromium >/dev/null || need+=(chromium)
