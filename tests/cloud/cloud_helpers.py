@@ -26,6 +26,8 @@ if "sky" not in sys.modules:
 from jobs.config import parse_config  # noqa: E402
 from jobs.executors.skypilot import CloudOptions  # noqa: E402
 from jobs.spec import ExperimentSpec  # noqa: E402
+from conftest import git  # noqa: E402
+from synthetic import synthetic_target  # noqa: E402
 
 FAST = dict(heartbeat_s=0.02, down_backoff_s=0.0, provision_timeout_s=900.0)
 
@@ -47,3 +49,15 @@ def spec_for(config, base: str, head: str | None = None, *, name="exp", platform
              kind="experiment", **kw) -> ExperimentSpec:
     return ExperimentSpec.from_config(config, run_id="r1", name=name, platform=platform, base_commit=base,
                                       head_commit=head or base, n_per_arm=n, kind=kind, **kw)
+
+
+@pytest.fixture()
+def target(tmp_path):
+    """The synthetic target with a faster commit: (repo, base, head), checked out at base."""
+    repo = synthetic_target(tmp_path / "target")
+    base = git(repo, "rev-parse", "HEAD")
+    (repo / "src" / "speed.txt").write_text("110\n")
+    git(repo, "commit", "-qam", "faster")
+    head = git(repo, "rev-parse", "HEAD")
+    git(repo, "reset", "-q", "--hard", base)
+    return repo, base, head

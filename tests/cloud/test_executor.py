@@ -9,13 +9,12 @@ import dataclasses
 import cloud_helpers  # noqa: F401  (before sky is imported)
 import pytest
 
-from cloud_helpers import config_for, options, spec_for
+from cloud_helpers import config_for, options, spec_for, target  # noqa: F401  (target: a fixture)
 from conftest import git
 from fakes.sky_fake import FakeClock, FakeSky
 from jobs.cloud import tasks
 from jobs.cloud.leases import read_leases
 from jobs.executors.skypilot import SharedBudget, make_skypilot_executors
-from synthetic import synthetic_target
 
 X86 = 0.34 / 3600     # USD per second
 JOB_S = 150.0         # fake job time (within the synthetic target's job limit of ~196 s)
@@ -24,17 +23,6 @@ VM_S = 120 + JOB_S + 30   # provisioning + job + teardown on the fake clock
 
 class Cancelled(RuntimeError):
     pass
-
-
-@pytest.fixture()
-def target(tmp_path):
-    repo = synthetic_target(tmp_path / "target")
-    base = git(repo, "rev-parse", "HEAD")
-    (repo / "src" / "speed.txt").write_text("110\n")
-    git(repo, "commit", "-qam", "faster")
-    head = git(repo, "rev-parse", "HEAD")
-    git(repo, "reset", "-q", "--hard", base)
-    return repo, base, head
 
 
 def executors(tmp_path, repo, fake, clock=None, config=None, **kw):

@@ -9,22 +9,10 @@ import pytest
 import yaml
 from sky.utils import common_utils
 
-from cloud_helpers import config_for, spec_for
+from cloud_helpers import config_for, spec_for, target  # noqa: F401  (target: a fixture)
 from conftest import git
 from jobs.cloud import catalog, tasks
 from jobs.plan import make_plan
-from synthetic import synthetic_target
-
-
-@pytest.fixture()
-def target(tmp_path):
-    repo = synthetic_target(tmp_path / "target")
-    base = git(repo, "rev-parse", "HEAD")
-    (repo / "src" / "speed.txt").write_text("110\n")
-    git(repo, "commit", "-qam", "faster")
-    head = git(repo, "rev-parse", "HEAD")
-    git(repo, "reset", "-q", "--hard", base)
-    return repo, base, head
 
 
 PLATFORMS = [("x86", "c6i.2xlarge", "aws", False), ("arm", "c7g.2xlarge", "aws", False),

@@ -3,27 +3,13 @@ original study lost hours to a parser that reported 14 tok/s instead of 52) and 
 GGUF model writer, on a tiny shape."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from loaders import load_ab
 
-
-def _load_ab():
-    if "llama_ab" in sys.modules:
-        return sys.modules["llama_ab"]
-    spec = importlib.util.spec_from_file_location("llama_ab", Path(__file__).with_name("llama_ab.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["llama_ab"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-ab = _load_ab()
+ab = load_ab()
 
 
 def _row(n_prompt, n_gen, ts, fa=1):

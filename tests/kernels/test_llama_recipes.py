@@ -12,41 +12,20 @@ slow script tests/kernels/llama_ab.py (see kernels/README.md); `-m slow` runs it
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import platform
 import shutil
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from jobs.recipes import detect, load_recipe_set, planned_edits, touched_files
+from loaders import load_ab, load_llama
 
-ROOT = Path(__file__).resolve().parents[2]
+llama_tree = load_llama("llama_tree")
 
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "kernels" / "llama" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-llama_tree = _load("llama_tree")
-
-
-def _load_ab():
-    if "llama_ab" in sys.modules:
-        return sys.modules["llama_ab"]
-    spec = importlib.util.spec_from_file_location("llama_ab", Path(__file__).with_name("llama_ab.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["llama_ab"] = module
-    spec.loader.exec_module(module)
-    return module
 
 EXPECTED = {
     "fuse-softmax": "applicable",
@@ -171,7 +150,7 @@ def test_stacked_recipes_compile_for_other_isas(stacked, isa):
 @pytest.mark.slow
 def test_full_build_and_backend_ops(tree, tmp_path):
     """Slow: CMake-build baseline and patched trees and run test-backend-ops -b CPU on the touched ops."""
-    ab = _load_ab()
+    ab = load_ab()
     work = Path(os.environ.get("AB_WORKDIR", tmp_path))
     report = ab.check_ops(ab.prepare(tree, work))
     assert report["ok"], report

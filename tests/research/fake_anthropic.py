@@ -11,8 +11,9 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
+
+from loopback import LoopbackServer, QuietHandler
 
 _ids = itertools.count(1)
 
@@ -50,7 +51,7 @@ def result_text(block: dict[str, Any]) -> str:
     return content or ""
 
 
-class FakeMessagesAPI:
+class FakeMessagesAPI(LoopbackServer):
     def __init__(self, script: list[Any]):
         self.script = list(script)
         self.requests: list[dict[str, Any]] = []
@@ -60,10 +61,7 @@ class FakeMessagesAPI:
         self._lock = threading.Lock()
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):   # keep pytest output clean
-                pass
-
+        class Handler(QuietHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("content-length", 0))).decode()
                 with fake._lock:
@@ -102,21 +100,7 @@ class FakeMessagesAPI:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> "FakeMessagesAPI":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
     def client(self, **kw):
         import anthropic

@@ -6,21 +6,18 @@ Routes are data: {path: json} for exact paths (query ignored), plus a compare ta
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from loopback import LoopbackServer, QuietHandler
 
-class FakeGitHub:
+
+class FakeGitHub(LoopbackServer):
     def __init__(self, routes: dict[str, object]):
         self.routes = routes
         self.requests: list[tuple[str, dict, dict]] = []
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self):
                 parts = urlsplit(self.path)
                 path = unquote(parts.path)
@@ -36,18 +33,4 @@ class FakeGitHub:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)

@@ -1,11 +1,10 @@
 """arXiv search against a fake Atom server on loopback."""
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 from jobs.research.papers import parse_feed, render, search
+from loopback import LoopbackServer, QuietHandler
 
 FEED = """<?xml version="1.0" encoding="UTF-8"?>
 <feed xmlns="http://www.w3.org/2005/Atom">
@@ -26,15 +25,14 @@ FEED = """<?xml version="1.0" encoding="UTF-8"?>
 """
 
 
-class Arxiv:
+class Arxiv(LoopbackServer):
+    """A fake arXiv API, already serving once made."""
+
     def __init__(self):
         self.queries = []
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self):
                 parts = urlsplit(self.path)
                 q = parse_qs(parts.query)
@@ -50,12 +48,12 @@ class Arxiv:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        super().__init__(Handler)
+        self.start()
 
     @property
     def url(self):
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return self.base_url
 
 
 def test_search_parses_cleans_dedups_and_notes_failures():
