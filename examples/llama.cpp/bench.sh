@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# One benchmark sample for autoresearch: ONE llama-bench process, two METRIC lines.
+#   METRIC pp512=<tokens/s>   prompt processing, 512-token prompt
+#   METRIC tg128=<tokens/s>   generation, 128 tokens
+# Model: $AUTORESEARCH_MODEL (default: the synthetic 4-layer TinyLlama-shaped Q4_0 GGUF that
+# autoresearch's tests/kernels/llama_ab.py writes). Threads: $AUTORESEARCH_THREADS (default 1:
+# on a shared 2-core machine -t 2 makes the samples bimodal when a neighbour takes a core).
+# Flash attention: $AUTORESEARCH_FA = on|off|auto (default auto, llama-bench's own default,
+# which turns it on for the CPU backend: the tiled FA path runs for the prompt, SOFT_MAX does not).
+set -euo pipefail
+
+MODEL="${AUTORESEARCH_MODEL:-$HOME/.cache/autoresearch/models/synthetic-tinyllama-4L-q4_0.gguf}"
+THREADS="${AUTORESEARCH_THREADS:-1}"
+FA="${AUTORESEARCH_FA:-auto}"
+BENCH="${AUTORESEARCH_LLAMA_BENCH:-build/bin/llama-bench}"
+
+[ -x "$BENCH" ] || { echo "bench.sh: $BENCH not found or not executable (did the build run?)" >&2; exit 3; }
+[ -f "$MODEL" ] || { echo "bench.sh: model $MODEL not found (set AUTORESEARCH_MODEL)" >&2; exit 3; }
+
+out="$("$BENCH" -m "$MODEL" -p 512 -n 128 -r 1 -o json -t "$THREADS" -fa "$FA")" || {
+  echo "bench.sh: llama-bench failed (exit $?)" >&2; exit 4; }
+
+# llama-bench -o json prints one object per test: the pp512 test has n_prompt=512, n_gen=0;
+# the tg128 test has n_prompt=0, n_gen=128. Pick each by those fields, never by position or by
+# the first "avg_ts" in the text (the study's parser read the wrong test: 14 vs 52 t/s).
+python3 - "$out" <<'PY'
+import json, math, sys
+try:
+    rows = json.loads(sys.argv[1])
+except ValueError as e:
+    sys.exit(f"bench.sh: llama-bench output is not JSON: {e}")
+if not isinstance(rows, list):
+    sys.exit("bench.sh: llama-bench JSON is not a list of tests")
+want = {"pp512": (512, 0), "tg128": (0, 128)}
+found = {}
+for row in rows:
+    if not isinstance(row, dict):
+        continue
+    key = (row.get("n_prompt"), row.get("n_gen"))
+    for name, shape in want.items():
+        if key == shape:
+            if name in found:
+                sys.exit(f"bench.sh: two {name} results in llama-bench JSON")
+            ts = row.get("avg_ts")
+            if not isinstance(ts, (int, float)) or not math.isfinite(ts) or ts <= 0:
+                sys.exit(f"bench.sh: {name} has no valid avg_ts (got {ts!r})")
+            found[name] = float(ts)
+missing = [n for n in want if n not in found]
+if missing:
+    sys.exit(f"bench.sh: llama-bench JSON lacks {', '.join(missing)} "
+             f"(tests seen: {[(r.get('n_prompt'), r.get('n_gen')) for r in rows if isinstance(r, dict)]})")
+for name in want:
+    print(f"METRIC {name}={found[name]:.3f}")
+PY
