@@ -53,7 +53,9 @@ def add_worktree(repo: Path, path: Path, commit: str) -> Path:
     if path.exists():
         remove_worktree(repo, path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    git(repo, "worktree", "add", "--detach", "--force", str(path), commit)
+    # --force twice: a run killed while git was creating this worktree leaves it "missing but
+    # locked" (git's own initialising lock), which a single --force refuses to reuse.
+    git(repo, "worktree", "add", "--detach", "--force", "--force", str(path), commit)
     return path
 
 

@@ -56,3 +56,14 @@ def test_timeout_kills_the_whole_process_group(tmp_path):
     except (ProcessLookupError, FileNotFoundError):
         alive = False
     assert not alive
+
+
+def test_worktree_left_missing_but_locked_by_a_killed_run_is_reused(tmp_path):
+    import shutil
+    from jobs import gitops
+    repo = synthetic_target(tmp_path / "t")
+    wt = tmp_path / "w" / "impl-x"
+    gitops.add_worktree(repo, wt, "HEAD")
+    git(repo, "worktree", "lock", "--reason", "initializing", str(wt))
+    shutil.rmtree(wt)                        # what a SIGKILL mid-`worktree add` leaves behind
+    assert gitops.add_worktree(repo, wt, "HEAD") == wt and (wt / "bench.sh").is_file()
