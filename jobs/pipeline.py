@@ -134,6 +134,8 @@ class Run:
             if self.state["base_commit"] != base:
                 raise RunError(f"run {self.o.run_id} started at {self.state['base_commit'][:12]} but the "
                                f"target is now at {base[:12]}; start a new run id for the new commit")
+            if self.o.repeats is None:   # a resume measures with the same repeats as the first start
+                self.o.repeats = self.state.get("repeats_override")
             self.emit({"type": "resume", "phase": self.state.get("phase")})
             return
         if not gitops.is_clean(self.repo):
@@ -141,6 +143,7 @@ class Run:
         for message in self._warnings:
             self.emit({"type": "warning", "message": message})
         self._save(run_id=self.o.run_id, base_commit=base, target=str(self.repo), agent=self.o.agent,
+                   repeats_override=self.o.repeats,
                    phase="research", platforms=[e.platform for e in self.executors],
                    branch=f"autoresearch/{self.o.run_id}", calibration={}, cost_usd=0.0)
 
@@ -377,22 +380,20 @@ class Run:
                                "status": done[key]["status"], "reason": done[key]["reason"], "resumed": True})
         finished = {(r["hypothesis"], r["platform"]) for r in results}
         pending = [h for h in hypotheses if any((h.id, ex.platform) not in finished for ex in self.executors)]
-        count = len({r["hypothesis"] for r in results})
         while pending:
             wave_size = min(ex.parallel for ex in self.executors)
             wave, pending = pending[:wave_size], pending[wave_size:]
             jobs = [(h, ex) for h in wave for ex in self.executors if (h.id, ex.platform) not in finished]
             workers = sum(ex.parallel for ex in self.executors)
+            count = self.attempted(results)
             with ThreadPoolExecutor(max_workers=max(1, min(workers, len(jobs)))) as pool:
-                futures = [pool.submit(self._experiment, h, ex, count + i) for i, (h, ex) in
-                           enumerate(jobs)]
+                futures = [pool.submit(self._experiment, h, ex, count + wave.index(h)) for h, ex in jobs]
                 try:
                     wave_results = [f.result() for f in futures]
                 except BaseException:
                     self._stop.set()   # the other experiments of the wave stop at their next step
                     raise
             results += wave_results
-            count += len(wave)
             if pending:
                 pending = self.agent.revise(pending, results)
                 self._charge_llm()
@@ -401,6 +402,13 @@ class Run:
         for r in results:
             r.setdefault("hypothesis_kind", kinds.get(r["hypothesis"], ""))
         return results
+
+    @staticmethod
+    def attempted(results: list[dict[str, Any]]) -> int:
+        """Hypotheses that counted against max_experiments: a lead no agent could implement
+        costs nothing and must not crowd out the ones that can be built."""
+        return len({r["hypothesis"] for r in results
+                    if not (r["status"] == Status.SKIPPED.value and r["reason"].startswith("not implemented"))})
 
     @staticmethod
     def stackable(results: list[dict[str, Any]]) -> list[str]:
@@ -453,6 +461,12 @@ class Run:
                                                metrics=verdict.metric_dicts(), raw=raw, kind="stack")
             self.emit({"type": "experiment_done", "name": "stack" if len(self.executors) == 1 else key,
                        "status": verdict.status.value, "reason": reason})
+        if not any(st["status"] == Status.KEEP.value for st in stacks.values()):
+            # The re-measure did not confirm the stack anywhere: the branch must not carry it.
+            gitops.set_branch(self.repo, branch, self.state["base_commit"])
+            self._save(stack_confirmed=False)
+        else:
+            self._save(stack_confirmed=True)
         return stacks
 
     def report_phase(self, results: list[dict[str, Any]], stacks: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -471,8 +485,10 @@ class Run:
             "stacks": {p: {k: v for k, v in s.items() if k != "log"} for p, s in stacks.items()},
             "cost_usd": self.state.get("cost_usd", 0.0),
             "wall_seconds": round(time.monotonic() - self.started, 1),
+            "stack_confirmed": self.state.get("stack_confirmed", False),
             "reproduce": [f"autoresearch run {self.repo} --run-id {self.o.run_id} --out {self.out}"
-                          + (f" --executor {self.o.executor}" if self.o.executor != "local" else ""),
+                          + (f" --executor {self.o.executor}" if self.o.executor != "local" else "")
+                          + (f" --repeats {self.o.repeats}" if self.o.repeats else ""),
                           f"git -C {self.repo} log --oneline {self.state['base_commit'][:12]}..{self.state['branch']}"],
         }
         summary = ledger.strict_json(summary)

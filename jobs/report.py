@@ -95,7 +95,12 @@ def _headline(summary: dict[str, Any]) -> str:
     if not kept:
         return ("No optimization beat the baseline by more than this machine's noise; no stack was built, "
                 "and the branch equals the base commit.")
-    return f"{len(kept)} optimization(s) kept ({', '.join(kept)}); together: " + "; ".join(parts) + "."
+    line = f"{len(kept)} optimization(s) kept ({', '.join(kept)}); together: " + "; ".join(parts) + "."
+    if stacks := summary.get("stacks"):
+        if not any(st["status"] == "keep" for st in stacks.values()):
+            line += (" The re-measure did not confirm the stack, so the branch equals the base commit; the "
+                     "individual results above are leads to re-measure, not changes to merge.")
+    return line
 
 
 def _calibration(summary: dict[str, Any]) -> list[str]:
