@@ -73,11 +73,6 @@ def commit_all(tree: Path, message: str) -> str:
     return head_commit(tree)
 
 
-def changed_files(tree: Path, base: str, head: str = "HEAD") -> list[str]:
-    out = git(tree, "diff", "--name-only", base, head)
-    return [line for line in out.splitlines() if line]
-
-
 def apply_patch(tree: Path, patch_text: str) -> None:
     git(tree, "apply", "--whitespace=nowarn", "-", input=patch_text)
 
@@ -95,6 +90,3 @@ def cherry_pick(tree: Path, commit: str) -> bool:
 def set_branch(repo: Path, branch: str, commit: str) -> None:
     git(repo, "branch", "-f", branch, commit)
 
-
-def diff(repo: Path, base: str, head: str) -> str:
-    return git(repo, "diff", base, head)

@@ -25,8 +25,8 @@ from .model import ExperimentRecord, Hypothesis, Status
 from .report import render_pr, render_research
 from .research.offline import candidate_hypothesis, research
 from .spec import ExperimentSpec, RawResult
-from .stats import calibrate, sanity_problems
-from .verdict import judge
+from .stats import calibrate
+from .verdict import baseline_problems, judge
 
 Event = dict[str, Any]
 OnEvent = Callable[[Event], None]
@@ -259,9 +259,7 @@ class Run:
                 raise RunError(f"the baseline itself could not be measured on {ex.platform} "
                                f"({raw.status}: {raw.reason}); fix the target's build/benchmark/checks "
                                f"first.\n{raw.log}")
-            pairs = [(p.a, p.b, p.product, p.tolerance) for p in self.config.sanity.inverse_pairs]
-            insane = sanity_problems(raw.base.values, max_spread=self.config.thresholds.max_spread,
-                                     inverse_pairs=pairs)
+            insane = baseline_problems(raw.base.values, self.config)
             if insane:
                 raise RunError(f"the baseline's own measurements on {ex.platform} fail the sanity check "
                                f"(a broken benchmark parser?): {'; '.join(insane)}. No verdict would be "
@@ -344,7 +342,7 @@ class Run:
     def _experiment(self, h: Hypothesis, ex: Executor, count: int) -> dict[str, Any]:
         label = h.id if len(self.executors) == 1 else f"{h.id}@{ex.platform}"
         self.emit({"type": "experiment_start", "name": label, "platform": ex.platform})
-        floor, n = self._floor_and_repeats(ex.platform)
+        _, n = self._floor_and_repeats(ex.platform)
         refusal = self._budget_refusal(ex, self._spec(ex, h.id, self.state["base_commit"], n, "experiment"), count)
         if refusal:
             rec = self._record(ex, h.id, h, Status.SKIPPED.value, refusal)

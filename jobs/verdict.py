@@ -34,11 +34,16 @@ def compare_all(raw: RawResult, config: TargetConfig, floor_pct: float) -> list[
     return results
 
 
+def baseline_problems(base_values: dict[str, list[float]], config: TargetConfig) -> list[str]:
+    """The config's sanity rules on the baseline's samples (a broken parser shows up here)."""
+    return sanity_problems(base_values, max_spread=config.thresholds.max_spread,
+                           inverse_pairs=config.sanity.inverse_pairs)
+
+
 def judge(raw: RawResult, config: TargetConfig, floor_pct: float, *, remeasured: bool = False) -> Judgement:
     if raw.status != "ok":
         return Judgement(Status(raw.status), raw.reason)
-    pairs = [(p.a, p.b, p.product, p.tolerance) for p in config.sanity.inverse_pairs]
-    insane = sanity_problems(raw.base.values, max_spread=config.thresholds.max_spread, inverse_pairs=pairs)
+    insane = baseline_problems(raw.base.values, config)
     if insane:
         return Judgement(Status.NOISE, "baseline failed its sanity check (a broken benchmark parser?): "
                          + "; ".join(insane))
