@@ -27,7 +27,7 @@ FROM ${PYTHON_IMAGE} AS runtime
 # Versions come from the pinned Debian release of the base image.
 # hadolint ignore=DL3008
 RUN apt-get update \
- && apt-get install -y --no-install-recommends git make gcc g++ libc6-dev ca-certificates \
+ && apt-get install -y --no-install-recommends git make gcc g++ libc6-dev ca-certificates bubblewrap \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --create-home --uid 10001 --user-group --shell /usr/sbin/nologin autoresearch \
  && install -d -o autoresearch -g autoresearch /var/lib/autoresearch

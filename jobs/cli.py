@@ -113,7 +113,7 @@ def _platform_table(summary: dict, platform: str) -> None:
 
 def cmd_run(args) -> int:
     options = _options(args, agent=args.agent, candidates=[Path(p) for p in args.candidate],
-                       repeats=args.repeats, executor=args.executor)
+                       repeats=args.repeats, executor=args.executor, no_sandbox=args.no_sandbox)
     if args.agent == "none" and not options.candidates:
         raise RunError("--agent none evaluates only --candidate patches; give at least one")
     for patch in options.candidates:
@@ -136,18 +136,20 @@ def cmd_run(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
-    options = _options(args, calibrate_only=True, agent="none")
+    options = _options(args, calibrate_only=True, agent="none", no_sandbox=args.no_sandbox)
     with _progress() as progress:
         result = Run(options, on_event=ProgressView(progress)).execute()
     for platform, cal in result["calibration"].items():
         table = Table(title=f"A/A calibration on {platform} ({result['cpus'][platform]})")
-        for col in ("metric", "sd of log", "drift", "false-win rate", "MDE", "MDE with probe", "floor",
-                    "repeats/arm"):
+        for col in ("metric", "pairs", "noise/pair", "A/A Δ (p)", "order effect", "false-win rate",
+                    "MDE (slot 1)", "pairs null/MDE", "floor", "max pairs"):
             table.add_column(col)
         for name, c in cal.items():
-            probe = f"{c['mde_pct_with_probe']:.1f}%" if c.get("mde_pct_with_probe") else "—"
-            table.add_row(name, f"{100 * c['sd_log']:.2f}%", "yes" if c["drift"] else "no",
-                          f"{100 * c['false_win_rate']:.1f}%", f"{c['mde_pct']:.1f}%", probe,
+            table.add_row(name, str(c["n_pairs"]), f"{100 * c['sd_log']:.2f}%",
+                          f"{c['aa_delta_pct']:+.2f}% ({c['aa_p_value']:.3f})",
+                          f"{c['order_effect_pct']:+.2f}%" + (" adjusted" if c["drift"] else ""),
+                          f"{100 * c['false_win_rate']:.1f}%", f"{c['mde_pct']:.1f}%",
+                          f"{c['mean_pairs_null']:.0f}/{c['mean_pairs_at_mde']:.0f}",
                           f"{c['floor_pct']:.1f}%", str(c["repeats"]))
         console.print(table)
     return 0
@@ -203,8 +205,10 @@ def build_parser(extend=None) -> argparse.ArgumentParser:
                      help="default: the config's `agent` (offline when it asks for claude without a key)")
     run.add_argument("--candidate", action="append", default=[], metavar="PATCH",
                      help="a patch file to evaluate as a hypothesis (repeatable)")
-    run.add_argument("--repeats", type=int, help="benchmark invocations per arm (default: from calibration)")
+    run.add_argument("--repeats", type=int, help="most pairs per experiment (default: the config's repeats.max)")
     run.add_argument("--executor", choices=["local", "skypilot"], default="local")
+    run.add_argument("--no-sandbox", action="store_true",
+                     help="run target code without the bubblewrap sandbox (the report and PR body say so)")
     run.add_argument("--dry-run", action="store_true",
                      help="with --executor skypilot: print the SkyPilot tasks and the estimate, launch nothing")
     common(run)
@@ -219,6 +223,7 @@ def build_parser(extend=None) -> argparse.ArgumentParser:
 
     cal = sub.add_parser("calibrate", help="measure this machine's noise on TARGET (A/A only)")
     cal.add_argument("target")
+    cal.add_argument("--no-sandbox", action="store_true", help="run target code without the sandbox")
     common(cal)
     cal.set_defaults(func=cmd_calibrate)
 
@@ -233,6 +238,7 @@ def build_parser(extend=None) -> argparse.ArgumentParser:
     demo.add_argument("--agent", choices=["offline"], default="offline")
     demo.add_argument("--repeats", type=int)
     demo.add_argument("--executor", choices=["local"], default="local")
+    demo.add_argument("--no-sandbox", action="store_true", help="run target code without the sandbox")
     demo.add_argument("--out", help="output directory")
     demo.set_defaults(func=cmd_demo)
     if extend:

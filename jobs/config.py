@@ -34,6 +34,9 @@ class Metric(Strict):
     direction: Literal["higher", "lower"] = "higher"
     primary: bool = False
     unit: str = ""
+    clock: Literal["wall", "cpu"] = Field(
+        "wall", description="the clock the benchmark times this metric with; the runner checks a claimed "
+                            "speed-up against its own measurement of the same clock")
 
 
 class Timeouts(Strict):
@@ -43,12 +46,13 @@ class Timeouts(Strict):
 
 
 class Repeats(Strict):
-    """Benchmark invocations per arm. `min` is what calibration may lower to, `max` its cap."""
+    """Pairs of benchmark processes (one per arm each). An experiment samples pairs until its
+    sequential test decides, from `min` on, and never more than `max`."""
 
-    min: int = Field(6, ge=3)
-    max: int = Field(20, ge=3)
-    warmup: int = Field(1, ge=0)
-    calibration: int = Field(6, ge=3, description="A/A invocations per pseudo-arm")
+    min: int = Field(3, ge=1, description="pairs before the test may stop")
+    max: int = Field(40, ge=3, description="most pairs per experiment (the cost cap)")
+    warmup: int = Field(1, ge=0, description="discarded warm-up processes per arm")
+    calibration: int = Field(8, ge=4, description="A/A pairs measured before the experiments")
 
     @model_validator(mode="after")
     def _ordered(self):
@@ -58,11 +62,58 @@ class Repeats(Strict):
 
 
 class Thresholds(Strict):
-    alpha: float = Field(0.05, gt=0, lt=0.5)
-    min_effect_pct: float = Field(1.0, ge=0, description="never call a change below this a win")
-    target_mde_pct: float = Field(5.0, gt=0, description="repeats are chosen to reach this MDE")
-    max_cv_pct: float = Field(15.0, gt=0, description="above this an arm is re-measured once")
-    max_spread: float = Field(3.0, gt=1, description="max/min of baseline above this = broken parser")
+    alpha: float = Field(0.05, gt=0, lt=0.5, description="chance of any false keep in a whole run")
+    min_effect_pct: float = Field(1.0, ge=0, description="a keep's interval must clear this floor")
+    target_mde_pct: float = Field(5.0, gt=0, description="sampling stops once effects this large are ruled out")
+    max_cv_pct: float = Field(15.0, gt=0, description="above this the report flags a noisy arm (never a veto)")
+    max_spread: float = Field(3.0, gt=1, description="baseline max/min above this, with the process's own "
+                                                     "time not moving along, = broken parser")
+
+    @model_validator(mode="after")
+    def _floor_below_target(self):
+        if self.min_effect_pct >= self.target_mde_pct:
+            raise ValueError(f"min_effect_pct ({self.min_effect_pct:g}) must be below target_mde_pct "
+                             f"({self.target_mde_pct:g})")
+        return self
+
+
+class Integrity(Strict):
+    """How a candidate's claimed speed-up is cross-checked against the runner's own clocks."""
+
+    timed_share: float = Field(0.25, gt=0, le=1, description="the least share of one benchmark process "
+                                                              "that its timed work takes")
+    digests: bool = Field(True, description="require DIGEST lines equal to the baseline's when it prints them")
+
+
+class Sandbox(Strict):
+    """What target code may see besides its worktree. Paths must lie under the operator's cache
+    root ($AUTORESEARCH_CACHE_ROOT, default ~/.cache/autoresearch); checked when a run starts."""
+
+    enabled: bool = Field(True, description="false runs target code unsandboxed; reports say so")
+    caches: list[str] = Field(default_factory=list, description="writable in build/checks, read-only in benchmark")
+    read_only: list[str] = Field(default_factory=list, description="read-only in every step (e.g. a model file)")
+    env: list[str] = Field(default_factory=list, description="environment variables passed through")
+
+    @field_validator("caches", "read_only")
+    @classmethod
+    def _paths(cls, value: list[str]):
+        for path in value:
+            if not (path.startswith("/") or path.startswith("~/")):
+                raise ValueError(f"{path!r}: use an absolute path or one starting with ~/")
+            if ".." in Path(path).parts:
+                raise ValueError(f"{path!r}: '..' is not allowed")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _names(cls, value: list[str]):
+        from .secrets import is_secret_name
+        for name in value:
+            if not name.replace("_", "a").isalnum():
+                raise ValueError(f"{name!r} is not an environment variable name")
+            if is_secret_name(name):
+                raise ValueError(f"{name!r} looks like a credential; target code never gets credentials")
+        return value
 
 
 class Budget(Strict):
@@ -151,6 +202,8 @@ class TargetConfig(Strict):
     thresholds: Thresholds = Thresholds()
     budget: Budget = Budget()
     sanity: Sanity = Sanity()
+    integrity: Integrity = Integrity()
+    sandbox: Sandbox = Sandbox()
     research: Research = Research()
     platforms: list[Platform] = Field(default_factory=lambda: [Platform(name="local")])
     agent: Literal["offline", "claude", "none"] = "offline"

@@ -1,8 +1,10 @@
-"""The benchmark contract: parse `METRIC name=value` lines. Pure; no I/O.
+"""The benchmark contract: parse `METRIC name=value` and `DIGEST name=hex` lines. Pure; no I/O.
 
-Grammar (one metric per line): ``^METRIC\\s+([\\w.µ]+)=(\\S+)\\s*$``. Values must be finite
-numbers; when a name repeats, the last value wins (benchmarks may print a provisional figure
-and then the final one).
+Grammar (one per line): ``^METRIC\\s+([\\w.µ]+)=(\\S+)\\s*$``. Values must be finite numbers;
+when a name repeats, the last value wins (benchmarks may print a provisional figure and then the
+final one). ``^DIGEST\\s+([\\w.µ]+)=([0-9A-Fa-f]{1,128})\\s*$``: a digest of what the benchmark
+computed at the positions it timed (e.g. the generated tokens), for the input seed it was given
+in ``AUTORESEARCH_SEED``; a candidate's must equal the baseline's for the same seed.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 METRIC_LINE = re.compile(r"^METRIC\s+([\w.µ]+)=(\S+)\s*$")
+DIGEST_LINE = re.compile(r"^DIGEST\s+([\w.µ]+)=([0-9A-Fa-f]{1,128})\s*$")
 
 
 @dataclass(frozen=True)
@@ -18,13 +21,22 @@ class ParsedMetrics:
     values: dict[str, float]
     # Lines that looked like METRIC lines but were not valid: (line number, text, reason).
     rejected: list[tuple[int, str, str]] = field(default_factory=list)
+    digests: dict[str, str] = field(default_factory=dict)
 
 
 def parse_metrics(output: str) -> ParsedMetrics:
     values: dict[str, float] = {}
+    digests: dict[str, str] = {}
     rejected: list[tuple[int, str, str]] = []
     for lineno, raw in enumerate(output.splitlines(), start=1):
         line = raw.rstrip("\r")
+        if line.startswith("DIGEST"):
+            digest = DIGEST_LINE.match(line)
+            if digest:
+                digests[digest.group(1)] = digest.group(2).lower()
+            else:
+                rejected.append((lineno, line, "not of the form 'DIGEST name=hex'"))
+            continue
         if not line.startswith("METRIC"):
             continue
         match = METRIC_LINE.match(line)
@@ -42,7 +54,7 @@ def parse_metrics(output: str) -> ParsedMetrics:
             values.pop(name, None)  # a non-finite last value must not leave a stale earlier one
             continue
         values[name] = value
-    return ParsedMetrics(values=values, rejected=rejected)
+    return ParsedMetrics(values=values, rejected=rejected, digests=digests)
 
 
 def missing_metrics(parsed: ParsedMetrics, required: list[str]) -> list[str]:

@@ -11,7 +11,8 @@ class Status(str, Enum):
 
     KEEP = "keep"                    # significant win on the primary metric, beyond the floor
     DISCARD = "discard"              # measured cleanly: no detectable win, or a loss
-    NOISE = "noise"                  # measurements untrustworthy (CV/sanity) even after re-measure
+    NOISE = "noise"                  # measurements untrustworthy: the baseline failed its sanity check
+    INVALID = "invalid"              # the candidate's numbers disagree with what the runner saw itself
     BUILD_FAILED = "build_failed"    # baseline or candidate did not build
     CRASH = "crash"                  # benchmark exited non-zero or printed no valid primary metric
     CHECKS_FAILED = "checks_failed"  # candidate builds but its correctness checks fail
@@ -77,6 +78,9 @@ class MetricResult:
     method: str
     verdict: str                      # win | loss | no detectable difference | untrusted
     note: str = ""
+    alpha: float | None = None        # the level this comparison was decided at
+    e_value: float | None = None      # evidence against "no improvement beyond the floor"
+    n_pairs: int = 0
 
 
 @dataclass
@@ -96,7 +100,11 @@ class ExperimentRecord:
     cost_usd: float = 0.0
     cpu: str = ""
     log: str = ""
-    kind: str = "experiment"          # experiment | stack | calibration
+    kind: str = "experiment"          # experiment | stack | calibration | attribution
+    flags: list[str] = field(default_factory=list)     # noise warnings, never vetoes
+    alpha: float | None = None        # keep level of this experiment's slot in the run
+    slot: int | None = None
+    runner: dict[str, Any] = field(default_factory=dict)   # the runner's own clocks, sandbox, stop reason
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -16,17 +16,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import gitops, ledger
+import hashlib
+
+from . import gitops, ledger, sandbox
 from .agent.offline import NotImplementable
+from .calibration import calibrate_run
 from .config import TargetConfig, load_config
 from .agent import make_agent
 from .executors import Executor, ExecutorUnavailable, make_executors
 from .model import ExperimentRecord, Hypothesis, Status
 from .report import render_pr, render_research
 from .research.offline import candidate_hypothesis, research
-from .spec import ExperimentSpec, RawResult
-from .stats import calibrate
-from .verdict import baseline_problems, judge
+from .runner import Isolation, IsolationError
+from .sequential import Rule, mde, slot_alpha, to_log
+from .spec import ExperimentSpec, RawResult, SandboxSpec, StopRule
+from .verdict import Judgement, Plan, judge
 
 Event = dict[str, Any]
 OnEvent = Callable[[Event], None]
@@ -51,6 +55,7 @@ class RunOptions:
     executor: str = "local"
     research_only: bool = False
     calibrate_only: bool = False
+    no_sandbox: bool = False                  # run target code unsandboxed (reports say so)
     # Overrides from a command such as `/autoresearch optimize cpu metric=tg128 budget=30`.
     primary: str | None = None
     platforms: list[str] | None = None
@@ -98,6 +103,11 @@ class Run:
                            "(git init && git add -A && git commit)")
         self.config: TargetConfig = apply_overrides(load_config(self.repo), options)
         self._warnings: list[str] = []      # shown once the run's events start
+        self.sandboxed = self.config.sandbox.enabled and not options.no_sandbox
+        if not self.sandboxed:
+            why = "--no-sandbox" if options.no_sandbox else "the config's sandbox: {enabled: false}"
+            self._warnings.append(f"target code runs WITHOUT a sandbox ({why}): it can read this machine's files "
+                                  "and network, and leave state between benchmark processes")
         if options.agent is None:
             options.agent = self.config.agent
             if options.agent == "claude" and not os.environ.get("ANTHROPIC_API_KEY"):
@@ -125,7 +135,22 @@ class Run:
             self.state.update(changes)
             ledger.save_state(self.out, self.state)
 
+    def _check_isolation(self) -> None:
+        """Refuse to start when the sandbox cannot run or a declared path is not allowed."""
+        try:
+            Isolation.from_spec(self._sandbox_spec())
+            if self.sandboxed:
+                sandbox.check()
+        except (IsolationError, sandbox.SandboxUnavailable) as exc:
+            raise RunError(str(exc)) from None
+
+    def _sandbox_spec(self) -> SandboxSpec:
+        sb = self.config.sandbox
+        return SandboxSpec(enabled=self.sandboxed, caches=list(sb.caches), read_only=list(sb.read_only),
+                           env=list(sb.env))
+
     def _init_state(self) -> None:
+        self._check_isolation()
         base = gitops.head_commit(self.repo)
         if self.state:
             if self.state["run_id"] != self.o.run_id:
@@ -145,7 +170,8 @@ class Run:
         self._save(run_id=self.o.run_id, base_commit=base, target=str(self.repo), agent=self.o.agent,
                    repeats_override=self.o.repeats,
                    phase="research", platforms=[e.platform for e in self.executors],
-                   branch=f"autoresearch/{self.o.run_id}", calibration={}, cost_usd=0.0)
+                   branch=f"autoresearch/{self.o.run_id}", calibration={}, cost_usd=0.0,
+                   sandboxed=self.sandboxed)
 
     @property
     def executors(self) -> list[Executor]:
@@ -209,10 +235,25 @@ class Run:
         self.emit({"type": "research_done", "hypotheses": [h.id for h in hypotheses]})
         return hypotheses
 
-    def _spec(self, ex: Executor, name: str, head: str, n: int, kind: str) -> ExperimentSpec:
+    def _spec(self, ex: Executor, name: str, head: str, n: int, kind: str, *, plan: Plan | None = None,
+              base: str | None = None) -> ExperimentSpec:
+        base = base or self.state["base_commit"]
+        # The pair order and input seeds are drawn from the experiment's identity: a resumed run
+        # repeats them, and nobody picks a lucky draw.
+        seed = int.from_bytes(hashlib.sha256(f"{self.o.run_id}/{name}/{ex.platform}/{kind}/{base}/{head}"
+                                             .encode()).digest()[:4], "big")
+        stop = None
+        prior: list[list[float]] = []
+        if plan is not None:
+            rule = plan.rule()
+            stop = StopRule(alpha_keep=rule.alpha_keep, floor=rule.floor, target=rule.target,
+                            alpha_loss=rule.alpha_loss, alpha_futility=rule.alpha_futility,
+                            min_pairs=rule.min_pairs)
+            prior = [list(p) for p in plan.priors.get(self.config.primary.name, ())]
         return ExperimentSpec.from_config(
             self.config, run_id=self.o.run_id, name=name, platform=ex.platform,
-            base_commit=self.state["base_commit"], head_commit=head, n_per_arm=n, kind=kind)
+            base_commit=base, head_commit=head, n_per_arm=n, kind=kind, seed=seed, stop=stop, prior=prior,
+            sandbox=self._sandbox_spec())
 
     def _execute(self, ex: Executor, spec: ExperimentSpec) -> RawResult:
         label = spec.name if len(self.executors) == 1 else f"{spec.name}@{ex.platform}"
@@ -259,39 +300,43 @@ class Run:
                 raise RunError(f"the baseline itself could not be measured on {ex.platform} "
                                f"({raw.status}: {raw.reason}); fix the target's build/benchmark/checks "
                                f"first.\n{raw.log}")
-            insane = baseline_problems(raw.base.values, self.config)
-            if insane:
-                raise RunError(f"the baseline's own measurements on {ex.platform} fail the sanity check "
-                               f"(a broken benchmark parser?): {'; '.join(insane)}. No verdict would be "
-                               "trustworthy; fix the benchmark first.")
-            th, rp = self.config.thresholds, self.config.repeats
-            cal = {}
-            for metric in self.config.metrics:
-                a, b = raw.base.values.get(metric.name), raw.head.values.get(metric.name)
-                if not a or not b:
-                    continue
-                c = calibrate(a, raw.base.order, b, raw.head.order, alpha=th.alpha,
-                              target_mde_pct=th.target_mde_pct, n_min=rp.min, n_max=rp.max,
-                              min_effect_pct=th.min_effect_pct, probe_a=raw.base.probe or None,
-                              probe_b=raw.head.probe or None)
-                cal[metric.name] = asdict(c)
-            if self.config.primary.name not in cal:
-                raise RunError(f"calibration produced no samples of the primary metric "
-                               f"{self.config.primary.name} on {ex.platform}")
+            result = calibrate_run(raw, self.config)
+            if result.problems:
+                raise RunError(f"calibration on {ex.platform}: " + "; ".join(result.problems)
+                               + ". No verdict would be trustworthy; fix this first.")
+            cal = {name: c.to_dict() for name, c in result.metrics.items()}
+            for message in result.warnings:
+                self.emit({"type": "warning", "message": f"{ex.platform}: {message}"})
             self._append(ExperimentRecord(
                 run_id=self.o.run_id, name="calibration", hypothesis="A/A", platform=ex.platform,
-                status="ok", reason="baseline against itself", base_commit=self.state["base_commit"],
-                metrics=[{"name": k, **v} for k, v in cal.items()], seconds=raw.seconds, cpu=raw.cpu,
-                cost_usd=raw.cost_usd, kind="calibration"))
+                status="ok", reason="two builds of the base commit against each other",
+                base_commit=self.state["base_commit"],
+                metrics=[{"name": k, **{f: v for f, v in c.items() if f != "prior"}} for k, c in cal.items()],
+                seconds=raw.seconds, cpu=raw.cpu, cost_usd=raw.cost_usd, kind="calibration",
+                flags=[f for c in cal.values() for f in c["flags"]] + result.warnings,
+                runner={"pairs": len(raw.pairs()), "sandboxed": raw.sandboxed, "steps": raw.steps}))
             self._save(calibration={**self.state["calibration"], ex.platform: cal},
+                       digests={**self.state.get("digests", {}), ex.platform: result.digests},
                        cpus={**self.state.get("cpus", {}), ex.platform: raw.cpu})
             self.emit({"type": "calibrated", "platform": ex.platform, "calibration": cal})
         self._save(phase="experiments")
         return self.state["calibration"]
 
-    def _floor_and_repeats(self, platform: str) -> tuple[float, int]:
-        cal = self.state["calibration"][platform][self.config.primary.name]
-        return cal["floor_pct"], self.o.repeats or cal["repeats"]
+    def plan(self, platform: str, alpha: float) -> Plan:
+        """The pre-registered test of one experiment on one platform at keep level `alpha`."""
+        th, rp = self.config.thresholds, self.config.repeats
+        cal = self.state["calibration"][platform]
+        primary = cal[self.config.primary.name]
+        max_pairs = self.o.repeats or rp.max
+        plan = Plan(alpha=alpha, floor_pct=th.min_effect_pct, target_pct=th.target_mde_pct, max_pairs=max_pairs,
+                    min_pairs=min(rp.min, max_pairs), alpha_loss=th.alpha,
+                    priors={name: tuple(tuple(p) for p in c.get("prior", [])) for name, c in cal.items()},
+                    digests=tuple(d) if (d := self.state.get("digests", {}).get(platform)) is not None else None)
+        if alpha <= 0:
+            return plan
+        residuals = [p[0] for p in primary.get("prior", [])]
+        power = mde(residuals, plan.rule(), prior=plan.prior(self.config.primary.name), n_sims=200)
+        return Plan(**{**plan.__dict__, "mde_pct": power.effect_pct})
 
     def _recipes(self):
         from .recipes import load_recipe_set
@@ -317,32 +362,30 @@ class Run:
             ledger.append(self.out, record)
 
     def _record(self, ex: Executor, name: str, h: Hypothesis | None, status: str, reason: str, *,
-                commit=None, metrics=(), raw: RawResult | None = None, kind="experiment") -> dict[str, Any]:
+                commit=None, raw: RawResult | None = None, kind="experiment", verdict: Judgement | None = None,
+                plan: Plan | None = None, slot: int | None = None, base: str | None = None) -> dict[str, Any]:
         rec = ExperimentRecord(
             run_id=self.o.run_id, name=name, hypothesis=h.id if h else name, platform=ex.platform,
-            status=status, reason=reason, commit=commit, base_commit=self.state["base_commit"],
-            metrics=list(metrics), seconds=raw.seconds if raw else 0.0, cpu=raw.cpu if raw else "",
-            cost_usd=raw.cost_usd if raw else 0.0,
-            log=raw.log if raw and status != "keep" else "", kind=kind)
+            status=status, reason=reason, commit=commit, base_commit=base or self.state["base_commit"],
+            metrics=verdict.metric_dicts() if verdict else [], seconds=raw.seconds if raw else 0.0,
+            cpu=raw.cpu if raw else "", cost_usd=raw.cost_usd if raw else 0.0,
+            log=raw.log if raw and status != "keep" else "", kind=kind,
+            flags=verdict.flags if verdict else [], alpha=plan.alpha if plan else None, slot=slot,
+            runner=verdict.runner if verdict else {})
         self._append(rec)
         return {**rec.to_dict(), "hypothesis_kind": h.kind if h else kind}
 
-    def measure(self, ex: Executor, name: str, commit: str, kind: str):
-        floor, n = self._floor_and_repeats(ex.platform)
-        spec = self._spec(ex, name, commit, n, kind)
+    def measure(self, ex: Executor, name: str, commit: str, kind: str, plan: Plan,
+                base: str | None = None) -> tuple[RawResult, Judgement]:
+        spec = self._spec(ex, name, commit, plan.max_pairs, kind, plan=plan, base=base)
         raw = self._execute(ex, spec)
-        verdict = judge(raw, self.config, floor)
-        if verdict.remeasure:
-            self.emit({"type": "progress", "name": name, "message": f"re-measuring: {verdict.reason}",
-                       "fraction": 0.0})
-            raw = self._execute(ex, spec)
-            verdict = judge(raw, self.config, floor, remeasured=True)
-        return raw, verdict
+        return raw, judge(raw, self.config, plan)
 
     def _experiment(self, h: Hypothesis, ex: Executor, count: int) -> dict[str, Any]:
         label = h.id if len(self.executors) == 1 else f"{h.id}@{ex.platform}"
         self.emit({"type": "experiment_start", "name": label, "platform": ex.platform})
-        _, n = self._floor_and_repeats(ex.platform)
+        slot = count + 1
+        n = self.o.repeats or self.config.repeats.max
         refusal = self._budget_refusal(ex, self._spec(ex, h.id, self.state["base_commit"], n, "experiment"), count)
         if refusal:
             rec = self._record(ex, h.id, h, Status.SKIPPED.value, refusal)
@@ -356,9 +399,13 @@ class Run:
             except NotImplementable as exc:
                 rec = self._record(ex, h.id, h, Status.SKIPPED.value, f"not implemented: {exc}")
             else:
-                raw, verdict = self.measure(ex, h.id, commit, "experiment")
-                rec = self._record(ex, h.id, h, verdict.status.value, verdict.reason, commit=commit,
-                                   metrics=verdict.metric_dicts(), raw=raw)
+                # Each experiment's keep level is its slot's share of the run's alpha (see
+                # jobs.sequential.slot_alpha), so the whole run keeps its false-keep bound.
+                alpha = slot_alpha(self.config.thresholds.alpha, slot, self.config.budget.max_experiments)
+                plan = self.plan(ex.platform, alpha / len(self.executors))
+                raw, verdict = self.measure(ex, h.id, commit, "experiment", plan)
+                rec = self._record(ex, h.id, h, verdict.status.value, verdict.reason, commit=commit, raw=raw,
+                                   verdict=verdict, plan=plan, slot=slot)
         self.emit({"type": "experiment_done", "name": label, "status": rec["status"], "reason": rec["reason"]})
         return rec
 
@@ -410,18 +457,64 @@ class Run:
 
     @staticmethod
     def stackable(results: list[dict[str, Any]]) -> list[str]:
-        """Hypotheses kept on at least one platform and broken or slower on none, in run order."""
+        """Hypotheses kept on at least one platform and, on none, broken, invalid, or measured
+        slower on any metric (decided from the records' fields, never from their text)."""
         by_h: dict[str, list[dict[str, Any]]] = {}
         for r in results:
             by_h.setdefault(r["hypothesis"], []).append(r)
         keep = []
         for name, recs in by_h.items():
             statuses = {r["status"] for r in recs}
-            bad = statuses & {"build_failed", "crash", "checks_failed", "timeout"}
-            slower = any(r["status"] == "discard" and "slower" in r["reason"] for r in recs)
+            bad = statuses & {"build_failed", "crash", "checks_failed", "timeout", "invalid", "noise"}
+            slower = any(m.get("verdict") == "loss" for r in recs for m in r.get("metrics", []))
             if "keep" in statuses and not bad and not slower:
                 keep.append(name)
         return keep
+
+    def _build_stack(self, names: list[str], commits: dict[str, str], label: str) -> tuple[str, list[str], list[str]]:
+        """Cherry-pick `names` onto the base in order: (head, applied, dropped on conflict)."""
+        tree = self.out / "work" / f"stack-{label}"
+        gitops.add_worktree(self.repo, tree, self.state["base_commit"])
+        applied, dropped = [], []
+        try:
+            for name in names:
+                (applied if gitops.cherry_pick(tree, commits[name]) else dropped).append(name)
+            return gitops.head_commit(tree), applied, dropped
+        finally:
+            gitops.remove_worktree(self.repo, tree)
+
+    def attribution_phase(self, applied: list[str], commits: dict[str, str], head: str) -> list[str]:
+        """Leave-one-out: for each commit, the full stack against the stack without it, at
+        alpha / k each. A commit whose own contribution is not shown on any platform (a null that
+        rode along with a real win) leaves the branch."""
+        done = ledger.finished(self.out, kind="attribution")
+        k = len(applied)
+        survivors = []
+        for name in applied:
+            others = [n for n in applied if n != name]
+            key = f"without-{name}"
+            without = self.state.get("stack_without", {}).get(name)
+            if not without:
+                without, _, _ = self._build_stack(others, commits, key)
+                self._save(stack_without={**self.state.get("stack_without", {}), name: without})
+            kept_somewhere, harmful = False, False
+            for ex in self.executors:
+                label = f"attribution:{name}" + ("" if len(self.executors) == 1 else f"@{ex.platform}")
+                rec = done.get(f"attribution:{name}@{ex.platform}")
+                if rec is None:
+                    self.emit({"type": "experiment_start", "name": label})
+                    plan = self.plan(ex.platform, self.config.thresholds.alpha / k / len(self.executors))
+                    raw, verdict = self.measure(ex, f"attribution:{name}", head, "attribution", plan, base=without)
+                    rec = self._record(ex, f"attribution:{name}", None, verdict.status.value, verdict.reason,
+                                       commit=head, raw=raw, kind="attribution", verdict=verdict, plan=plan,
+                                       base=without)
+                    self.emit({"type": "experiment_done", "name": label, "status": rec["status"],
+                               "reason": rec["reason"]})
+                kept_somewhere |= rec["status"] == Status.KEEP.value
+                harmful |= rec["status"] in ("invalid", "checks_failed", "crash", "build_failed", "timeout")
+            if kept_somewhere and not harmful:
+                survivors.append(name)
+        return survivors
 
     def stack_phase(self, results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         done = ledger.finished(self.out, kind="stack")
@@ -431,39 +524,50 @@ class Run:
         if not names:
             gitops.set_branch(self.repo, branch, self.state["base_commit"])
             return {}
-        head = self.state.get("stack_commit")
-        if not head:
+        if not self.state.get("stack_commit"):
             self.emit({"type": "phase", "phase": "stack", "total": len(names)})
-            tree = self.out / "work" / "stack"
-            gitops.add_worktree(self.repo, tree, self.state["base_commit"])
-            applied, dropped = [], []
-            try:
-                for name in names:
-                    (applied if gitops.cherry_pick(tree, commits[name]) else dropped).append(name)
-                head = gitops.head_commit(tree)
-            finally:
-                gitops.remove_worktree(self.repo, tree)
-            gitops.set_branch(self.repo, branch, head)
+            head, applied, dropped = self._build_stack(names, commits, "all")
             self._save(stack_commit=head, stack_applied=applied, stack_dropped=dropped)
-        stacks = {}
-        dropped = self.state.get("stack_dropped", [])
+        applied, dropped = self.state["stack_applied"], self.state.get("stack_dropped", [])
+        if "stack_final" not in self.state:
+            survivors = applied
+            if len(applied) >= 2:
+                survivors = self.attribution_phase(applied, commits, self.state["stack_commit"])
+            final = self.state["stack_commit"]
+            if survivors != applied:
+                final = self._build_stack(survivors, commits, "final")[0] if survivors else self.state["base_commit"]
+            self._save(stack_final=final, stack_survivors=survivors,
+                       stack_unattributed=[n for n in applied if n not in survivors])
+        head, survivors = self.state["stack_final"], self.state["stack_survivors"]
+        stacks: dict[str, dict[str, Any]] = {}
+        if not survivors:
+            gitops.set_branch(self.repo, branch, self.state["base_commit"])
+            self._save(stack_confirmed=False)
+            return stacks
+        notes = []
+        if dropped:
+            notes.append(f"dropped (conflicts): {', '.join(dropped)}")
+        if self.state.get("stack_unattributed"):
+            notes.append(f"dropped (no contribution of their own shown): {', '.join(self.state['stack_unattributed'])}")
         for ex in self.executors:
             key = f"stack@{ex.platform}"
             if key in done:
                 stacks[ex.platform] = done[key]
                 continue
-            self.emit({"type": "experiment_start", "name": "stack" if len(self.executors) == 1 else key})
-            raw, verdict = self.measure(ex, "stack", head, "stack")
-            reason = verdict.reason + (f"; dropped (conflicts): {', '.join(dropped)}" if dropped else "")
+            name = "stack" if len(self.executors) == 1 else key
+            self.emit({"type": "experiment_start", "name": name})
+            plan = self.plan(ex.platform, self.config.thresholds.alpha / len(self.executors))
+            raw, verdict = self.measure(ex, "stack", head, "stack", plan)
+            reason = verdict.reason + "".join(f"; {n}" for n in notes)
             stacks[ex.platform] = self._record(ex, "stack", None, verdict.status.value, reason, commit=head,
-                                               metrics=verdict.metric_dicts(), raw=raw, kind="stack")
-            self.emit({"type": "experiment_done", "name": "stack" if len(self.executors) == 1 else key,
-                       "status": verdict.status.value, "reason": reason})
+                                               raw=raw, kind="stack", verdict=verdict, plan=plan)
+            self.emit({"type": "experiment_done", "name": name, "status": verdict.status.value, "reason": reason})
         if not any(st["status"] == Status.KEEP.value for st in stacks.values()):
             # The re-measure did not confirm the stack anywhere: the branch must not carry it.
             gitops.set_branch(self.repo, branch, self.state["base_commit"])
             self._save(stack_confirmed=False)
         else:
+            gitops.set_branch(self.repo, branch, head)
             self._save(stack_confirmed=True)
         return stacks
 
@@ -478,8 +582,15 @@ class Run:
             "agent": self.o.agent, "primary": self.config.primary.name,
             "calibration": self.state["calibration"],
             "experiments": [{k: v for k, v in r.items() if k != "log"} for r in results],
-            "stack_applied": self.state.get("stack_applied", []),
+            "stack_applied": self.state.get("stack_survivors", self.state.get("stack_applied", [])),
             "stack_dropped": self.state.get("stack_dropped", []),
+            "stack_unattributed": self.state.get("stack_unattributed", []),
+            "attribution": [{k: v for k, v in r.items() if k != "log"}
+                            for r in ledger.read(self.out) if r.get("kind") == "attribution"],
+            "sandboxed": self.state.get("sandboxed", True),
+            "error_control": {"alpha": self.config.thresholds.alpha,
+                              "family": self.config.budget.max_experiments,
+                              "platforms": len(self.executors)},
             "stacks": {p: {k: v for k, v in s.items() if k != "log"} for p, s in stacks.items()},
             "cost_usd": self.state.get("cost_usd", 0.0),
             "wall_seconds": round(time.monotonic() - self.started, 1),

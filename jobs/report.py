@@ -12,7 +12,7 @@ from .model import Hypothesis
 STATUS_WORDS = {
     "keep": "kept", "discard": "discarded", "noise": "too noisy to judge", "build_failed": "did not build",
     "crash": "benchmark crashed", "checks_failed": "failed correctness checks", "timeout": "timed out",
-    "skipped": "not attempted",
+    "skipped": "not attempted", "invalid": "numbers not trusted (integrity check)",
 }
 
 
@@ -66,15 +66,34 @@ def render_research(target: str, base_commit: str, hypotheses: list[Hypothesis],
 
 
 def ab_table(metrics: list[dict[str, Any]]) -> list[str]:
-    rows = ["| metric | base mean ± sd | head mean ± sd | Δ% | 95% CI | p | verdict |",
+    rows = ["| metric | base mean ± sd | head mean ± sd | Δ% | interval (level) | p | verdict |",
             "|---|---|---|---|---|---|---|"]
     for m in metrics:
+        level = f" ({m['alpha']:.2g})" if m.get("alpha") else ""
         rows.append(
             f"| {m['name']} | {_fmt(m['base_mean'])} ± {_fmt(m['base_sd'])} (n={m['n_base']}) "
             f"| {_fmt(m['head_mean'])} ± {_fmt(m['head_sd'])} (n={m['n_head']}) "
-            f"| {_pct(m['delta_pct'])} | {_pct(m['ci_low_pct'])}…{_pct(m['ci_high_pct'])} | {_p(m['p_value'])} "
+            f"| {_pct(m['delta_pct'])} | {_pct(m['ci_low_pct'])}…{_pct(m['ci_high_pct'])}{level} | {_p(m['p_value'])} "
             f"| {m['verdict']} |")
     return rows
+
+
+def _seconds(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3g} s"
+
+
+def runner_table(experiments: list[dict[str, Any]]) -> list[str]:
+    """The runner's own clocks per experiment: what the integrity check compared the claims with."""
+    rows = ["| experiment | platform | pairs | stopped | wall base → head | CPU (whole tree) base → head |",
+            "|---|---|---|---|---|---|"]
+    for e in experiments:
+        r = e.get("runner") or {}
+        if not r.get("pairs"):
+            continue
+        rows.append(f"| {e['name']} | {e['platform']} | {r['pairs']} | {r.get('stopped') or '—'} | "
+                    f"{_seconds(r.get('wall_base_s'))} → {_seconds(r.get('wall_head_s'))} | "
+                    f"{_seconds(r.get('cpu_base_s'))} → {_seconds(r.get('cpu_head_s'))} |")
+    return rows if len(rows) > 2 else []
 
 
 def _primary(exp: dict[str, Any], primary: str) -> dict[str, Any] | None:
@@ -92,9 +111,13 @@ def _headline(summary: dict[str, Any]) -> str:
         else:
             parts.append(f"on {platform} the stack was {STATUS_WORDS.get(stack['status'], stack['status'])}: "
                          f"{stack['reason']}")
-    if not kept:
+    alone = sorted({e["hypothesis"] for e in summary.get("experiments", []) if e["status"] == "keep"})
+    if not alone:
         return ("No optimization beat the baseline by more than this machine's noise; no stack was built, "
                 "and the branch equals the base commit.")
+    if not kept:
+        return (f"{len(alone)} optimization(s) were kept alone ({', '.join(alone)}), but none kept its place in "
+                "the stack (see the leave-one-out table below), so the branch equals the base commit.")
     line = f"{len(kept)} optimization(s) kept ({', '.join(kept)}); together: " + "; ".join(parts) + "."
     if stacks := summary.get("stacks"):
         if not any(st["status"] == "keep" for st in stacks.values()):
@@ -106,17 +129,29 @@ def _headline(summary: dict[str, Any]) -> str:
 def _calibration(summary: dict[str, Any]) -> list[str]:
     out = []
     for platform, cal in summary.get("calibration", {}).items():
-        out += [f"## This machine's noise on {platform} (A/A calibration)", "",
-                "| metric | sd of log (per process) | drift | false-win rate | MDE | effect floor | repeats/arm |",
-                "|---|---|---|---|---|---|---|"]
+        out += [f"## This machine's noise on {platform} (A/A calibration: two builds of the base commit)", "",
+                "| metric | pairs | noise per pair | A/A Δ (p) | order effect | false keeps (simulated) | "
+                "MDE at slot 1 | pairs: null / at MDE | floor | max pairs |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
         for name, c in cal.items():
-            probe = f" ({c['mde_pct_with_probe']:.1f}% with probe)" if c.get("mde_pct_with_probe") else ""
-            out.append(f"| {name} | {100 * c['sd_log']:.1f}% | {'yes' if c['drift'] else 'no'} | "
-                       f"{100 * c['false_win_rate']:.1f}% | {c['mde_pct']:.1f}%{probe} | {c['floor_pct']:.1f}% | "
-                       f"{c['repeats']} |")
+            mde = f"{c['mde_pct']:.1f}%" if c.get("mde_pct") is not None else "—"
+            out.append(f"| {name} | {c.get('n_pairs', '—')} | {100 * (c.get('sd_log') or 0):.1f}% | "
+                       f"{_pct(c.get('aa_delta_pct'))} ({_p(c.get('aa_p_value'))}) | "
+                       f"{_pct(c.get('order_effect_pct'))}{' (adjusted)' if c.get('drift') else ''} | "
+                       f"{100 * (c.get('false_win_rate') or 0):.1f}% | {mde} | "
+                       f"{_fmt(c.get('mean_pairs_null'))} / {_fmt(c.get('mean_pairs_at_mde'))} | "
+                       f"{c['floor_pct']:.1f}% | {c['repeats']} |")
         out.append("")
     if out:
-        out += ["Changes smaller than the MDE are reported as \"no detectable difference\", never as wins.", ""]
+        ec = summary.get("error_control") or {}
+        out += ["How results are judged: baseline and candidate run as coin-ordered pairs of whole processes "
+                "with the same input seed, sampled until an anytime-valid paired test decides (or the pair "
+                "cap); a keep needs its interval to clear the floor. "
+                + (f"Across the run, the experiment in slot i is kept at level {ec.get('alpha', 0.05):g} / "
+                   f"(i · H_{ec.get('family', '?')}), so the chance of any false keep in this run is at most "
+                   f"{ec.get('alpha', 0.05):g}. " if ec else "")
+                + "Changes smaller than the MDE are reported as \"no detectable difference\", never as wins; "
+                "noise flags are warnings, never vetoes.", ""]
     return out
 
 
@@ -143,15 +178,36 @@ def render_pr(summary: dict[str, Any]) -> str:
         out += ab_table(stack["metrics"]) + [""]
 
     out += _calibration(summary)
-    out += ["## Per optimization", "", f"| experiment | platform | kind | status | {primary} Δ% | p | why |",
-            "|---|---|---|---|---|---|---|"]
+    out += ["## Per optimization", "", f"| experiment | platform | kind | status | {primary} Δ% | p | level | why |",
+            "|---|---|---|---|---|---|---|---|"]
     for e in experiments:
         m = _primary(e, primary)
         delta = f"{m['delta_pct']:+.1f}%" if m else "—"
         p = _p(m["p_value"]) if m else "—"
+        level = f"{e['alpha']:.2g}" if e.get("alpha") else "—"
         out.append(f"| {e['name']} | {e['platform']} | {e.get('hypothesis_kind', '')} | "
-                   f"{STATUS_WORDS.get(e['status'], e['status'])} | {delta} | {p} | {e['reason']} |")
+                   f"{STATUS_WORDS.get(e['status'], e['status'])} | {delta} | {p} | {level} | {e['reason']} |")
     out.append("")
+    if summary.get("attribution"):
+        out += ["## Does each commit earn its place? (leave-one-out)", "",
+                "Each kept commit is measured as the full stack against the stack without it; one that "
+                "shows no contribution of its own leaves the branch.", "",
+                f"| commit | platform | status | {primary} Δ% | why |", "|---|---|---|---|---|"]
+        for a in summary["attribution"]:
+            m = _primary(a, primary)
+            out.append(f"| {a['name'].removeprefix('attribution:')} | {a['platform']} | "
+                       f"{STATUS_WORDS.get(a['status'], a['status'])} | {_pct(m['delta_pct']) if m else '—'} | "
+                       f"{a['reason']} |")
+        out.append("")
+    flagged = [(e, f) for e in experiments + list(stacks.values()) for f in e.get("flags", [])]
+    if flagged:
+        out += ["## Noise warnings (none of these vetoed a verdict)", ""]
+        out += [f"- {e['name']} on {e['platform']}: {f}" for e, f in flagged] + [""]
+    clocks = runner_table(experiments + list(stacks.values()))
+    if clocks:
+        out += ["## The runner's own clocks", "",
+                "Measured by the runner around each sandboxed benchmark process (medians); a candidate whose "
+                "claimed speed-up these clocks cannot account for is not kept.", ""] + clocks + [""]
     for e in experiments:
         if e["status"] == "keep":
             out += [f"<details><summary>{e['name']} on {e['platform']}: all metrics</summary>", ""]
@@ -164,6 +220,11 @@ def render_pr(summary: dict[str, Any]) -> str:
             for name in summary.get("stack_dropped", [])]
     out += [f"- **{e['name']}** on {e['platform']} ({STATUS_WORDS.get(e['status'], e['status'])}): {e['reason']}"
             for e in failed] or ["- Everything tried was kept."]
+    out += [f"- **{name}** was kept alone but showed no contribution of its own inside the stack "
+            "(leave-one-out), so it is not in this branch." for name in summary.get("stack_unattributed", [])]
+    if summary.get("sandboxed") is False:
+        out += ["", "**Target code ran WITHOUT a sandbox in this run** (explicit opt-out): the numbers above "
+                "carry no protection against state left between benchmark processes."]
     out += ["", "## Cost", "", f"{summary.get('cost_usd', 0.0):.2f} USD of machine time "
             f"({summary.get('wall_seconds', 0):.0f} s wall for this invocation).", "",
             "## Reproduce", "", "```", *summary.get("reproduce", []), "```", "",

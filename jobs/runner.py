@@ -1,38 +1,87 @@
-"""The on-machine experiment driver: build baseline and candidate, check, benchmark interleaved.
+"""The on-machine experiment driver: build baseline and candidate, check, benchmark in pairs.
 
 Same code on this machine (LocalExecutor calls `run_experiment`) and on a cloud VM
-(`python -m jobs.runner spec.json --repo DIR` prints JSON lines). It reports raw samples only;
-verdicts are computed centrally from them, so a VM never decides what counts as a win.
+(`python -m jobs.runner spec.json --repo DIR` prints JSON lines). Every step that runs target code
+runs in the sandbox (`jobs.sandbox`): builds and checks with a writable worktree, each benchmark
+process with a read-only one, a fresh /tmp and $HOME, and its own input seed. The driver records
+per process what the target cannot forge (its wall time, the CPU time of its whole process tree,
+the seed, the DIGEST it printed) and samples pairs until the sequential test in the spec decides.
+It reports raw records only; verdicts are computed centrally from them, so a VM never decides
+what counts as a win (its early stop is a pure function of the same records, valid at any time).
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import platform
-import re
-import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from . import sandbox
 from .metrics import explain_missing, parse_metrics
-from .model import ArmSamples
-from .spec import ExperimentSpec, RawResult
-from .stats import abba_order
+from .secrets import is_secret_name
+from .spec import ExperimentSpec, Invocation, RawResult, SandboxSpec
 
 Progress = Callable[[str, float], None]   # (message, fraction done 0..1)
-
-# Never hand credentials to target code: builds and benchmarks run the target's own scripts.
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PRIVATE|CREDENTIAL|API_KEY|_KEY$|^AWS_|^GH_|^GITHUB_", re.I)
 LOG_TAIL = 4000
 
 
 def scrubbed_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k)}
+    """This process's environment minus credentials (only for `--no-sandbox` runs)."""
+    return {k: v for k, v in os.environ.items() if not is_secret_name(k)}
+
+
+class IsolationError(ValueError):
+    """A declared sandbox path is not allowed or not there; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """The sandbox settings of a run, resolved on the machine that runs the target."""
+
+    enabled: bool = True
+    caches: tuple[str, ...] = ()
+    read_only: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()
+
+    @classmethod
+    def from_spec(cls, spec: SandboxSpec) -> "Isolation":
+        root = sandbox.cache_root().resolve()
+        resolved: dict[str, list[str]] = {"caches": [], "read_only": []}
+        for kind in resolved:
+            for raw in getattr(spec, kind):
+                path = Path(raw).expanduser()
+                if kind == "caches":
+                    try:
+                        path.mkdir(parents=True, exist_ok=True)
+                    except OSError as exc:
+                        raise IsolationError(f"sandbox.{kind}: {raw}: cannot create it ({exc})") from None
+                if not path.exists():
+                    raise IsolationError(f"sandbox.{kind}: {raw} does not exist on this machine")
+                real = path.resolve()
+                if real != root and root not in real.parents:
+                    raise IsolationError(f"sandbox.{kind}: {raw} is outside the cache root {root}; declared "
+                                         "paths must live under it ($AUTORESEARCH_CACHE_ROOT)")
+                resolved[kind].append(str(real))
+        return cls(spec.enabled, tuple(resolved["caches"]), tuple(resolved["read_only"]), tuple(spec.env))
+
+    def policy(self, tree: Path, step: str, extra_env: dict[str, str] | None = None) -> sandbox.Policy | None:
+        """`step`: build | checks | benchmark. The benchmark gets nothing writable but its /tmp and
+        $HOME, both fresh: no benchmark process can leave anything for the next one."""
+        if not self.enabled:
+            return None
+        writable = step != "benchmark"
+        home = str(Path.home())
+        mounts = tuple(sandbox.Mount(p, writable=writable) for p in self.caches)
+        mounts += tuple(sandbox.Mount(p) for p in self.read_only)
+        return sandbox.Policy(tree=Path(tree).resolve(), tree_writable=writable, mounts=mounts, home=home,
+                              env=sandbox.environment(self.env, extra_env, home=home))
+
+
+DEFAULT_ISOLATION = Isolation()
 
 
 @dataclass
@@ -40,33 +89,17 @@ class Step:
     returncode: int | None          # None: timed out
     output: str
     seconds: float
+    cpu_s: float = 0.0
 
 
-def run_step(command: str, cwd: Path, timeout: float) -> Step:
-    """Run a shell command in its own process group; on timeout kill the whole group."""
-    start = time.monotonic()
-    proc = subprocess.Popen(
-        ["bash", "-c", command], cwd=cwd, env=scrubbed_env(), stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True,
-    )
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-        return Step(proc.returncode, out, time.monotonic() - start)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc.pid)
-        out, _ = proc.communicate()
-        return Step(None, out or "", time.monotonic() - start)
-    except BaseException:
-        # Interrupted (Ctrl-C, a worker being stopped): the step's own process group would
-        # otherwise outlive us, since it runs in a session of its own.
-        _kill_group(proc.pid)
-        proc.wait()
-        raise
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):   # the group may already be gone
-        os.killpg(pgid, signal.SIGKILL)
+def run_step(command: str, cwd: Path, timeout: float, *, isolation: Isolation = DEFAULT_ISOLATION,
+             step: str = "build", extra_env: dict[str, str] | None = None) -> Step:
+    """Run a target command: sandboxed (unless the run opted out), the whole tree killed at the
+    time limit and when the command ends."""
+    policy = isolation.policy(cwd, step, extra_env)
+    env = None if policy else {**scrubbed_env(), **(extra_env or {})}
+    done = sandbox.run(command, Path(cwd), timeout, policy=policy, env=env)
+    return Step(done.returncode, done.output, done.wall_s, done.cpu_s)
 
 
 def tail(text: str, limit: int = LOG_TAIL) -> str:
@@ -84,8 +117,8 @@ def cpu_model() -> str:
 
 
 def machine_probe() -> float:
-    """A ~20 ms memory-bandwidth probe (GB/s) taken beside each invocation: a slow period on a
-    shared machine slows the probe and the benchmark together, so it can serve as a covariate."""
+    """A ~20 ms memory-bandwidth probe (GB/s) taken just before each benchmark process: a slow
+    period slows the probe and the benchmark alike. Taken by the runner, never by target code."""
     import numpy as np
     src = np.ones(4 * 1024 * 1024, dtype=np.float64)   # 32 MiB: out of cache
     dst = np.empty_like(src)
@@ -103,71 +136,103 @@ class Failure(Exception):
         self.status, self.reason, self.log = status, reason, log
 
 
-def _must_pass(command: str, tree: Path, timeout: float, what: str, fail_status: str) -> str:
+def _must_pass(command: str, tree: Path, timeout: float, what: str, fail_status: str, isolation: Isolation,
+               step: str) -> tuple[str, float]:
     """Run a build or checks step; a timeout or non-zero exit becomes that step's own status."""
-    step = run_step(command, tree, timeout)
-    if step.returncode is None:
-        raise Failure("timeout", f"{what} exceeded {timeout:.0f} s", tail(step.output))
-    if step.returncode != 0:
-        raise Failure(fail_status, f"{what} failed (exit {step.returncode})", tail(step.output))
-    return f"== {what} ({step.seconds:.1f} s)\n{tail(step.output, 1000)}\n"
+    done = run_step(command, tree, timeout, isolation=isolation, step=step)
+    if done.returncode is None:
+        raise Failure("timeout", f"{what} exceeded {timeout:.0f} s", tail(done.output))
+    if done.returncode != 0:
+        raise Failure(fail_status, f"{what} failed (exit {done.returncode})", tail(done.output))
+    return f"== {what} ({done.seconds:.1f} s)\n{tail(done.output, 1000)}\n", done.seconds
 
 
-def _build(spec: ExperimentSpec, tree: Path, label: str, progress: Progress) -> str:
-    progress(f"building {label}", 0.0)
-    return _must_pass(spec.build, tree, spec.build_timeout, f"{label} build", "build_failed")
-
-
-def _checks(spec: ExperimentSpec, tree: Path, progress: Progress) -> str:
-    progress("running checks", 0.1)
-    return _must_pass(spec.checks, tree, spec.checks_timeout, "checks", "checks_failed")
-
-
-def _invoke(spec: ExperimentSpec, tree: Path, label: str) -> tuple[dict[str, float], float]:
-    step = run_step(spec.benchmark, tree, spec.benchmark_timeout)
-    if step.returncode is None:
-        raise Failure("timeout", f"{label} benchmark exceeded {spec.benchmark_timeout:.0f} s", tail(step.output))
-    if step.returncode != 0:
-        raise Failure("crash", f"{label} benchmark exited with status {step.returncode}", tail(step.output))
-    parsed = parse_metrics(step.output)
+def _invoke(spec: ExperimentSpec, tree: Path, who: str, seed: int, isolation: Isolation) -> Invocation:
+    done = run_step(spec.benchmark, tree, spec.benchmark_timeout, isolation=isolation, step="benchmark",
+                    extra_env={"AUTORESEARCH_SEED": str(seed)})
+    if done.returncode is None:
+        raise Failure("timeout", f"{who} benchmark exceeded {spec.benchmark_timeout:.0f} s", tail(done.output))
+    if done.returncode != 0:
+        raise Failure("crash", f"{who} benchmark exited with status {done.returncode}", tail(done.output))
+    parsed = parse_metrics(done.output)
     if spec.primary not in parsed.values:
-        raise Failure("crash", f"{label} benchmark: {explain_missing(parsed, spec.primary)}", tail(step.output))
-    return {k: v for k, v in parsed.values.items() if k in spec.metrics}, step.seconds
+        raise Failure("crash", f"{who} benchmark: {explain_missing(parsed, spec.primary)}", tail(done.output))
+    return Invocation(arm="", pair=-1, position=0, seed=seed,
+                      metrics={k: v for k, v in parsed.values.items() if k in spec.metrics},
+                      digests=parsed.digests, wall_s=done.seconds, cpu_s=done.cpu_s)
 
 
-def _record(arm: ArmSamples, values: dict[str, float], index: int, probe: float | None, seconds: float):
-    for name, value in values.items():
-        arm.values.setdefault(name, []).append(value)
-    arm.order.append(index)
-    arm.seconds.append(seconds)
-    if probe is not None:
-        arm.probe.append(probe)
+def stop_reason(spec: ExperimentSpec, result: RawResult) -> str:
+    """After each complete pair: '' to go on, else why to stop (the spec's sequential test on the
+    primary metric, or a digest that already disagrees)."""
+    from .integrity import digest_problems
+    from .sequential import Pair, Prior, Rule, adjusted, decide
+    from .verdict import primary_pairs
+    pairs = result.pairs()
+    if digest_problems([(a.digests, b.digests) for a, b in pairs[-1:]]):
+        return "invalid"
+    if spec.stop is None:
+        return ""
+    st = spec.stop
+    rule = Rule(alpha_keep=st.alpha_keep, floor=st.floor, target=st.target, alpha_loss=st.alpha_loss,
+                alpha_futility=st.alpha_futility, min_pairs=st.min_pairs, max_pairs=spec.n_per_arm)
+    prior = Prior(tuple(Pair(p[0], tuple(p[1:])) for p in spec.prior))
+    y, s = adjusted(primary_pairs(result, spec.primary, spec.directions.get(spec.primary, "higher")), prior)
+    kind = decide(y, s, rule).kind
+    return kind if kind in ("keep", "loss", "futile") else ""
 
 
-def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *,
-                   build_base: bool = True, progress: Progress | None = None) -> RawResult:
+def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, build_base: bool = True,
+                   progress: Progress | None = None, isolation: Isolation | None = None) -> RawResult:
     """Build, check and benchmark one experiment in two prepared clean trees."""
+    from .sequential import pair_schedule, warmup_order
     progress = progress or (lambda msg, frac: None)
+    isolation = isolation or Isolation.from_spec(spec.sandbox)
     started = time.monotonic()
-    result = RawResult(status="ok", cpu=cpu_model())
+    result = RawResult(status="ok", cpu=cpu_model(), sandboxed=isolation.enabled)
     log = []
     try:
         if build_base:
-            log.append(_build(spec, base_dir, "baseline", progress))
+            progress("building baseline", 0.0)
+            text, result.steps["build_baseline"] = _must_pass(spec.build, base_dir, spec.build_timeout,
+                                                              "baseline build", "build_failed", isolation, "build")
+            log.append(text)
         if head_dir != base_dir:
-            log.append(_build(spec, head_dir, "candidate", progress))
+            progress("building candidate", 0.05)
+            text, result.steps["build_candidate"] = _must_pass(spec.build, head_dir, spec.build_timeout,
+                                                               "candidate build", "build_failed", isolation, "build")
+            log.append(text)
         if spec.run_checks:
-            log.append(_checks(spec, head_dir, progress))
-        order = abba_order(spec.n_per_arm, spec.warmup)
-        for i, label in enumerate(order):
-            progress(f"invocation {i + 1}/{len(order)} ({label})", 0.2 + 0.8 * i / len(order))
-            tree, arm = (head_dir, result.head) if label == "B" else (base_dir, result.base)
-            name = "candidate" if label == "B" else "baseline"
-            probe = machine_probe() if spec.probe else None
-            values, seconds = _invoke(spec, tree, name)
-            if label != "W":   # warm-up invocations are run for their side effects and discarded
-                _record(arm, values, i, probe, seconds)
-        progress("measured", 1.0)
+            progress("running checks", 0.1)
+            text, result.steps["checks"] = _must_pass(spec.checks, head_dir, spec.checks_timeout, "checks",
+                                                      "checks_failed", isolation, "checks")
+            log.append(text)
+        trees = {"A": (base_dir, "baseline"), "B": (head_dir, "candidate")}
+        index = 0
+        schedule = pair_schedule(spec.n_per_arm, spec.seed)
+        warm_seed = spec.seed % 2147483629 + 1
+        for _ in range(spec.warmup):   # run for their side effects (page cache, CPU clock) and discarded
+            for arm in warmup_order(spec.seed):
+                tree, who = trees[arm]
+                inv = _invoke(spec, tree, who, warm_seed, isolation)
+                inv.arm, inv.index = arm, index
+                result.invocations.append(inv)
+                index += 1
+        for i, (first, seed) in enumerate(schedule):
+            progress(f"pair {i + 1}/{spec.n_per_arm}", 0.2 + 0.8 * i / max(1, spec.n_per_arm))
+            for position, arm in enumerate((first, "A" if first == "B" else "B")):
+                tree, who = trees[arm]
+                probe = machine_probe() if spec.probe else None
+                inv = _invoke(spec, tree, who, seed, isolation)
+                inv.arm, inv.pair, inv.position, inv.probe, inv.index = arm, i, position, probe, index
+                result.invocations.append(inv)
+                index += 1
+            result.stopped = stop_reason(spec, result)
+            if result.stopped:
+                break
+        else:
+            result.stopped = "exhausted" if spec.stop else "fixed"
+        progress(f"measured ({result.stopped})", 1.0)
     except Failure as failure:
         result.status, result.reason = failure.status, failure.reason
         log.append(f"== {failure.status}: {failure.reason}\n{failure.log}")
@@ -187,13 +252,20 @@ def main(argv: list[str] | None = None) -> int:
     args.repo, args.work = args.repo.resolve(), args.work.resolve()   # git -C needs absolute paths
     spec = ExperimentSpec.from_json(args.spec.read_text())
     base = gitops.add_worktree(args.repo, args.work / "base", spec.base_commit)
-    head = base if spec.head_commit == spec.base_commit else \
+    head = base if spec.head_commit == spec.base_commit and spec.kind != "calibration" else \
         gitops.add_worktree(args.repo, args.work / "head", spec.head_commit)
 
     def progress(message: str, fraction: float) -> None:
         print(f"PROGRESS {fraction:.2f} {message}", flush=True)
 
-    result = run_experiment(spec, base, head, progress=progress)
+    try:
+        isolation = Isolation.from_spec(spec.sandbox)
+        if isolation.enabled:
+            sandbox.check()
+    except (IsolationError, sandbox.SandboxUnavailable) as exc:
+        result = RawResult(status="skipped", reason=str(exc))
+    else:
+        result = run_experiment(spec, base, head, progress=progress, isolation=isolation)
     print("RESULT " + result.to_json(), flush=True)
     print(f"EXPERIMENT_STATUS: {result.status}", flush=True)
     return 0

@@ -1,16 +1,43 @@
 """The experiment contract as data: what one machine must do for one experiment.
 
 An ExperimentSpec renders to a local process (LocalExecutor) or to a SkyPilot task alike; the
-on-machine driver (`jobs.runner`) reads it as JSON. Keep it small and textual.
+on-machine driver (`jobs.runner`) reads it as JSON and answers with a RawResult: one record per
+benchmark process (never a verdict: those are computed centrally from the raw records). Keep it
+small and textual.
 """
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .config import TargetConfig
 from .model import ArmSamples
+
+
+@dataclass
+class StopRule:
+    """The sequential test the runner applies to the primary metric after each pair (see
+    `jobs.sequential.Rule`); the central verdict recomputes it from the raw records."""
+
+    alpha_keep: float
+    floor: float                      # oriented log units
+    target: float
+    alpha_loss: float = 0.05
+    alpha_futility: float = 0.1
+    min_pairs: int = 3
+
+
+@dataclass
+class SandboxSpec:
+    """What target code may see beyond its worktree (paths may start with ~, expanded where the
+    runner runs); `enabled: false` only by an explicit opt-out that reports state."""
+
+    enabled: bool = True
+    caches: list[str] = field(default_factory=list)       # writable in build/checks, read-only in benchmark
+    read_only: list[str] = field(default_factory=list)
+    env: list[str] = field(default_factory=list)          # variable names passed through
 
 
 @dataclass
@@ -25,20 +52,29 @@ class ExperimentSpec:
     checks: str
     metrics: list[str]
     primary: str
-    n_per_arm: int
+    n_per_arm: int                    # the most pairs (one process per arm each) this experiment may use
+    directions: dict[str, str] = field(default_factory=dict)
     warmup: int = 1
     build_timeout: float = 600
     benchmark_timeout: float = 300
     checks_timeout: float = 600
     run_checks: bool = True
     probe: bool = True
-    kind: str = "experiment"          # experiment | calibration | stack
+    kind: str = "experiment"          # experiment | calibration | stack | attribution
+    seed: int = 0                     # draws the pair order and input seeds
+    stop: StopRule | None = None      # None: a fixed number of pairs (calibration)
+    prior: list[list[float]] = field(default_factory=list)   # calibration pairs [y, z...] of the primary
+    sandbox: SandboxSpec = field(default_factory=SandboxSpec)
 
     @classmethod
     def from_config(cls, config: TargetConfig, **kw: Any) -> "ExperimentSpec":
+        sb = config.sandbox
+        kw.setdefault("sandbox", SandboxSpec(enabled=sb.enabled, caches=list(sb.caches),
+                                             read_only=list(sb.read_only), env=list(sb.env)))
         return cls(
             build=config.build, benchmark=config.benchmark, checks=config.checks,
             metrics=[m.name for m in config.metrics], primary=config.primary.name,
+            directions={m.name: m.direction for m in config.metrics},
             warmup=config.repeats.warmup,
             build_timeout=config.timeouts.build, benchmark_timeout=config.timeouts.benchmark,
             checks_timeout=config.timeouts.checks, **kw,
@@ -49,28 +85,85 @@ class ExperimentSpec:
 
     @classmethod
     def from_json(cls, text: str) -> "ExperimentSpec":
-        return cls(**json.loads(text))
+        data = json.loads(text)
+        if data.get("stop") is not None:
+            data["stop"] = StopRule(**data["stop"])
+        data["sandbox"] = SandboxSpec(**data.get("sandbox", {}))
+        return cls(**data)
+
+
+@dataclass
+class Invocation:
+    """One benchmark process, as the runner saw it."""
+
+    arm: str                          # "A" baseline | "B" candidate
+    pair: int                         # 0-based; -1 for a warm-up process
+    position: int                     # 0: ran first in its pair, 1: second
+    seed: int                         # AUTORESEARCH_SEED it was given
+    metrics: dict[str, float] = field(default_factory=dict)
+    digests: dict[str, str] = field(default_factory=dict)
+    wall_s: float = 0.0               # the runner's own clock, whole sandbox
+    cpu_s: float = 0.0                # user+system CPU of the whole process tree
+    probe: float | None = None        # machine-speed probe taken just before it (GB/s)
+    index: int = 0                    # global position in run order
 
 
 @dataclass
 class RawResult:
-    """What a machine reports back: raw samples, never verdicts (those are computed centrally)."""
+    """What a machine reports back: raw records, never verdicts (those are computed centrally)."""
 
-    status: str                       # ok | build_failed | checks_failed | crash | timeout
+    status: str                       # ok | build_failed | checks_failed | crash | timeout | skipped
     reason: str = ""
-    base: ArmSamples = field(default_factory=ArmSamples)
-    head: ArmSamples = field(default_factory=ArmSamples)
+    invocations: list[Invocation] = field(default_factory=list)
     cpu: str = ""
     seconds: float = 0.0
     log: str = ""
     cost_usd: float = 0.0             # machine time this experiment cost (0 on this machine)
+    sandboxed: bool = True
+    stopped: str = ""                 # why the runner stopped sampling (keep/loss/futile/exhausted/invalid)
+    steps: dict[str, float] = field(default_factory=dict)   # seconds per build/checks step
+
+    def measured(self) -> list[Invocation]:
+        return [i for i in self.invocations if i.pair >= 0]
+
+    def pairs(self) -> list[tuple[Invocation, Invocation]]:
+        """Complete pairs (baseline, candidate), in run order."""
+        by: dict[int, dict[str, Invocation]] = {}
+        for inv in self.measured():
+            by.setdefault(inv.pair, {})[inv.arm] = inv
+        return [(p["A"], p["B"]) for _, p in sorted(by.items()) if "A" in p and "B" in p]
+
+    def arm(self, arm: str) -> ArmSamples:
+        """One arm's samples in the older per-arm shape (for display and simple statistics)."""
+        out = ArmSamples()
+        for inv in self.measured():
+            if inv.arm != arm:
+                continue
+            for name, value in inv.metrics.items():
+                out.values.setdefault(name, []).append(value)
+            out.order.append(inv.index)
+            out.seconds.append(inv.wall_s)
+            if inv.probe is not None:
+                out.probe.append(inv.probe)
+        return out
+
+    @property
+    def base(self) -> ArmSamples:
+        return self.arm("A")
+
+    @property
+    def head(self) -> ArmSamples:
+        return self.arm("B")
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self))
+        return json.dumps(asdict(self), allow_nan=True)
 
     @classmethod
     def from_json(cls, text: str) -> "RawResult":
         data = json.loads(text)
-        data["base"] = ArmSamples(**data["base"])
-        data["head"] = ArmSamples(**data["head"])
-        return cls(**data)
+        data["invocations"] = [Invocation(**i) for i in data.get("invocations", [])]
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+def finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)

@@ -1,12 +1,55 @@
-"""From raw samples to an experiment status. Pure: RawResult + config in, Judgement out."""
+"""From raw per-process records to an experiment status. Pure: RawResult + config + plan in,
+Judgement out.
+
+Order of questions, each with its own status:
+1. Did the machine run it? (`build_failed`, `checks_failed`, `crash`, `timeout`, `skipped`)
+2. Can the baseline's numbers be trusted at all? A broken parser (non-positive values, inverse
+   metrics that disagree, a metric that swings while the process's own time does not) → `noise`.
+   Load (metric and process time swinging together) is not a reason: it only costs pairs.
+3. Are the candidate's numbers honest? Its digests must equal the baseline's for the same input
+   seed, its inverse metrics must agree, and its claimed speed-up must show in the runner's own
+   clock of the process → otherwise `invalid`, never `keep`.
+4. What does the paired sequential test say? `keep` only when the interval clears the floor at the
+   experiment's level (and no other metric regresses); `discard` for a loss, for "no detectable
+   difference" (with the MDE), and for a win that regresses another metric. Noise flags (CV,
+   spread) are reported beside the verdict and never decide it.
+"""
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
+
 from .config import TargetConfig
+from .integrity import (clock_problems, digest_problems, inverse_problems, load_flags, parser_problems,
+                        value_problems)
 from .model import MetricResult, Status
+from .sequential import (FUTILE, KEEP, LOSS, Pair, Prior, Rule, adjusted, always_valid_p, confidence_sequence,
+                         decide, hodges_lehmann, orient, running_max_wealth, to_log, to_pct)
 from .spec import RawResult
-from .stats import compare, cv_pct, sanity_problems
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What calibration fixed before this experiment's first pair (pre-registered)."""
+
+    alpha: float                                  # keep level of this experiment's slot
+    floor_pct: float
+    target_pct: float
+    max_pairs: int
+    min_pairs: int = 3
+    alpha_loss: float = 0.05
+    priors: dict[str, tuple[tuple[float, ...], ...]] = field(default_factory=dict)   # metric -> [y, z...]
+    mde_pct: float = math.inf                     # of the primary at `alpha`
+    digests: tuple[str, ...] | None = None        # deterministic digest names (None: trust all)
+
+    def rule(self) -> Rule:
+        return Rule(alpha_keep=self.alpha, floor=to_log(self.floor_pct), target=to_log(self.target_pct),
+                    alpha_loss=self.alpha_loss, min_pairs=self.min_pairs, max_pairs=self.max_pairs)
+
+    def prior(self, metric: str) -> Prior:
+        return Prior(tuple(Pair(p[0], tuple(p[1:])) for p in self.priors.get(metric, ())))
 
 
 @dataclass
@@ -14,67 +57,167 @@ class Judgement:
     status: Status
     reason: str
     metrics: list[MetricResult] = field(default_factory=list)
-    remeasure: bool = False        # anomalous spread: measure once more before deciding
+    flags: list[str] = field(default_factory=list)
+    runner: dict = field(default_factory=dict)
 
     def metric_dicts(self) -> list[dict]:
         return [asdict(m) for m in self.metrics]
 
 
-def compare_all(raw: RawResult, config: TargetConfig, floor_pct: float) -> list[MetricResult]:
-    results = []
-    for metric in config.metrics:
-        base = raw.base.values.get(metric.name, [])
-        head = raw.head.values.get(metric.name, [])
-        if not base or not head:
+def metric_pairs(raw: RawResult, name: str, direction: str) -> list[Pair]:
+    """The pairs of one metric as the test sees them: y = oriented log(candidate/baseline);
+    z = (+1 if the candidate ran second else -1, log ratio of the machine probes when taken)."""
+    out = []
+    for a, b in raw.pairs():
+        va, vb = a.metrics.get(name), b.metrics.get(name)
+        if va is None or vb is None or not (va > 0 and vb > 0):
             continue
-        results.append(compare(
-            base, head, direction=metric.direction, alpha=config.thresholds.alpha, floor_pct=floor_pct,
-            base_order=raw.base.order, head_order=raw.head.order,
-            base_probe=raw.base.probe or None, head_probe=raw.head.probe or None, name=metric.name))
-    return results
+        z = [1.0 if b.position == 1 else -1.0]
+        if a.probe and b.probe and a.probe > 0 and b.probe > 0:
+            z.append(math.log(b.probe / a.probe))
+        out.append(Pair(orient(math.log(vb / va), direction), tuple(z)))
+    return out
 
 
-def baseline_problems(base_values: dict[str, list[float]], config: TargetConfig) -> list[str]:
-    """The config's sanity rules on the baseline's samples (a broken parser shows up here)."""
-    return sanity_problems(base_values, max_spread=config.thresholds.max_spread,
-                           inverse_pairs=config.sanity.inverse_pairs)
+def primary_pairs(raw: RawResult, name: str, direction: str) -> list[Pair]:
+    return metric_pairs(raw, name, direction)
 
 
-def judge(raw: RawResult, config: TargetConfig, floor_pct: float, *, remeasured: bool = False) -> Judgement:
+def clock_pairs(raw: RawResult, clock: str) -> list[Pair]:
+    """Pairs of the runner's own clock as a saving: y = log(baseline time / candidate time)."""
+    attr = "cpu_s" if clock == "cpu" else "wall_s"
+    return [Pair(math.log(getattr(a, attr) / getattr(b, attr)), (1.0 if b.position == 1 else -1.0,))
+            for a, b in raw.pairs() if getattr(a, attr) > 0 and getattr(b, attr) > 0]
+
+
+def _natural(values: list[float]) -> tuple[float, float]:
+    v = np.asarray(values, float)
+    return (float(v.mean()) if v.size else 0.0), (float(v.std(ddof=1)) if v.size > 1 else 0.0)
+
+
+def compare_metric(raw: RawResult, name: str, direction: str, plan: Plan, mde_pct: float = math.inf) -> MetricResult:
+    """One metric's paired comparison at the plan's level: estimate, interval, verdict."""
+    base, head = raw.base.values.get(name, []), raw.head.values.get(name, [])
+    bm, bs = _natural(base)
+    hm, hs = _natural(head)
+    pairs = metric_pairs(raw, name, direction)
+    common = dict(name=name, base_mean=bm, base_sd=bs, head_mean=hm, head_sd=hs, n_base=len(base),
+                  n_head=len(head), alpha=plan.alpha, n_pairs=len(pairs))
+    if len(pairs) < 2:
+        return MetricResult(**common, delta_pct=0.0, p_value=1.0, ci_low_pct=-100.0, ci_high_pct=math.inf,
+                            mde_pct=math.inf, method="none", verdict="untrusted",
+                            note=f"{len(pairs)} complete pair(s); need at least 2")
+    rule = plan.rule()
+    y, s = adjusted(pairs, plan.prior(name))
+    lo, hi = confidence_sequence(y, s, plan.alpha)
+    keep_w = running_max_wealth(y, s, rule.floor, "up")
+    loss_w = running_max_wealth(y, s, -rule.floor, "down")
+    est = hodges_lehmann(y)
+    raw_est, raw_lo, raw_hi = (est, lo, hi) if direction == "higher" else (-est, -hi, -lo)
+    if keep_w >= 1 / plan.alpha:
+        verdict = "win"
+    elif loss_w >= 1 / plan.alpha_loss:
+        verdict = "loss"
+    else:
+        verdict = "no detectable difference"
+    method = (f"sign-symmetric e-process on {len(pairs)} coin-ordered pairs (anytime-valid; "
+              f"interval at level {plan.alpha:.3g} per side; Hodges-Lehmann estimate)")
+    return MetricResult(**common, delta_pct=to_pct(raw_est), p_value=always_valid_p(y, s),
+                        ci_low_pct=to_pct(raw_lo) if math.isfinite(raw_lo) else -100.0,
+                        ci_high_pct=to_pct(raw_hi) if math.isfinite(raw_hi) else math.inf,
+                        mde_pct=mde_pct, method=method, verdict=verdict,
+                        note="" if verdict != "no detectable difference" else f"MDE {mde_pct:.1f}%",
+                        e_value=keep_w)
+
+
+def baseline_problems(raw: RawResult, config: TargetConfig) -> list[str]:
+    """The baseline looks like a broken benchmark, not a busy machine."""
+    base = [i.metrics for i in raw.measured() if i.arm == "A"]
+    problems = value_problems(base, [m.name for m in config.metrics], "baseline")
+    problems += inverse_problems(base, config.sanity.inverse_pairs, "baseline")
+    for m in config.metrics:
+        procs = [i for i in raw.measured() if i.arm == "A" and m.name in i.metrics]
+        problems += parser_problems(m.name, [i.metrics[m.name] for i in procs],
+                                    [i.cpu_s if m.clock == "cpu" else i.wall_s for i in procs],
+                                    config.thresholds.max_spread)
+    return problems
+
+
+def candidate_problems(raw: RawResult, config: TargetConfig, plan: Plan) -> list[str]:
+    head = [i.metrics for i in raw.measured() if i.arm == "B"]
+    problems = value_problems(head, [m.name for m in config.metrics], "candidate")
+    problems += inverse_problems(head, config.sanity.inverse_pairs, "candidate")
+    if config.integrity.digests:
+        keep = (lambda d: d) if plan.digests is None else \
+            (lambda d: {k: v for k, v in d.items() if k in plan.digests})
+        problems += digest_problems([(keep(a.digests), keep(b.digests)) for a, b in raw.pairs()])
+    return problems
+
+
+def runner_view(raw: RawResult) -> dict:
+    """The runner's own clocks per arm (medians), for the report and the integrity check."""
+    def med(arm: str, attr: str) -> float | None:
+        v = [getattr(i, attr) for i in raw.measured() if i.arm == arm]
+        return float(np.median(v)) if v else None
+    return {"pairs": len(raw.pairs()), "stopped": raw.stopped, "sandboxed": raw.sandboxed,
+            "wall_base_s": med("A", "wall_s"), "wall_head_s": med("B", "wall_s"),
+            "cpu_base_s": med("A", "cpu_s"), "cpu_head_s": med("B", "cpu_s"), "steps": dict(raw.steps)}
+
+
+def judge(raw: RawResult, config: TargetConfig, plan: Plan) -> Judgement:
     if raw.status != "ok":
-        return Judgement(Status(raw.status), raw.reason)
-    insane = baseline_problems(raw.base.values, config)
+        return Judgement(Status(raw.status), raw.reason, runner=runner_view(raw))
+    view = runner_view(raw)
+    primary = config.primary
+    insane = baseline_problems(raw, config)
     if insane:
         return Judgement(Status.NOISE, "baseline failed its sanity check (a broken benchmark parser?): "
-                         + "; ".join(insane))
-    primary = config.primary.name
-    anomalies = [f"{arm} CV {cv:.1f}%" for arm, values in (("baseline", raw.base.values.get(primary)),
-                                                           ("candidate", raw.head.values.get(primary)))
-                 if values and (cv := cv_pct(values)) > config.thresholds.max_cv_pct]
-    results = compare_all(raw, config, floor_pct)
-    if anomalies:
-        if not remeasured:
-            return Judgement(Status.NOISE, "anomalous spread: " + ", ".join(anomalies), results, remeasure=True)
-        return Judgement(Status.NOISE, f"still anomalous after a re-measure ({', '.join(anomalies)}; "
-                         f"limit {config.thresholds.max_cv_pct:g}%)", results)
+                         + "; ".join(insane), runner=view)
+    results = [compare_metric(raw, m.name, m.direction, plan, plan.mde_pct if m.primary else math.inf)
+               for m in config.metrics if raw.base.values.get(m.name) and raw.head.values.get(m.name)]
+    flags = [f for m in config.metrics
+             for f in load_flags(m.name, raw.base.values.get(m.name, []), raw.head.values.get(m.name, []),
+                                 config.thresholds.max_spread, config.thresholds.max_cv_pct)]
+    cheats = candidate_problems(raw, config, plan)
+    if cheats:
+        return Judgement(Status.INVALID, "; ".join(cheats), results, flags, view)
     by_name = {r.name: r for r in results}
-    main = by_name.get(primary)
+    main = by_name.get(primary.name)
     if main is None:
-        return Judgement(Status.CRASH, f"primary metric {primary} has no samples", results)
+        return Judgement(Status.CRASH, f"primary metric {primary.name} has no samples", results, flags, view)
     if main.verdict == "untrusted":
-        return Judgement(Status.NOISE, f"{primary}: {main.note}", results)
-    losses = [r for r in results if r.verdict == "loss" and r.name != primary]
-    if main.verdict == "win":
+        return Judgement(Status.NOISE, f"{primary.name}: {main.note}", results, flags, view)
+    y, s = adjusted(metric_pairs(raw, primary.name, primary.direction), plan.prior(primary.name))
+    decision = decide(y, s, plan.rule())
+    if decision.kind == KEEP:
+        lo, _ = confidence_sequence(y, s, plan.alpha)
+        clock_issue = _clock_issue(raw, config, primary.name, primary.clock, lo, plan)
+        if clock_issue:
+            return Judgement(Status.INVALID, clock_issue, results, flags, view)
+        losses = [r for r in results if r.verdict == "loss" and r.name != primary.name]
         if losses:
-            worst = ", ".join(f"{r.name} {r.delta_pct:+.1f}% (p={r.p_value:.3f})" for r in losses)
-            return Judgement(Status.DISCARD, f"{primary} {main.delta_pct:+.1f}% but regresses {worst}", results)
-        return Judgement(Status.KEEP, f"{primary} {main.delta_pct:+.1f}% (p={main.p_value:.3g}, "
-                         f"floor {floor_pct:.1f}%)", results)
-    if main.verdict == "loss":
-        return Judgement(Status.DISCARD, f"{primary} slower: {main.delta_pct:+.1f}% (p={main.p_value:.3g})", results)
-    if main.p_value < config.thresholds.alpha:
-        # Statistically clear but smaller than this machine's A/A noise floor: not a win here.
-        return Judgement(Status.DISCARD, f"{primary} {main.delta_pct:+.1f}% (p={main.p_value:.3g}) is below the "
-                         f"{floor_pct:.1f}% effect floor set by this machine's A/A noise", results)
-    return Judgement(Status.DISCARD, f"{primary}: no detectable difference ({main.delta_pct:+.1f}%, "
-                     f"p={main.p_value:.2f}, MDE {main.mde_pct:.1f}%)", results)
+            worst = ", ".join(f"{r.name} {r.delta_pct:+.1f}%" for r in losses)
+            return Judgement(Status.DISCARD, f"{primary.name} {main.delta_pct:+.1f}% but regresses {worst}",
+                             results, flags, view)
+        return Judgement(Status.KEEP, f"{primary.name} {main.delta_pct:+.1f}% (interval {main.ci_low_pct:+.1f}%…"
+                         f"{main.ci_high_pct:+.1f}% clears the {plan.floor_pct:g}% floor at level {plan.alpha:.3g}; "
+                         f"{decision.at} pairs)", results, flags, view)
+    if decision.kind == LOSS or main.verdict == "loss":
+        return Judgement(Status.DISCARD, f"{primary.name} slower: {main.delta_pct:+.1f}% (interval "
+                         f"{main.ci_low_pct:+.1f}%…{main.ci_high_pct:+.1f}%)", results, flags, view)
+    if decision.kind == FUTILE:
+        why = f"improvements of {plan.target_pct:g}% or more ruled out after {decision.at} pairs"
+    else:
+        why = f"{decision.n} pairs, interval {main.ci_low_pct:+.1f}%…{main.ci_high_pct:+.1f}%"
+    return Judgement(Status.DISCARD, f"{primary.name}: no detectable difference ({main.delta_pct:+.1f}%; {why}; "
+                     f"MDE {plan.mde_pct:.1f}%)", results, flags, view)
+
+
+def _clock_issue(raw: RawResult, config: TargetConfig, name: str, clock: str, claim_lo: float, plan: Plan) -> str:
+    pairs = clock_pairs(raw, clock)
+    if len(pairs) < 2:
+        return ""
+    y, s = adjusted(pairs)
+    _, hi = confidence_sequence(y, s, plan.alpha)
+    saving_pct = 100 * -math.expm1(-hodges_lehmann(y))          # how much less time the candidate took
+    return "; ".join(clock_problems(name, claim_lo, clock, hi, saving_pct, config.integrity.timed_share))

@@ -15,7 +15,7 @@ metrics:
   - {name: ms, direction: lower}
 editable: ["src/**"]
 timeouts: {build: 20, benchmark: 3, checks: 20}
-repeats: {min: 6, max: 8, warmup: 1, calibration: 6}
+repeats: {min: 3, max: 24, warmup: 1, calibration: 8}
 thresholds: {min_effect_pct: 1.0, target_mde_pct: 3.0}
 sanity:
   inverse_pairs: [{a: score, b: ms, product: 1000, tolerance: 0.05}]

@@ -3,6 +3,8 @@
 set -euo pipefail
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
+# bubblewrap: every step that runs target code runs in its sandbox.
+command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
 # C++ cross compiler: the llama.cpp recipe test syntax-checks the patched NEON branches with it.
 command -v aarch64-linux-gnu-g++ >/dev/null || need+=(g++-aarch64-linux-gnu)

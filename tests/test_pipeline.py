@@ -172,12 +172,12 @@ def test_config_agent_claude_without_key_falls_back_to_offline_with_a_warning(tm
 
 
 def test_unconfirmed_stack_leaves_the_branch_at_base(tmp_path):
-    # Each boost wins alone, but together they break the checks: the stack is not confirmed,
-    # so the run's branch must not carry it (and the report says so).
+    # Each boost wins alone, but together they break the checks: neither keeps its place in the
+    # stack, so the run's branch must not carry them (and the report says so).
     from conftest import make_repo
     cfg = ("build: 'true'\nbenchmark: ./bench.sh\nchecks: ./checks.sh\n"
            "metrics: [{name: score, primary: true}]\neditable: ['src/**']\n"
-           "repeats: {min: 6, max: 6, warmup: 1, calibration: 6}\n")
+           "repeats: {min: 3, max: 24, warmup: 1, calibration: 8}\n")
     bench = ("#!/usr/bin/env bash\nv=100; [ -e src/a ] && v=$((v+20)); [ -e src/b ] && v=$((v+20))\n"
              "awk -v s=$v -v r=$RANDOM 'BEGIN { printf \"METRIC score=%.3f\\n\", s * (1 + (r % 200 - 100) / 10000) }'\n")
     checks = "#!/usr/bin/env bash\n! { [ -e src/a ] && [ -e src/b ]; }\n"
@@ -187,10 +187,12 @@ def test_unconfirmed_stack_leaves_the_branch_at_base(tmp_path):
     b = patch_for(repo, tmp_path / "b.patch", {"src/b": "1\n"})
     summary = run(repo, tmp_path / "out", [a, b])
     assert [e["status"] for e in summary["experiments"]] == ["keep", "keep"]
-    assert summary["stacks"]["local"]["status"] == "checks_failed"
+    assert [a["status"] for a in summary["attribution"]] == ["checks_failed", "checks_failed"]
+    assert summary["stacks"] == {} and summary["stack_unattributed"] == ["a", "b"]
     assert git(repo, "rev-parse", summary["branch"]) == summary["base_commit"]
     assert summary["stack_confirmed"] is False
-    assert "did not confirm the stack, so the branch equals the base commit" in (tmp_path / "out" / "pr.md").read_text()
+    pr = (tmp_path / "out" / "pr.md").read_text()
+    assert "none kept its place in the stack" in pr and "so the branch equals the base commit" in pr
 
 
 def test_unimplementable_leads_do_not_use_up_the_experiment_budget():

@@ -12,11 +12,21 @@ def summary(**kw):
     base = dict(
         run_id="r1", target="demo", repo="/x", base_commit="a" * 40, branch="autoresearch/r1", platform="x86",
         platforms=["x86", "arm"], cpus={"x86": "Xeon (8 cpus)"}, cpu="Xeon", agent="offline", primary="tg",
-        calibration={"x86": {"tg": dict(sd_log=0.061, drift=False, false_win_rate=0.03, mde_pct=7.1,
-                                        mde_pct_with_probe=5.9, floor_pct=5.4, repeats=10)}},
+        calibration={"x86": {"tg": dict(n_pairs=10, sd_log=0.061, aa_delta_pct=0.4, aa_p_value=0.62,
+                                        order_effect_pct=-1.2, drift=False, false_win_rate=0.003, mde_pct=7.1,
+                                        mean_pairs_null=14.0, mean_pairs_at_mde=18.5, floor_pct=1.0,
+                                        repeats=40)}},
+        error_control={"alpha": 0.05, "family": 8, "platforms": 1},
         experiments=[
             dict(name="fuse-a", hypothesis="fuse-a", platform="x86", status="keep", reason="tg +12.3%",
-                 hypothesis_kind="fusion", metrics=[metric("tg", 12.3, 0.0004)]),
+                 hypothesis_kind="fusion", metrics=[metric("tg", 12.3, 0.0004)], alpha=0.0184,
+                 flags=["tg: baseline CV 21.0%, max/min 2.90 (a loaded machine: sampled on until the paired "
+                        "test decided)"],
+                 runner={"pairs": 12, "stopped": "keep", "wall_base_s": 0.81, "wall_head_s": 0.72,
+                         "cpu_base_s": 0.80, "cpu_head_s": 0.71}),
+            dict(name="fork", hypothesis="fork", platform="x86", status="invalid", hypothesis_kind="candidate",
+                 reason="tg claims at least +300.0%, which needs ...: the work went where the benchmark's clock "
+                        "does not see it", metrics=[metric("tg", 326.0, 0.0001)]),
             dict(name="decoy", hypothesis="decoy", platform="x86", status="discard", hypothesis_kind="micro",
                  reason="tg: no detectable difference (+0.4%, p=0.80, MDE 4.2%)",
                  metrics=[metric("tg", 0.4, 0.8, "no detectable difference")]),
@@ -37,10 +47,14 @@ def test_pr_has_tables_verdicts_and_honest_unmeasured_platform():
     assert "## A/B on x86" in md and "| tg | 100.0 ± 2.00 (n=10) | 111.0 ± 2.50 (n=10) | +11.0% |" in md
     arm = md.split("## A/B on arm")[1].split("##")[0]
     assert "Not measured" in arm and "|" not in arm           # no invented numbers for ARM
-    assert "| fuse-a | x86 | fusion | kept | +12.3% | <0.001 |" in md
+    assert "| fuse-a | x86 | fusion | kept | +12.3% | <0.001 | 0.018 |" in md
     assert "**decoy** on x86 (discarded): tg: no detectable difference" in md
     assert "**broken** on x86 (failed correctness checks)" in md
-    assert "| tg | 6.1% | no | 3.0% | 7.1% (5.9% with probe) | 5.4% | 10 |" in md
+    assert "**fork** on x86 (numbers not trusted (integrity check)): tg claims" in md
+    assert "| tg | 10 | 6.1% | +0.4% (0.620) | -1.2% | 0.3% | 7.1% | 14.00 / 18.50 | 1.0% | 40 |" in md
+    assert "chance of any false keep in this run is at most 0.05" in md
+    assert "## Noise warnings (none of these vetoed a verdict)" in md and "CV 21.0%" in md
+    assert "| fuse-a | x86 | 12 | keep | 0.81 s → 0.72 s | 0.8 s → 0.71 s |" in md
     assert "1.23 USD" in md and "autoresearch run X" in md and "measured in this run" in md
 
 

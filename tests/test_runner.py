@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from jobs.config import load_config
 from jobs.spec import ExperimentSpec, RawResult
 from conftest import ROOT, git
@@ -32,29 +34,46 @@ def test_runner_main_with_relative_paths_prints_progress_and_one_result(tmp_path
     assert len(raw.base.probe) == 3 and raw.cpu
 
 
-def test_target_commands_never_see_credentials(tmp_path, monkeypatch):
-    from jobs.runner import run_step
+@pytest.mark.parametrize("sandboxed", [True, False])
+def test_target_commands_never_see_credentials(tmp_path, monkeypatch, sandboxed):
+    from jobs.runner import Isolation, run_step
     monkeypatch.setenv("GITHUB_TOKEN", "ghs_secret")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws")
     monkeypatch.setenv("HARMLESS", "ok")
-    step = run_step("env", tmp_path, timeout=10)
+    # Even a config that lists a credential's name does not get it passed through.
+    isolation = Isolation(enabled=sandboxed, env=("HARMLESS", "GITHUB_TOKEN"))
+    step = run_step("env", tmp_path, timeout=10, isolation=isolation)
     assert "HARMLESS=ok" in step.output
     for secret in ("ghs_secret", "sk-ant", "aws"):
         assert secret not in step.output
 
 
-def test_timeout_kills_the_whole_process_group(tmp_path):
-    from jobs.runner import run_step
-    pidfile = tmp_path / "child.pid"
-    step = run_step(f"(sleep 30 & echo $! > {pidfile}; wait)", tmp_path, timeout=1)
+def test_declared_sandbox_paths_must_live_under_the_cache_root(tmp_path, monkeypatch):
+    from jobs.runner import Isolation, IsolationError
+    from jobs.spec import SandboxSpec
+    monkeypatch.setenv("AUTORESEARCH_CACHE_ROOT", str(tmp_path / "cache"))
+    (tmp_path / "cache" / "models").mkdir(parents=True)
+    key = tmp_path / "app.pem"
+    key.write_text("secret")
+    ok = Isolation.from_spec(SandboxSpec(caches=[str(tmp_path / "cache" / "ccache")],
+                                         read_only=[str(tmp_path / "cache" / "models")]))
+    assert ok.caches == (str((tmp_path / "cache" / "ccache").resolve()),)
+    with pytest.raises(IsolationError, match="outside the cache root"):
+        Isolation.from_spec(SandboxSpec(read_only=[str(key)]))
+    (tmp_path / "cache" / "escape").symlink_to(tmp_path)       # a symlink out of the root is outside too
+    with pytest.raises(IsolationError, match="outside the cache root"):
+        Isolation.from_spec(SandboxSpec(read_only=[str(tmp_path / "cache" / "escape")]))
+
+
+@pytest.mark.parametrize("sandboxed", [True, False])
+def test_timeout_kills_the_whole_process_group(tmp_path, sandboxed):
+    from jobs.runner import Isolation, run_step
+    marker = f"{31 + sandboxed}.{os.getpid()}"      # a sleep length no other process uses
+    step = run_step(f"(sleep {marker} & wait)", tmp_path, timeout=1, isolation=Isolation(enabled=sandboxed))
     assert step.returncode is None
-    pid = int(pidfile.read_text())
-    try:
-        os.kill(pid, 0)
-        alive = open(f"/proc/{pid}/stat").read().split()[2] != "Z"
-    except (ProcessLookupError, FileNotFoundError):
-        alive = False
+    left = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True).stdout.split()
+    alive = [p for p in left if open(f"/proc/{p}/stat").read().split()[2] != "Z"]
     assert not alive
 
 

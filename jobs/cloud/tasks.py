@@ -27,9 +27,8 @@ from typing import Any
 
 import yaml
 
-from ..runner import _SECRET_NAME
+from ..secrets import SECRET_NAME as _SECRET_NAME
 from ..spec import ExperimentSpec
-from ..stats import abba_order
 from . import APP_PREFIX
 
 JOBS_PACKAGE = Path(__file__).resolve().parent.parent
@@ -42,7 +41,7 @@ set -euo pipefail
 if command -v apt-get >/dev/null 2>&1; then
   sudo DEBIAN_FRONTEND=noninteractive apt-get update -qq
   sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv python3-pip git \\
-    build-essential cmake >/dev/null
+    build-essential cmake bubblewrap >/dev/null
 fi
 python3 -m venv {REMOTE_VENV}
 {REMOTE_VENV}/bin/pip install -q --upgrade pip
@@ -80,8 +79,8 @@ def job_seconds(spec: ExperimentSpec, slack: float = 120.0) -> float:
     """The longest the on-machine driver may take: every step at its own time limit (two builds,
     checks, every benchmark invocation plus its ~1 s probe) and `slack` for clone and worktrees.
     The VM job is killed past it, so it bounds what the job can cost."""
-    builds = 1 if spec.head_commit == spec.base_commit else 2
-    invocations = len(abba_order(spec.n_per_arm, spec.warmup))
+    builds = 2     # the A/A calibration builds a twin of the base as well
+    invocations = 2 * (spec.n_per_arm + spec.warmup)
     checks = spec.checks_timeout if spec.run_checks else 0.0
     return builds * spec.build_timeout + checks + invocations * (spec.benchmark_timeout + 1.0) + slack
 

@@ -1,7 +1,9 @@
 """LocalExecutor: each experiment in its own git worktree on this machine.
 
 The baseline worktree is built once per run and reused (same machine, same clean tree); every
-candidate gets a fresh worktree at its own commit and is built from clean.
+candidate gets a fresh worktree at its own commit and is built from clean. The A/A calibration
+builds a second worktree of the base commit, so that it compares two builds the way every
+experiment does (a path or code-layout effect shows up there, not as a false win later).
 """
 from __future__ import annotations
 
@@ -32,8 +34,9 @@ class LocalExecutor:
     def run(self, spec: ExperimentSpec, progress: Progress) -> RawResult:
         base, needs_build = self._base_tree(spec.base_commit)
         head = base
-        if spec.head_commit != spec.base_commit:
-            head = gitops.add_worktree(self.repo, self.workdir / f"exp-{spec.name}", spec.head_commit)
+        if spec.head_commit != spec.base_commit or spec.kind == "calibration":
+            slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in spec.name)
+            head = gitops.add_worktree(self.repo, self.workdir / f"exp-{slug}", spec.head_commit)
         try:
             result = run_experiment(spec, base, head, build_base=needs_build, progress=progress)
         finally:

@@ -24,9 +24,8 @@ Failures of the machine, not of the experiment:
 - Preemption / lost VM (the job ended without a RESULT and the cluster is no longer UP) and
   provisioning failures: retried on a new VM, up to `max_vm_retries` times. Only the final
   attempt's samples are returned, so nothing is counted twice; each VM's time is billed once.
-- Noisy VM: a baseline CV above `thresholds.max_cv_pct` means the machine, not the patch, is
-  unreliable: the experiment is re-run once on a new VM; if that one is noisy too the result is
-  `noise`.
+- A noisy VM is not a machine failure: the runner's sequential test samples on until it decides
+  (noise costs pairs, never the verdict), and the report flags the spread. Its samples are kept.
 - Still no VM after the retries: `skipped` (not measured), with the reason.
 
 Cost is VM time (from just before `sky.launch` to the end of `sky.down`) x the shipped catalog's
@@ -60,7 +59,6 @@ from ..config import Platform, TargetConfig
 from ..ledger import load_state
 from ..runner import Progress, tail
 from ..spec import ExperimentSpec, RawResult
-from ..stats import cv_pct
 
 DEFAULT_PLATFORMS = (Platform(name="x86", instance_type="c6i.2xlarge", cloud="aws"),
                      Platform(name="arm", instance_type="c7g.2xlarge", cloud="aws"))
@@ -281,16 +279,12 @@ class SkyPilotExecutor:
 
     # -- one experiment: attempts on fresh VMs until a trustworthy result or a final verdict --
     def _run(self, spec: ExperimentSpec, task, progress: Progress) -> RawResult:
-        spent, notes, vm_failures, noisy_result = 0.0, [], 0, None
+        spent, notes, vm_failures = 0.0, [], 0
         while True:
             with self._lock:
                 name = tasks.cluster_name(self.run_id, spec.name, self.platform,
                                           f"{self._token}{next(self._numbers)}")
             refusal = self.budget.reserve(name, self._bound_usd(spec))
-            if refusal and noisy_result is not None:     # no money for the replacement VM
-                noisy_result.status = "noise"
-                noisy_result.reason = f"noisy VM ({self._noisy(spec, noisy_result)}); not replaced: {refusal}"
-                return self._final(noisy_result, spent, notes)
             if refusal:
                 return self._final(RawResult(status="skipped", reason=refusal), spent, notes)
             att = self._attempt(spec, task, name, progress)
@@ -298,17 +292,7 @@ class SkyPilotExecutor:
             notes.append(f"{name}: {att.outcome}{' (' + att.reason + ')' if att.reason else ''}, "
                          f"{att.seconds:.0f} s, {att.cost_usd:.4f} USD")
             if att.outcome == "result":
-                result = att.result
-                noisy = self._noisy(spec, result)
-                if noisy and noisy_result is None:
-                    noisy_result = result
-                    progress(f"noisy VM ({noisy}); re-running on a new VM", 0.0)
-                    continue
-                if noisy:
-                    result.status = "noise"
-                    result.reason = (f"noisy VMs: {noisy} on a replacement VM too (limit "
-                                     f"{self.config.thresholds.max_cv_pct:g}%)")
-                return self._final(result, spent, notes)
+                return self._final(att.result, spent, notes)
             if att.outcome in ("preempted", "provision_failed"):
                 vm_failures += 1
                 if vm_failures > self.options.max_vm_retries:
@@ -328,12 +312,6 @@ class SkyPilotExecutor:
         header = f"== {self.platform} on {self.instance_type} ({self.price:g} USD/h): " + "; ".join(notes)
         result.log = tail(header + "\n" + (result.log or ""), 3 * 4000)
         return result
-
-    def _noisy(self, spec: ExperimentSpec, result: RawResult) -> str:
-        if result.status != "ok":
-            return ""
-        cv = cv_pct(result.base.values.get(spec.primary, []))
-        return f"baseline CV {cv:.1f}%" if cv > self.config.thresholds.max_cv_pct else ""
 
     # -- one VM ------------------------------------------------------------------------------
     def _attempt(self, spec: ExperimentSpec, task, name: str, progress: Progress) -> Attempt:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -28,8 +29,11 @@ def _target(tmp_path: Path, *, candidate: bool = True, bench_sleep: float = 0.0,
         cand.mkdir(parents=True)
         patch_for(t, tmp_path / "faster.patch", {"src/speed.txt": "130\n"})
         (cand / "faster.patch").write_text((tmp_path / "faster.patch").read_text())
-    if env_dump:       # the target's own build script records the environment it was given
-        (t / "build.sh").write_text(f"env >> {env_dump}\n" + (t / "build.sh").read_text())
+    if env_dump:       # the target's own build script records the environment it was given, in the
+        # one place outside its tree a sandboxed build may write: a cache its config declares.
+        (t / "build.sh").write_text(f"env >> {env_dump}/env.txt\n" + (t / "build.sh").read_text())
+        cfg = t / ".github" / "autoresearch.yml"
+        cfg.write_text(cfg.read_text() + f"sandbox: {{caches: ['{env_dump}']}}\n")
     if bench_sleep:
         bench = (t / "bench.sh").read_text().replace("s=$(cat build/speed)", f"sleep {bench_sleep}\ns=$(cat build/speed)")
         (t / "bench.sh").write_text(bench)
@@ -68,8 +72,9 @@ def _no_token_on_disk(bot_env) -> None:
                 assert token.encode() not in data, f"token leaked into {path}"
 
 
-def test_maintainer_comment_plan_run_draft_pr_and_rerun(bot_env, tmp_path):
-    dump = tmp_path / "target-env.txt"
+def test_maintainer_comment_plan_run_draft_pr_and_rerun(bot_env, tmp_path, request):
+    dump = Path.home() / ".cache" / "autoresearch" / f"test-env-{tmp_path.name}"
+    request.addfinalizer(lambda: shutil.rmtree(dump, ignore_errors=True))
     _setup(bot_env, tmp_path, env_dump=dump)
     payload = bot_env.comment_payload(REPO, 1, "alice", "Let's try it.\n/autoresearch optimize cpu\n")
     first = bot_env.deliver("issue_comment", payload, delivery="dup-1")
@@ -98,7 +103,7 @@ def test_maintainer_comment_plan_run_draft_pr_and_rerun(bot_env, tmp_path):
     log = git(bare, "log", "--format=%s", f"main..autoresearch/{rec['run_id']}").splitlines()
     assert log == ["faster: maintainer candidate"]
     _no_token_on_disk(bot_env)
-    seen = dump.read_text()               # what target code saw: no token, no App secrets or settings
+    seen = (dump / "env.txt").read_text()    # what target code saw: no token, no App secrets or settings
     assert "PATH=" in seen and "AUTORESEARCH_" not in seen and "ghs_" not in seen and "Authorization" not in seen
     clone_config = (bot_env.workdir / "octo" / "synth" / rec["run_id"] / "repo" / ".git" / "config").read_text()
     assert "extraheader" not in clone_config.lower() and "x-access-token" not in clone_config

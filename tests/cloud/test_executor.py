@@ -59,7 +59,7 @@ def test_success_measures_on_the_vm_and_tears_down(target, tmp_path, real):
     assert raw.status == "ok", raw.log
     assert len(raw.base.values["score"]) == len(raw.head.values["score"]) == 4
     assert 9 < 100 * (sum(raw.head.values["score"]) / sum(raw.base.values["score"]) - 1) < 11
-    assert any(m.startswith("invocation") for m, _ in seen) and seen[-1] == ("measured", 1.0)
+    assert any(m.startswith("pair ") for m, _ in seen) and seen[-1][1] == 1.0 and "measured" in seen[-1][0]
     # One VM: launched with down=True and the autostop safety net, then sky.down in finally.
     (launch,) = fake.called("launch")
     assert launch["down"] is True and launch["idle_minutes_to_autostop"] == 10
@@ -161,7 +161,7 @@ def test_cancel_mid_job_tears_down(target, tmp_path, fake):
     x86, _ = executors(tmp_path, repo, fake)
 
     def progress(message, fraction):
-        if message.startswith("invocation 3"):
+        if message.startswith("pair 3"):
             raise Cancelled("run cancelled")
     with pytest.raises(Cancelled):
         x86.run(spec_for(x86.config, base, head), progress)
@@ -195,33 +195,16 @@ def test_provisioning_past_its_limit_is_abandoned_and_torn_down(target, tmp_path
     assert len(fake.launched) == 2 and fake.up() == [] and len(fake.called("api_cancel")) == 2
 
 
-def test_noisy_vm_is_replaced_once(target, tmp_path, fake):
+def test_a_noisy_vm_is_measured_not_replaced(target, tmp_path, fake):
+    # Noise costs pairs (the runner samples on until its test decides), never a second VM or the
+    # verdict: the samples come back as measured, and judging them is not the executor's job.
     repo, base, head = target
     fake.inject("noisy")
     x86, _ = executors(tmp_path, repo, fake)
     raw = x86.run(spec_for(x86.config, base, head), quiet)
-    assert raw.status == "ok" and len(fake.launched) == 2 and fake.up() == []
-    assert raw.cost_usd == pytest.approx(2 * VM_S * X86)
-
-
-def test_noisy_twice_is_noise(target, tmp_path, fake):
-    repo, base, head = target
-    fake.inject("noisy", times=2)
-    x86, _ = executors(tmp_path, repo, fake)
-    raw = x86.run(spec_for(x86.config, base, head), quiet)
-    assert raw.status == "noise" and "replacement VM too" in raw.reason
-    assert len(fake.launched) == 2 and fake.up() == []
-
-
-def test_noisy_vm_without_budget_for_a_replacement_is_noise(target, tmp_path, fake):
-    repo, base, head = target
-    fake.inject("noisy")
-    x86, _ = executors(tmp_path, repo, fake)
-    spec = spec_for(x86.config, base, head)
-    x86.budget.limit = x86._bound_usd(spec) * 1.05       # one worst case fits, not two VMs
-    raw = x86.run(spec, quiet)
-    assert raw.status == "noise" and "not replaced: budget:" in raw.reason
-    assert len(fake.launched) == 1 and fake.up() == []
+    assert raw.status == "ok" and len(fake.launched) == 1 and fake.up() == []
+    assert max(raw.base.values["score"]) / min(raw.base.values["score"]) > 1.8
+    assert raw.cost_usd == pytest.approx(VM_S * X86)
 
 
 def test_failing_teardown_is_retried_then_left_to_close_and_the_lease(target, tmp_path, fake):
@@ -275,7 +258,7 @@ def test_estimate_is_the_worst_case_at_catalog_price(target, tmp_path, fake):
     repo, base, head = target
     x86, arm = executors(tmp_path, repo, fake)
     spec = spec_for(x86.config, base, head)
-    job = 2 * 20 + 20 + (2 * 4 + 1) * (3 + 1) + 120        # synthetic timeouts: build 20, checks 20, bench 3
+    job = 2 * 20 + 20 + 2 * (4 + 1) * (3 + 1) + 120        # synthetic timeouts: build 20, checks 20, bench 3
     assert tasks.job_seconds(spec) == job
     assert x86.estimate_usd(spec) == pytest.approx((900 + 300 + job) / 3600 * 0.34)
     assert arm.estimate_usd(spec) == pytest.approx((900 + 300 + job) / 3600 * 0.29)

@@ -78,11 +78,12 @@ def test_x86_and_arm_results_land_in_their_own_tables(tmp_path):
 
 def test_budget_stops_launching_before_it_would_be_exceeded(tmp_path):
     # One platform, one VM at a time, deterministic VM time: each VM costs 300 s at 0.34 USD/h
-    # (~0.028 USD) while a launch reserves its worst case (~0.13 USD). Budget 0.20 USD: the
-    # calibration and two experiments fit; the third experiment's estimate would pass the budget,
-    # so it is skipped and nothing more is launched (the stack would not fit either).
+    # (~0.028 USD) while a launch reserves its worst case (~0.15 USD: every pair up to the cap).
+    # Budget 0.22 USD: the calibration and two experiments fit; the third experiment's estimate
+    # would pass the budget, so it is skipped and nothing more is launched (the stack would not
+    # fit either).
     repo = cloud_target(tmp_path, platforms=["x86"],
-                        budget={"usd": 0.2, "max_vms": 1, "max_experiments": 10, "wall_hours": 1})
+                        budget={"usd": 0.22, "max_vms": 1, "max_experiments": 10, "wall_hours": 1})
     fake = FakeSky(tmp_path / "fake", clock=FakeClock(), job_s=150, job="canned")
     patches = tmp_path / "patches"
     patches.mkdir()
@@ -103,7 +104,7 @@ def test_budget_stops_launching_before_it_would_be_exceeded(tmp_path):
     assert status["p2"][0] == "skipped" and status["p2"][1].startswith("budget:")
     assert summary["stacks"]["x86"]["status"] == "skipped" and "budget:" in summary["stacks"]["x86"]["reason"]
     assert len(fake.launched) == 3                              # calibration, p0, p1: nothing more
-    assert max(held) <= 0.2                                      # reservations never passed the cap
+    assert max(held) <= 0.22                                     # reservations never passed the cap
     assert load_state(out)["cost_usd"] == pytest.approx(3 * 300 / 3600 * 0.34, abs=5e-4)
     assert fake.up() == []
 

@@ -301,24 +301,20 @@ class FakeSky:
 
 
     def _canned_job(self, c: Cluster, out, preempt: Fault | None, noisy: Fault | None) -> int:
-        from jobs.model import ArmSamples
-        from jobs.spec import ExperimentSpec, RawResult
-        from jobs.stats import abba_order
+        from jobs.sequential import pair_schedule
+        from jobs.spec import ExperimentSpec, Invocation, RawResult
         spec = ExperimentSpec.from_json((Path(c.task.workdir) / "spec.json").read_text())
         speed = 100.0 if spec.head_commit == spec.base_commit else 110.0
-        order = abba_order(spec.n_per_arm, spec.warmup)
-        result = RawResult(status="ok", cpu=f"fake {c.name} (8 cpus)", base=ArmSamples(), head=ArmSamples())
+        result = RawResult(status="ok", cpu=f"fake {c.name} (8 cpus)", stopped="exhausted")
         lines = ["PROGRESS 0.00 building baseline"]
-        for i, label in enumerate(order):
-            lines.append(f"PROGRESS {0.2 + 0.8 * i / len(order):.2f} invocation {i + 1}/{len(order)} ({label})")
-            if label == "W":
-                continue
-            arm, v = (result.head, speed) if label == "B" else (result.base, 100.0)
-            v *= 1 + 0.01 * ((i * 7) % 5 - 2) / 2
-            arm.values.setdefault("score", []).append(v)
-            arm.values.setdefault("ms", []).append(1000 / v)
-            arm.order.append(i)
-            arm.seconds.append(0.01)
+        index = 0
+        for i, (first, seed) in enumerate(pair_schedule(spec.n_per_arm, spec.seed)):
+            lines.append(f"PROGRESS {0.2 + 0.8 * i / spec.n_per_arm:.2f} pair {i + 1}/{spec.n_per_arm}")
+            for position, arm in enumerate((first, "A" if first == "B" else "B")):
+                v = (speed if arm == "B" else 100.0) * (1 + 0.01 * ((index * 7) % 5 - 2) / 2)
+                result.invocations.append(Invocation(arm=arm, pair=i, position=position, seed=seed, index=index,
+                                                     metrics={"score": v, "ms": 1000 / v}, wall_s=1 / v, cpu_s=1 / v))
+                index += 1
         lines += ["PROGRESS 1.00 measured", "RESULT " + result.to_json(), "EXPERIMENT_STATUS: ok"]
         for i, line in enumerate(lines):
             if preempt and i >= preempt.after_lines:
@@ -334,7 +330,7 @@ class FakeSky:
 
 
 def _make_noisy(result: dict) -> dict:
-    """What a noisy neighbour does to the baseline: +-30% swings between invocations."""
-    for name, values in result["base"]["values"].items():
-        result["base"]["values"][name] = [v * (1.3 if i % 2 else 0.7) for i, v in enumerate(values)]
+    """What a noisy neighbour does to the baseline: +-30% swings between processes."""
+    for k, inv in enumerate(i for i in result["invocations"] if i["arm"] == "A"):
+        inv["metrics"] = {name: v * (1.3 if k % 2 else 0.7) for name, v in inv["metrics"].items()}
     return result

@@ -1,7 +1,12 @@
 /* main.c - tinyllm driver.
  *
  *   tinyllm bench [-p P] [-n G]   prompt phase (P tokens, one batch), then G generated
- *                                 tokens one at a time; prints METRIC lines
+ *                                 tokens one at a time; prints METRIC lines and a DIGEST of
+ *                                 the generated tokens. The prompt is drawn from
+ *                                 $AUTORESEARCH_SEED when set (the runner gives both processes
+ *                                 of a pair the same seed), so no result can be cached or
+ *                                 precomputed, and a candidate that computes something else
+ *                                 at the benchmarked positions prints a different digest.
  *   tinyllm dump  [-p P] [-n G]   prompt, then G greedy steps; prints every step's token
  *                                 and logits for the reference to verify
  */
@@ -24,9 +29,9 @@ static double now_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int *make_prompt(int n, int vocab) {
+static int *make_prompt(int n, int vocab, uint64_t seed) {
     int *t = malloc((size_t)n * sizeof(int));
-    uint64_t s = PROMPT_SEED;
+    uint64_t s = seed;
     for (int i = 0; i < n; i++) t[i] = (int)(rng_next(&s) % (uint64_t)vocab);
     return t;
 }
@@ -51,7 +56,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     Model *m = model_new(c);
-    int *prompt = make_prompt(P, c.vocab);
+    const char *env_seed = getenv("AUTORESEARCH_SEED");
+    uint64_t seed = (!strcmp(mode, "bench") && env_seed && *env_seed) ? strtoull(env_seed, NULL, 10) : PROMPT_SEED;
+    int *prompt = make_prompt(P, c.vocab, seed);
 
     if (!strcmp(mode, "bench")) {
         /* untimed warm-up: first touch of the activation buffers and the KV cache */
@@ -61,9 +68,12 @@ int main(int argc, char **argv) {
         const float *logits = forward(m, prompt, P, 0);
         double t1 = now_s();
         int tok = argmax(logits, c.vocab);
+        uint64_t digest = 1469598103934665603ULL;   /* FNV-1a over every greedy token */
+        digest = (digest ^ (uint64_t)tok) * 1099511628211ULL;
         for (int g = 0; g < G; g++) {
             logits = forward(m, &tok, 1, P + g);
             tok = argmax(logits, c.vocab);
+            digest = (digest ^ (uint64_t)tok) * 1099511628211ULL;
         }
         double t2 = now_s();
         printf("prompt: %d tokens in %.3f s; generation: %d tokens in %.3f s; last token %d\n",
@@ -73,6 +83,7 @@ int main(int argc, char **argv) {
             printf("METRIC tg_tps=%.2f\n", G / (t2 - t1));
             printf("METRIC tg_ms_per_tok=%.4f\n", (t2 - t1) * 1000.0 / G);
         }
+        printf("DIGEST tokens=%016llx\n", (unsigned long long)digest);
     } else if (!strcmp(mode, "dump")) {
         printf("TINYLLM-DUMP 1 dim=%d hidden=%d layers=%d heads=%d vocab=%d ctx=%d seed=%llu prompt=%d gen=%d\n",
                c.dim, c.hidden, c.n_layers, c.n_heads, c.vocab, c.ctx, (unsigned long long)c.seed, P, G);

@@ -1,0 +1,143 @@
+"""The A/A calibration: two builds of the same commit, measured in coin-ordered pairs exactly as an
+experiment would be, before any experiment. Pure: RawResult + config in, plain data out.
+
+What it fixes for the rest of the run (pre-registered, never revised after seeing an experiment):
+the noise of this machine per metric (its A/A pairs become every experiment's prior for the noise
+scale and the nuisance fit), the floor (the config's `min_effect_pct`, not a noisy A/A draw), the
+MDE each experiment can reach within `repeats.max` pairs (simulated from these very pairs), and
+which DIGEST names are deterministic enough to check.
+
+What it refuses (`problems`, the run stops): a baseline that looks like a broken parser, and two
+identical arms that differ by at least half the floor with an exact signed-rank p below
+`GATE_P` (something in the set-up, such as paths or code layout, favours one build: such a bias
+could be kept as a win). A smaller or less certain A/A difference is a warning; a 5% gate would
+refuse one healthy run in twenty. Noise is not a problem: it only costs pairs, and it is reported.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from .config import TargetConfig
+from .integrity import load_flags, nondeterministic_digests
+from .sequential import Prior, Rule, adjusted, hodges_lehmann, mde, simulate, slot_alpha, to_log, to_pct
+from .spec import RawResult
+from .verdict import baseline_problems, metric_pairs
+
+
+GATE_P = 0.01
+
+
+@dataclass
+class MetricCalibration:
+    ok: bool
+    n_pairs: int
+    sd_log: float                 # robust per-pair noise (log units, ~ CV of the ratio)
+    aa_delta_pct: float           # Hodges-Lehmann estimate between the two identical arms
+    aa_p_value: float             # exact signed-rank test of "the identical arms are equal"
+    order_effect_pct: float       # how much faster the second process of a pair ran (mean)
+    drift: bool                   # the order effect is significant (adjusted for in every pair)
+    drift_note: str
+    floor_pct: float
+    target_pct: float
+    alpha_first: float            # keep level of the run's first experiment slot
+    mde_pct: float                # improvement kept with 80% probability at alpha_first
+    mean_pairs_at_mde: float
+    mean_pairs_null: float        # pairs a no-change candidate costs on average
+    false_win_rate: float         # simulated P(keep | no change) at alpha_first, on this noise
+    repeats: int                  # most pairs per experiment
+    prior: list[list[float]] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Calibration:
+    metrics: dict[str, MetricCalibration]
+    problems: list[str]                       # any of these stops the run
+    digests: list[str] | None                 # deterministic digest names; None when none printed
+    warnings: list[str]
+
+
+def _signed_rank_p(y: np.ndarray) -> float:
+    nz = y[y != 0]
+    if nz.size < 2:
+        return 1.0
+    method = "exact" if nz.size <= 50 else "approx"
+    return float(stats.wilcoxon(nz, alternative="two-sided", method=method).pvalue)
+
+
+def calibrate_metric(raw: RawResult, name: str, direction: str, config: TargetConfig, *, n_sims: int = 300,
+                     seed: int = 0) -> MetricCalibration:
+    th, rp = config.thresholds, config.repeats
+    pairs = metric_pairs(raw, name, direction)
+    alpha1 = slot_alpha(th.alpha, 1, config.budget.max_experiments)
+    rule = Rule(alpha_keep=alpha1, floor=to_log(th.min_effect_pct), target=to_log(th.target_mde_pct),
+                min_pairs=rp.min, max_pairs=rp.max)
+    if len(pairs) < 4:
+        return MetricCalibration(False, len(pairs), math.nan, 0.0, 1.0, 0.0, False, "", th.min_effect_pct,
+                                 th.target_mde_pct, alpha1, math.inf, rp.max, rp.max, 1.0, rp.max,
+                                 note=f"only {len(pairs)} complete A/A pairs; need at least 4")
+    y = np.array([p.y for p in pairs])
+    order = np.array([p.z[0] for p in pairs])
+    scale = float(1.4826 * np.median(np.abs(y - np.median(y))))
+    # y = effect + order_effect * z + noise: the second-position effect in log units.
+    order_eff = float(np.mean(y * order)) if order.size else 0.0
+    order_p = _signed_rank_p(y * order)
+    prior = Prior(tuple(pairs))
+    adj, _ = adjusted(pairs)          # residual noise after the predictable adjustment
+    residuals = adj - np.median(adj)
+    power = mde(residuals, rule, prior=prior, n_sims=n_sims, seed=seed)
+    fw, n_null = simulate(residuals, 0.0, rule, prior=prior, n_sims=n_sims, seed=seed + 1)
+    flags = load_flags(name, raw.base.values.get(name, []), raw.head.values.get(name, []),
+                       th.max_spread, th.max_cv_pct)
+    note = "" if math.isfinite(power.effect_pct) else \
+        f"no improvement up to 10x is kept with 80% probability within {rp.max} pairs on this noise"
+    return MetricCalibration(
+        ok=True, n_pairs=len(pairs), sd_log=scale, aa_delta_pct=to_pct(hodges_lehmann(y)),
+        aa_p_value=_signed_rank_p(y), order_effect_pct=to_pct(order_eff), drift=order_p < th.alpha,
+        drift_note=(f"the second process of a pair runs {to_pct(order_eff):+.1f}% (p={order_p:.3g}); every "
+                    "pair is adjusted for it" if order_p < th.alpha else ""),
+        floor_pct=th.min_effect_pct, target_pct=th.target_mde_pct, alpha_first=alpha1,
+        mde_pct=power.effect_pct, mean_pairs_at_mde=power.mean_pairs, mean_pairs_null=n_null,
+        false_win_rate=fw, repeats=rp.max, prior=[[p.y, *p.z] for p in pairs], flags=flags, note=note)
+
+
+def calibrate_run(raw: RawResult, config: TargetConfig, *, n_sims: int = 300) -> Calibration:
+    problems = [f"the baseline's own measurements fail the sanity check (a broken benchmark parser?): {p}"
+                for p in baseline_problems(raw, config)]
+    metrics = {m.name: calibrate_metric(raw, m.name, m.direction, config, n_sims=n_sims)
+               for m in config.metrics if raw.base.values.get(m.name) and raw.head.values.get(m.name)}
+    primary = config.primary.name
+    if primary not in metrics or not metrics[primary].ok:
+        problems.append(f"calibration produced too few pairs of the primary metric {primary}"
+                        + (f" ({metrics[primary].note})" if primary in metrics else ""))
+    else:
+        c = metrics[primary]
+        apart = (f"two builds of the same commit measured {c.aa_delta_pct:+.1f}% apart on {primary} "
+                 f"(signed-rank p={c.aa_p_value:.3g} over {c.n_pairs} pairs)")
+        if c.aa_p_value < GATE_P and abs(c.aa_delta_pct) >= config.thresholds.min_effect_pct / 2:
+            problems.append(f"{apart}: something in the set-up favours one build (paths, code layout, a cache) "
+                            "by as much as half the floor; no verdict would be fair")
+        elif c.aa_p_value < config.thresholds.alpha:
+            warnings_early = [f"{apart}; below half the {config.thresholds.min_effect_pct:g}% floor or not "
+                              "certain enough to stop the run"]
+            c.flags.extend(warnings_early)
+    pairs = raw.pairs()
+    printed = sorted({k for a, b in pairs for k in (*a.digests, *b.digests)})
+    warnings = []
+    digests = None
+    if printed:
+        unstable = nondeterministic_digests([(a.digests, b.digests) for a, b in pairs])
+        digests = [d for d in printed if d not in unstable]
+        if unstable:
+            warnings.append(f"DIGEST {', '.join(unstable)} differs between two builds of the same commit on the "
+                            "same input: not deterministic, so not checked")
+    return Calibration(metrics, problems, digests, warnings)

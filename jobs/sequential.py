@@ -1,0 +1,390 @@
+"""Anytime-valid paired A/B decisions for benchmarks on noisy machines. Pure: numpy in, data out;
+no I/O, and no randomness without an explicit seed.
+
+The design, and why (measured on this project's shared 2-core machines, where one benchmark
+process can run 2.9x slower than the next and repeats inside a process are correlated):
+
+* **The unit is a pair**: one baseline and one candidate process, run back to back with the same
+  input seed, in an order drawn by a fair coin (`pair_schedule`). The coin makes the two arms
+  exchangeable: when nothing changed, the pair's log ratio is as likely to be +x as -x, whatever
+  the machine does (drift, bimodal speed states, heavy tails). That symmetry is the only
+  assumption the test makes; no normality, no constant variance.
+* **The test bets on the sign-symmetric null** (a "test by betting" e-process; Shafer & Vovk,
+  Waudby-Smith & Ramdas). Against "the improvement is at most d0", each pair multiplies a wealth by
+  ``1 + lam * tanh(theta * (y - d0) / s)``, averaged over a fixed grid of (theta, lam) bets, where
+  `y` is the pair's log ratio oriented so that positive = better and `s` is a noise scale fixed
+  from data seen before the pair (calibration + earlier pairs). Under the null every factor has
+  mean <= 1, so by Ville's inequality P(wealth ever reaches 1/alpha) <= alpha: the test may be
+  checked after every pair and stopped at any time ("sequential sampling" with no alpha spent on
+  peeking). Bounded bets (tanh) make one 3x outlier cost a bet, not the experiment; the
+  large-theta, small-lambda bets act as a sign test, which is what still works when a third of the
+  processes land in a slow state.
+* **Decisions** (`decide`), checked after each pair: *keep* when the wealth against "improvement <=
+  floor" reaches 1/alpha_keep (the interval clears the floor); *loss* when the wealth against
+  "improvement >= -floor" reaches 1/alpha_loss; *futile* (non-binding, so it never adds false keeps)
+  when the wealth against "improvement >= target" reaches 1/alpha_futility while the estimate is
+  not a slowdown (a slowdown samples on until the loss is shown, so a report never calls a clear
+  regression "no difference"); else sample on, to `max_pairs`. No veto for noise: noise only
+  makes the wealth grow slower.
+* **Nuisances are adjusted predictably**: the coin also decides which arm ran second, and a
+  machine-speed probe is taken beside each process; a pair's ``y`` is corrected by
+  ``beta @ z`` with ``z`` = (order sign, probe log ratio) and ``beta`` fitted only on earlier pairs
+  and the calibration. Flipping the coin flips ``z`` with ``y``, so the symmetry (and the
+  guarantee) survives; a candidate cannot move ``beta`` for the pair it is measured in.
+* **Across a run**, experiment ``i`` (in the order they start) gets ``alpha * w_i`` with weights
+  ``1 / (i * H_M)`` over the run's ``M = max_experiments`` slots (`slot_alpha`): the chance of any
+  false keep in the whole run is at most alpha, whatever the agent adds between waves.
+* **Estimates**: the effect is the Hodges-Lehmann estimate of the pairs (robust to a slow state);
+  the interval is the confidence sequence obtained by inverting the same tests at the
+  experiment's alpha (running intersection), so "interval clears the floor" and "keep" agree.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+THETAS = np.array([0.5, 1.0, 2.0, 8.0])
+LAMBDAS = np.array([0.2, 0.5, 0.95])
+BETS = np.array([(t, lam) for t in THETAS for lam in LAMBDAS])     # (theta, lambda) grid, equal weights
+MIN_SCALE = 0.002        # log units: noise below 0.2% is never taken as known
+RIDGE = 1.0              # shrinkage (in pairs) of the nuisance fit towards no adjustment
+KEEP, LOSS, FUTILE, CONTINUE, EXHAUSTED = "keep", "loss", "futile", "continue", "exhausted"
+
+
+# --------------------------------------------------------------------------- schedule
+
+
+def pair_schedule(n_pairs: int, seed: int) -> list[tuple[str, int]]:
+    """For each pair, which arm runs first ("A" baseline or "B" candidate) and the input seed both
+    of its processes get. Drawn from `seed` alone, so a resumed run repeats it."""
+    rng = np.random.default_rng(seed)
+    firsts = rng.integers(0, 2, n_pairs)
+    seeds = rng.integers(1, 2**31 - 1, n_pairs)
+    return [("B" if f else "A", int(s)) for f, s in zip(firsts, seeds)]
+
+
+def warmup_order(seed: int) -> list[str]:
+    """One warm-up process per arm (results discarded), in a coin-drawn order."""
+    return ["B", "A"] if np.random.default_rng(seed ^ 0x5EED).integers(0, 2) else ["A", "B"]
+
+
+# --------------------------------------------------------------------------- pairs
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One pair as the test sees it: ``y`` = log(candidate / baseline) of the metric, oriented so
+    that positive means better; ``z`` the nuisance covariates (each flips sign with the labels)."""
+
+    y: float
+    z: tuple[float, ...] = ()
+
+
+def orient(log_ratio: float, direction: str) -> float:
+    if direction not in ("higher", "lower"):
+        raise ValueError(f"direction must be 'higher' or 'lower', not {direction!r}")
+    return log_ratio if direction == "higher" else -log_ratio
+
+
+def to_pct(log_value: float) -> float:
+    """A log ratio as a percentage change of the ratio (+inf beyond float range)."""
+    if log_value > 700:
+        return math.inf
+    return 100.0 * math.expm1(log_value)
+
+
+def to_log(pct: float) -> float:
+    return math.log1p(pct / 100.0)
+
+
+@dataclass(frozen=True)
+class Prior:
+    """What calibration hands to every experiment before its first pair: the A/A pairs' oriented
+    log ratios and covariates (effect 0 by construction), used for the noise scale and the
+    nuisance fit until the experiment's own pairs take over."""
+
+    pairs: tuple[Pair, ...] = ()
+
+
+def _nuisance_beta(ys: np.ndarray, zs: np.ndarray, prior: Prior) -> np.ndarray:
+    """Ridge fit of y ~ 1 + z on the prior and earlier pairs; only z's coefficients are used."""
+    k = zs.shape[1] if zs.ndim == 2 else 0
+    if k == 0:
+        return np.zeros(0)
+    py = np.array([p.y for p in prior.pairs if len(p.z) == k], float)
+    pz = np.array([p.z for p in prior.pairs if len(p.z) == k], float).reshape(-1, k)
+    # The prior's effect is 0 and the experiment's is unknown: separate intercepts.
+    n0, n1 = py.size, ys.size
+    if n0 + n1 < k + 3:
+        return np.zeros(k)
+    X = np.zeros((n0 + n1, 2 + k))
+    X[:n0, 0] = 1.0
+    X[n0:, 1] = 1.0
+    X[:n0, 2:] = pz
+    X[n0:, 2:] = zs
+    y = np.concatenate([py, ys])
+    penalty = np.diag([1e-9, 1e-9] + [RIDGE] * k)     # tiny on the intercepts: one may be empty
+    try:
+        beta = np.linalg.solve(X.T @ X + penalty, X.T @ y)
+    except np.linalg.LinAlgError:
+        return np.zeros(k)
+    return beta[2:]
+
+
+def _robust_scale(values: np.ndarray) -> float:
+    if values.size < 3:
+        return math.nan
+    return float(1.4826 * np.median(np.abs(values - np.median(values))))
+
+
+def adjusted(pairs: Sequence[Pair], prior: Prior = Prior()) -> tuple[np.ndarray, np.ndarray]:
+    """Each pair's nuisance-adjusted ``y`` and its predictable noise scale ``s`` (both computed
+    from the prior and earlier pairs only)."""
+    n = len(pairs)
+    ys = np.array([p.y for p in pairs], float)
+    k = min((len(p.z) for p in pairs), default=0)
+    zs = np.array([p.z[:k] for p in pairs], float).reshape(n, k)
+    prior_res = np.array([p.y for p in prior.pairs], float)
+    adj = np.empty(n)
+    scale = np.empty(n)
+    for i in range(n):
+        beta = _nuisance_beta(ys[:i], zs[:i], prior) if k else np.zeros(0)
+        adj[i] = ys[i] - (float(zs[i] @ beta) if k else 0.0)
+        past = np.concatenate([prior_res - np.median(prior_res) if prior_res.size else prior_res,
+                               adj[:i] - np.median(adj[:i]) if i else adj[:0]])
+        s = _robust_scale(past)
+        scale[i] = max(MIN_SCALE, s if math.isfinite(s) else 0.05)
+    return adj, scale
+
+
+# --------------------------------------------------------------------------- e-processes
+
+
+def log_wealth(y: np.ndarray, s: np.ndarray, d0: np.ndarray | float, side: str) -> np.ndarray:
+    """Running log wealth (one value per pair) of the mixture bet against H0: improvement <= d0
+    (`side="up"`) or >= d0 (`side="down"`), for each null value in `d0`. Shape (len(d0), n)."""
+    d0 = np.atleast_1d(np.asarray(d0, float))
+    sign = 1.0 if side == "up" else -1.0
+    u = sign * (y[None, :] - d0[:, None]) / s[None, :]                 # (m, n)
+    factors = 1.0 + BETS[:, 1][None, None, :] * np.tanh(BETS[:, 0][None, None, :] * u[:, :, None])
+    paths = np.cumsum(np.log(np.maximum(factors, 1e-300)), axis=1)     # (m, n, k)
+    top = paths.max(axis=2, keepdims=True)
+    return (top + np.log(np.mean(np.exp(paths - top), axis=2, keepdims=True)))[:, :, 0]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """When to stop and what to call it; log ratios oriented so that positive = better."""
+
+    alpha_keep: float
+    floor: float                      # log(1 + min_effect_pct/100)
+    target: float                     # log(1 + target_mde_pct/100): futility bound
+    alpha_loss: float = 0.05
+    alpha_futility: float = 0.1
+    min_pairs: int = 3
+    max_pairs: int = 40
+
+    def __post_init__(self):
+        if not 0 < self.alpha_keep < 1 or not 0 < self.alpha_loss < 1 or not 0 < self.alpha_futility < 1:
+            raise ValueError("alphas must lie in (0, 1)")
+        if self.floor < 0 or self.target < self.floor:
+            raise ValueError("need 0 <= floor <= target")
+        if not 1 <= self.min_pairs <= self.max_pairs:
+            raise ValueError("need 1 <= min_pairs <= max_pairs")
+
+
+@dataclass(frozen=True)
+class Decision:
+    kind: str                         # keep | loss | futile | continue | exhausted
+    n: int                            # pairs used
+    at: int                           # pairs at which the decision was first reached (0: none)
+    wealth_keep: float                # final wealth against "improvement <= floor"
+    wealth_loss: float
+    wealth_futility: float
+
+
+def decide(y: np.ndarray, s: np.ndarray, rule: Rule) -> Decision:
+    """The first stopping event among keep/loss/futile at or after `min_pairs`; `continue` while
+    below `max_pairs`, `exhausted` at it."""
+    n = y.size
+    if n == 0:
+        return Decision(CONTINUE, 0, 0, 1.0, 1.0, 1.0)
+    keep = log_wealth(y, s, rule.floor, "up")[0]
+    loss = log_wealth(y, s, -rule.floor, "down")[0]
+    fut = log_wealth(y, s, rule.target, "down")[0]
+    running = np.cumsum(y) / np.arange(1, n + 1)
+    for i in range(rule.min_pairs - 1, n):
+        if keep[i] >= math.log(1 / rule.alpha_keep):
+            return Decision(KEEP, n, i + 1, *_exp(keep[i], loss[i], fut[i]))
+        if loss[i] >= math.log(1 / rule.alpha_loss):
+            return Decision(LOSS, n, i + 1, *_exp(keep[i], loss[i], fut[i]))
+        if fut[i] >= math.log(1 / rule.alpha_futility) and running[i] > -rule.floor:
+            return Decision(FUTILE, n, i + 1, *_exp(keep[i], loss[i], fut[i]))
+    kind = EXHAUSTED if n >= rule.max_pairs else CONTINUE
+    return Decision(kind, n, 0, *_exp(keep[-1], loss[-1], fut[-1]))
+
+
+def _exp(*logs: float) -> tuple[float, ...]:
+    return tuple(math.exp(min(x, 700.0)) for x in logs)
+
+
+def confidence_sequence(y: np.ndarray, s: np.ndarray, alpha: float) -> tuple[float, float]:
+    """Lower and upper bound (log units, oriented) of the running-intersection confidence
+    sequence at level `alpha` per side: every improvement value not rejected at any time."""
+    if y.size == 0:
+        return -math.inf, math.inf
+    spread = float(np.max(np.abs(y)) + 4 * np.max(s))
+    grid = np.linspace(-spread, spread, 1601)
+    bar = math.log(1 / alpha)
+    up = log_wealth(y, s, grid, "up").max(axis=1) >= bar          # rejects "improvement <= d0"
+    down = log_wealth(y, s, grid, "down").max(axis=1) >= bar      # rejects "improvement >= d0"
+    lo = float(grid[up].max()) if up.any() else -math.inf
+    hi = float(grid[down].min()) if down.any() else math.inf
+    return lo, hi
+
+
+def always_valid_p(y: np.ndarray, s: np.ndarray, d0: float = 0.0) -> float:
+    """Two-sided anytime-valid p-value for "the improvement is d0": 2 / the larger running
+    maximum wealth of the two one-sided bets, capped at 1."""
+    if y.size == 0:
+        return 1.0
+    best = max(float(log_wealth(y, s, d0, "up")[0].max()), float(log_wealth(y, s, d0, "down")[0].max()))
+    return float(min(1.0, 2.0 * math.exp(-best)))
+
+
+def hodges_lehmann(y: np.ndarray) -> float:
+    """Median of the Walsh averages: the effect estimate that matches a signed-rank view of the
+    pairs and ignores a minority of pairs caught in a slow state."""
+    if y.size == 0:
+        return 0.0
+    i, j = np.triu_indices(y.size)
+    return float(np.median((y[i] + y[j]) / 2.0))
+
+
+# --------------------------------------------------------------------------- run-level error control
+
+
+def harmonic(m: int) -> float:
+    return float(np.sum(1.0 / np.arange(1, m + 1)))
+
+
+def slot_alpha(alpha: float, slot: int, family: int) -> float:
+    """The keep level of the `slot`-th experiment (1-based, in the order experiments start) when a
+    run may measure at most `family` of them: ``alpha / (slot * H_family)``. The weights sum to 1,
+    so the family-wise chance of any false keep is at most `alpha` (weighted Bonferroni; valid
+    whatever decides which hypothesis fills a slot, since each slot's test uses fresh pairs).
+    0 beyond the family: such an experiment could never be kept."""
+    if family < 1 or slot < 1:
+        raise ValueError("slot and family start at 1")
+    if slot > family:
+        return 0.0
+    return alpha / (slot * harmonic(family))
+
+
+# --------------------------------------------------------------------------- planning
+
+
+@dataclass(frozen=True)
+class Power:
+    effect_pct: float
+    power: float
+    mean_pairs: float
+
+
+def simulate(residuals: Sequence[float], effect: float, rule: Rule, *, prior: Prior = Prior(),
+             n_sims: int = 400, seed: int = 0) -> tuple[float, float]:
+    """P(keep) and mean pairs used when the true improvement is `effect` (log units) and each
+    pair's noise is drawn from `residuals` (a symmetrised bootstrap of measured pair noise: this
+    machine's own tails and slow states, not a normal model)."""
+    res = np.asarray(residuals, float)
+    res = res - np.median(res)
+    if res.size == 0:
+        return 0.0, float(rule.max_pairs)
+    rng = np.random.default_rng(seed)
+    noise = rng.choice(res, size=(n_sims, rule.max_pairs)) * rng.choice([-1.0, 1.0], size=(n_sims, rule.max_pairs))
+    ys = effect + noise
+    prior_res = np.array([p.y for p in prior.pairs], float)
+    prior_res = prior_res - np.median(prior_res) if prior_res.size else res
+    scales = np.empty_like(ys)
+    for i in range(rule.max_pairs):
+        past = np.concatenate([np.broadcast_to(prior_res, (n_sims, prior_res.size)),
+                               ys[:, :i] - np.median(ys[:, :i], axis=1, keepdims=True) if i else ys[:, :0]],
+                              axis=1)
+        med = np.median(past, axis=1, keepdims=True)
+        scales[:, i] = np.maximum(MIN_SCALE, 1.4826 * np.median(np.abs(past - med), axis=1))
+    keep_bar, loss_bar, fut_bar = (math.log(1 / rule.alpha_keep), math.log(1 / rule.alpha_loss),
+                                   math.log(1 / rule.alpha_futility))
+    kept = np.zeros(n_sims, bool)
+    used = np.full(n_sims, rule.max_pairs)
+    for j in range(n_sims):
+        k = log_wealth(ys[j], scales[j], rule.floor, "up")[0]
+        lo = log_wealth(ys[j], scales[j], -rule.floor, "down")[0]
+        fu = log_wealth(ys[j], scales[j], rule.target, "down")[0]
+        running = np.cumsum(ys[j]) / np.arange(1, rule.max_pairs + 1)
+        for i in range(rule.min_pairs - 1, rule.max_pairs):
+            if k[i] >= keep_bar:
+                kept[j], used[j] = True, i + 1
+                break
+            if lo[i] >= loss_bar or (fu[i] >= fut_bar and running[i] > -rule.floor):
+                used[j] = i + 1
+                break
+    return float(kept.mean()), float(used.mean())
+
+
+def mde(residuals: Sequence[float], rule: Rule, *, prior: Prior = Prior(), power: float = 0.8,
+        n_sims: int = 400, seed: int = 0) -> Power:
+    """The smallest improvement kept with probability >= `power` (simulated with `simulate`, so
+    the floor, the futility stop and the cap on pairs are all priced in), by bisection on the log
+    scale; +inf when even a 10x improvement is not."""
+    top = math.log(10.0)
+    p_top, n_top = simulate(residuals, top, rule, prior=prior, n_sims=n_sims, seed=seed)
+    if p_top < power:
+        return Power(math.inf, p_top, n_top)
+    lo, hi = rule.floor, top
+    best = (hi, p_top, n_top)
+    for _ in range(14):
+        mid = (lo + hi) / 2
+        p, n = simulate(residuals, mid, rule, prior=prior, n_sims=n_sims, seed=seed)
+        if p >= power:
+            hi, best = mid, (mid, p, n)
+        else:
+            lo = mid
+        if hi - lo < 0.002:
+            break
+    return Power(to_pct(best[0]), best[1], best[2])
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Everything a report needs about one metric's paired comparison."""
+
+    n: int
+    estimate: float                   # HL, oriented log units
+    lo: float                         # confidence-sequence bounds at `alpha`, oriented log units
+    hi: float
+    p_value: float
+    alpha: float
+    wealth_keep: float
+    wealth_loss: float
+    scale: float                      # last predictable noise scale (log units)
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def running_max_wealth(y: np.ndarray, s: np.ndarray, d0: float, side: str) -> float:
+    """The largest wealth the one-sided bet against d0 reached at any time (what a test that was
+    checked after every pair would have seen)."""
+    if y.size == 0:
+        return 1.0
+    return math.exp(min(700.0, float(log_wealth(y, s, d0, side)[0].max())))
+
+
+def summarize(pairs: Sequence[Pair], rule: Rule, prior: Prior = Prior()) -> Summary:
+    y, s = adjusted(pairs, prior)
+    lo, hi = confidence_sequence(y, s, rule.alpha_keep)
+    return Summary(n=y.size, estimate=hodges_lehmann(y), lo=lo, hi=hi, p_value=always_valid_p(y, s),
+                   alpha=rule.alpha_keep, wealth_keep=running_max_wealth(y, s, rule.floor, "up"),
+                   wealth_loss=running_max_wealth(y, s, -rule.floor, "down"),
+                   scale=float(s[-1]) if s.size else math.nan)

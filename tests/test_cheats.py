@@ -1,0 +1,54 @@
+"""The three benchmark cheats of issue #10 against the real demo target, through the whole loop:
+each passes checks.sh, none is kept; an honest fusion measured beside them still is."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cheats import cache_in_tmp, fork_work, skip_layers
+from conftest import git
+from jobs.cli import demo_target
+from jobs.pipeline import Run, RunOptions
+from jobs.recipes import load_recipe_set, planned_edits
+from synthetic import patch_for
+
+pytestmark = pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="needs bubblewrap (make test installs it)")
+
+
+def test_cheats_that_pass_the_checks_are_never_kept_and_an_honest_fusion_is(tmp_path):
+    repo = demo_target(tmp_path / "tinyllm")
+    model = (repo / "src" / "model.c").read_text()
+    patches = tmp_path / "patches"
+    patches.mkdir()
+    fuse = next(r for r in load_recipe_set("tinyllm") if r.id == "fuse-softmax")
+    candidates = [
+        patch_for(repo, patches / "fuse-softmax.patch", planned_edits(fuse, repo)),
+        patch_for(repo, patches / "skip-layers.patch", {"src/model.c": skip_layers(model)}),
+        patch_for(repo, patches / "cache-in-tmp.patch", {"src/model.c": cache_in_tmp(model)}),
+        patch_for(repo, patches / "fork-work.patch", {"src/model.c": fork_work(model)}),
+    ]
+    summary = Run(RunOptions(target=repo, out=tmp_path / "out", run_id="cheats", agent="none",
+                             candidates=candidates)).execute()
+    status = {e["name"]: e for e in summary["experiments"]}
+
+    # Work skipped where the checks do not look: the tokens it generates differ from the baseline's.
+    assert status["skip-layers"]["status"] == "invalid", status["skip-layers"]["reason"]
+    assert "DIGEST tokens" in status["skip-layers"]["reason"]
+    # Work moved into child processes the benchmark's CPU clock does not charge.
+    assert status["fork-work"]["status"] == "invalid", status["fork-work"]["reason"]
+    assert "clock does not see" in status["fork-work"]["reason"]
+    # State cached in /tmp, $HOME or the tree: every process starts from nothing, so nothing is gained.
+    cache = status["cache-in-tmp"]
+    assert cache["status"] == "discard", cache["reason"]
+    tg = next(m for m in cache["metrics"] if m["name"] == "tg_tps")
+    assert tg["delta_pct"] < 5.0
+    assert not (Path.home() / ".tinyllm-cache").exists()
+
+    # The honest fusion passes the same integrity checks (whether it is kept depends on this
+    # machine's noise today, which a test must not assert); nothing else can reach the branch.
+    assert status["fuse-softmax"]["status"] in ("keep", "discard"), status["fuse-softmax"]["reason"]
+    log = git(repo, "log", "--format=%s", f"{summary['base_commit']}..{summary['branch']}").splitlines()
+    assert log in ([], ["fuse-softmax: maintainer candidate"])
+    pr = (tmp_path / "out" / "pr.md").read_text()
+    assert "numbers not trusted (integrity check)" in pr

@@ -1,0 +1,171 @@
+"""Properties of the paired sequential test (jobs.sequential), checked by simulation.
+
+Each property names the defect of the fixed-n design it replaces (issue #10): a CV veto over a
+decisive result, an MDE without the floor, df of the wrong test, test choice after seeing the
+data, no error control across a run's experiments, an unbalanced order.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from jobs import sequential as sq
+
+LOG2_9 = math.log(2.9)
+
+
+def rule(alpha=0.0125, floor_pct=1.0, target_pct=5.0, max_pairs=40, min_pairs=3):
+    return sq.Rule(alpha_keep=alpha, floor=sq.to_log(floor_pct), target=sq.to_log(target_pct),
+                   min_pairs=min_pairs, max_pairs=max_pairs)
+
+
+def noise(kind: str, rng: np.random.Generator, n: int) -> np.ndarray:
+    """Per-pair noise of log(candidate/baseline) under models seen on shared machines."""
+    if kind == "quiet":
+        return rng.normal(0, 0.03, n)
+    if kind == "heavy":
+        return 0.1 * rng.standard_t(3, n) / math.sqrt(3)
+    if kind == "states":        # each process independently lands in a 2.9x slower state 30% of the time
+        slow_a, slow_b = (rng.random(n) < 0.3).astype(float), (rng.random(n) < 0.3).astype(float)
+        return (slow_a - slow_b) * LOG2_9 + rng.normal(0, 0.02, n)
+    if kind == "drift":         # slow drift: with random order it only adds symmetric noise
+        return rng.normal(0, 0.03, n) + rng.choice([-1, 1], n) * np.linspace(0, 0.06, n)
+    raise ValueError(kind)
+
+
+def run_once(ys, zs, r, prior=sq.Prior()):
+    pairs = [sq.Pair(float(y), (float(z),)) for y, z in zip(ys, zs)]
+    y, s = sq.adjusted(pairs, prior)
+    return sq.decide(y, s, r)
+
+
+@pytest.mark.parametrize("kind", ["quiet", "heavy", "states", "drift"])
+def test_no_change_is_almost_never_kept_whatever_the_noise(kind):
+    rng = np.random.default_rng(11)
+    r = rule(alpha=0.05, max_pairs=30)
+    kept = 0
+    sims = 250
+    for _ in range(sims):
+        order = rng.choice([-1.0, 1.0], r.max_pairs)
+        ys = noise(kind, rng, r.max_pairs) + 0.04 * order          # plus a 4% second-in-pair effect
+        kept += run_once(ys, order, r).kind == sq.KEEP
+    # Ville: P(keep) <= alpha exactly under a symmetric null; allow Monte Carlo slack.
+    assert kept / sims <= 0.05 + 0.03
+
+
+def test_a_decisive_result_is_a_decision_even_when_every_process_is_noisy():
+    # A -74% change and a +100% change under 2.9x slow states: decided, never vetoed for noise.
+    # (42% of the pairs have one process in a 2.9x slower state than the other.)
+    rng = np.random.default_rng(3)
+    r = rule(max_pairs=40)
+    for effect, expected, share, pairs in ((math.log(0.26), sq.LOSS, 0.95, 10), (math.log(2.0), sq.KEEP, 0.8, 30)):
+        outcomes = [run_once(effect + noise("states", rng, 40), rng.choice([-1.0, 1.0], 40), r)
+                    for _ in range(60)]
+        assert np.mean([d.kind == expected for d in outcomes]) >= share
+        assert np.median([d.at for d in outcomes if d.kind == expected]) <= pairs
+
+
+def test_power_at_the_reported_mde_is_the_power_it_claims():
+    # The MDE is the effect kept with 80% probability by the whole procedure (floor, futility stop
+    # and pair cap included) -- the fixed-n formula ignored the floor and had 74% power there.
+    rng = np.random.default_rng(5)
+    residuals = noise("quiet", rng, 12)
+    r = rule(max_pairs=30)
+    found = sq.mde(residuals, r, n_sims=300, seed=1)
+    assert math.isfinite(found.effect_pct) and found.effect_pct > 1.0
+    power, _ = sq.simulate(residuals, sq.to_log(found.effect_pct), r, n_sims=600, seed=99)
+    assert power >= 0.8 - 0.05
+    below, _ = sq.simulate(residuals, sq.to_log(found.effect_pct) * 0.5, r, n_sims=600, seed=98)
+    assert below < 0.8
+
+
+def test_mde_never_goes_below_the_floor_however_quiet_the_machine():
+    residuals = np.random.default_rng(1).normal(0, 1e-5, 12)
+    found = sq.mde(residuals, rule(floor_pct=2.0, target_pct=6.0), n_sims=100)
+    assert found.effect_pct >= 2.0
+
+
+def test_mde_grows_with_noise_and_shrinks_with_pairs():
+    rng = np.random.default_rng(2)
+    base = rng.normal(0, 1, 12)
+    small = sq.mde(0.02 * base, rule(max_pairs=30), n_sims=200).effect_pct
+    large = sq.mde(0.08 * base, rule(max_pairs=30), n_sims=200).effect_pct
+    more = sq.mde(0.08 * base, rule(max_pairs=80), n_sims=200).effect_pct
+    assert small < large and more < large
+
+
+def test_schedule_is_reproducible_and_coin_balanced():
+    a, b = sq.pair_schedule(400, seed=7), sq.pair_schedule(400, seed=7)
+    assert a == b and a != sq.pair_schedule(400, seed=8)
+    firsts = [f for f, _ in a]
+    assert 0.42 < firsts.count("B") / len(firsts) < 0.58
+    assert len({s for _, s in a}) > 390                       # fresh input seed per pair
+    assert sorted(sq.warmup_order(3)) == ["A", "B"]             # both arms warmed up, odd counts impossible
+
+
+def test_order_effect_is_adjusted_without_breaking_the_guarantee():
+    rng = np.random.default_rng(4)
+    order = rng.choice([-1.0, 1.0], 40)
+    ys = 0.06 * order + rng.normal(0, 0.005, 40)               # only an order effect, no change
+    pairs = [sq.Pair(float(y), (float(z),)) for y, z in zip(ys, order)]
+    adj, scale = sq.adjusted(pairs)
+    assert np.std(adj[10:]) < 0.3 * np.std(ys[10:])              # the order effect is taken out ...
+    assert sq.decide(adj, scale, rule()).kind != sq.KEEP          # ... and does not become a win
+
+
+def test_run_level_false_keeps_are_bounded_by_alpha():
+    # 30 no-change experiments in one run: with one fixed level each, P(>= 1 false keep) would be
+    # ~39% at alpha 0.05 per test; with slot levels it is at most alpha.
+    family, alpha = 30, 0.05
+    assert sum(sq.slot_alpha(alpha, i, family) for i in range(1, family + 1)) == pytest.approx(alpha)
+    assert sq.slot_alpha(alpha, family + 1, family) == 0.0
+    assert sq.slot_alpha(alpha, 1, family) > sq.slot_alpha(alpha, 2, family)
+    rng = np.random.default_rng(6)
+    residuals = noise("heavy", rng, 12)
+    total = sum(sq.simulate(residuals, 0.0, rule(alpha=sq.slot_alpha(alpha, i, family), max_pairs=30),
+                            n_sims=150, seed=i)[0] for i in range(1, family + 1))
+    assert total <= alpha
+
+
+def test_confidence_sequence_covers_the_true_effect():
+    rng = np.random.default_rng(8)
+    misses = 0
+    for _ in range(150):
+        ys = 0.1 + noise("heavy", rng, 25)
+        y, s = sq.adjusted([sq.Pair(float(v)) for v in ys])
+        lo, hi = sq.confidence_sequence(y, s, 0.05)
+        misses += not (lo <= 0.1 <= hi)
+    assert misses / 150 <= 0.1 + 0.04          # two sides at 0.05 each
+
+
+def test_hodges_lehmann_ignores_a_minority_of_slow_pairs():
+    ys = np.array([0.10] * 7 + [LOG2_9, -LOG2_9, LOG2_9])
+    assert sq.hodges_lehmann(ys) == pytest.approx(0.10, abs=0.01)
+    assert abs(np.mean(ys) - 0.10) > 0.05
+
+
+def test_rule_rejects_nonsense():
+    with pytest.raises(ValueError):
+        sq.Rule(alpha_keep=0, floor=0.01, target=0.05)
+    with pytest.raises(ValueError):
+        sq.Rule(alpha_keep=0.05, floor=0.06, target=0.05)
+    with pytest.raises(ValueError):
+        sq.slot_alpha(0.05, 0, 10)
+
+
+def test_compare_for_scripts_keeps_the_same_rule():
+    from jobs.stats import abba_order, compare
+    rng = np.random.default_rng(9)
+    order = abba_order(12)
+    base = [100 * math.exp(rng.normal(0, 0.01)) for _ in range(12)]
+    head = [110 * math.exp(rng.normal(0, 0.01)) for _ in range(12)]
+    bo = [i for i, x in enumerate(order) if x == "A"]
+    ho = [i for i, x in enumerate(order) if x == "B"]
+    win = compare(base, head, base_order=bo, head_order=ho, alpha=0.05)
+    assert win.verdict == "win" and 8 < win.delta_pct < 12 and win.ci_low_pct > 1.0
+    assert compare(head, base, alpha=0.05).verdict == "loss"
+    assert compare(base, head, direction="lower", alpha=0.05).verdict == "loss"
+    assert compare([1, 2], [0, 1]).verdict == "untrusted"
+    assert compare([1.0], [2.0]).verdict == "untrusted"
