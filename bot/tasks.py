@@ -13,15 +13,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import re
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs import ledger
+from jobs import ledger, secrets
 from jobs.config import CONFIG_PATH, ConfigError, TargetConfig, parse_config
 from jobs.pipeline import Run, RunCancelled, RunError, RunOptions, apply_overrides
 from jobs.plan import Plan, make_plan
@@ -39,8 +37,6 @@ from .store import Store, connect
 log = logging.getLogger("autoresearch.bot")
 CANDIDATES_DIR = ".github/autoresearch/candidates"
 COMMENT_LIMIT = 60000
-_SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSWORD|PRIVATE|CREDENTIAL|API_KEY|_KEY$|_KEY_PATH$|^AWS_|^GH_|^GITHUB_"
-                         r"|^AUTORESEARCH_", re.I)
 
 
 class Reply(Exception):
@@ -372,10 +368,8 @@ class Progress:
 
 
 def scrub_environment() -> None:
-    """This job's process runs target code next: drop every credential-looking variable."""
-    for name in list(os.environ):
-        if _SECRET_ENV.search(name):
-            del os.environ[name]
+    """This job's process runs target code next: drop every secret and App setting."""
+    secrets.scrub_environment()
 
 
 def finish(store: Store, gh: RepoClient, rec: dict, event: str, **fields: Any) -> None:

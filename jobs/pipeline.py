@@ -20,6 +20,7 @@ from . import gitops, ledger
 from .agent.offline import NotImplementable
 from .config import TargetConfig, load_config
 from .agent import make_agent
+from .errors import RunCancelled, RunError  # noqa: F401  (re-exported: jobs.pipeline.RunError)
 from .executors import Executor, ExecutorUnavailable, make_executors
 from .model import ExperimentRecord, Hypothesis, Status
 from .report import render_pr, render_research
@@ -30,14 +31,6 @@ from .verdict import baseline_problems, judge
 
 Event = dict[str, Any]
 OnEvent = Callable[[Event], None]
-
-
-class RunError(RuntimeError):
-    """The run could not proceed; the message says why and what to do."""
-
-
-class RunCancelled(RuntimeError):
-    """`should_stop` said so; machines were released and finished work stays on record."""
 
 
 @dataclass

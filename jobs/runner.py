@@ -10,7 +10,6 @@ import argparse
 import contextlib
 import os
 import platform
-import re
 import signal
 import subprocess
 import sys
@@ -21,18 +20,13 @@ from typing import Callable
 
 from .metrics import explain_missing, parse_metrics
 from .model import ArmSamples
+from .secrets import scrubbed_env  # never hand credentials to target code: one policy, jobs/secrets.py
 from .spec import ExperimentSpec, RawResult
 from .stats import abba_order
 
 Progress = Callable[[str, float], None]   # (message, fraction done 0..1)
 
-# Never hand credentials to target code: builds and benchmarks run the target's own scripts.
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PRIVATE|CREDENTIAL|API_KEY|_KEY$|^AWS_|^GH_|^GITHUB_", re.I)
 LOG_TAIL = 4000
-
-
-def scrubbed_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k)}
 
 
 @dataclass

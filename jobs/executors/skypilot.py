@@ -54,9 +54,9 @@ from typing import Any, Callable
 import sky  # noqa: F401  (ImportError here means: install the cloud extra)
 
 from ..cloud import catalog, tasks
-from . import ExecutorUnavailable
 from ..cloud.leases import Lease
 from ..config import Platform, TargetConfig
+from ..errors import ExecutorUnavailable
 from ..ledger import load_state
 from ..runner import Progress, tail
 from ..spec import ExperimentSpec, RawResult
