@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs import ledger, secrets
+from jobs.cloud.catalog import hourly_price
 from jobs.config import CONFIG_PATH, ConfigError, TargetConfig, parse_config
 from jobs.pipeline import Run, RunCancelled, RunError, RunOptions, apply_overrides
 from jobs.plan import Plan, make_plan
@@ -118,7 +119,7 @@ def prepare(s: Settings, gh: RepoClient, installation_id: int, default_branch: s
         shutil.copy2(patch, cand_dir / patch.name)
         candidates.append(cand_dir / patch.name)
     try:
-        plan = make_plan(config, n + len(candidates), executor=s.executor)
+        plan = make_plan(config, n + len(candidates), executor=s.executor, hourly_usd=hourly_price)
     except Exception as exc:   # e.g. no price for an instance type
         raise Reply(f"autoresearch: could not price the plan: {exc}\n") from None
     return Prepared(run_id, base, config, plan, n, candidates, root)

@@ -122,7 +122,7 @@ def cmd_run(args) -> int:
     if getattr(args, "dry_run", False):   # `demo` reuses cmd_run without the flag
         if args.executor != "skypilot":
             raise RunError("--dry-run previews cloud tasks and their cost; use it with --executor skypilot")
-        from .cloud.dryrun import dry_run
+        from .dryrun import dry_run
         console.print(dry_run(options), markup=False, highlight=False, soft_wrap=True)
         return 0
     with _progress() as progress:
