@@ -66,7 +66,7 @@ def create_app(settings: Settings | None = None) -> Flask:
             if isinstance(routed, Ignored):
                 return jsonify(status="ignored", reason=routed.reason), 200
             try:
-                job_id = jobqueue.enqueue_command(conn, routed.to_dict())
+                job_id = jobqueue.enqueue_command(conn, routed)
             except redis.RedisError:
                 store.forget_delivery(delivery)       # let GitHub's redelivery try again
                 raise

@@ -15,6 +15,8 @@ import math
 import re
 from dataclasses import dataclass
 
+from jobs.config import Overrides
+
 PREFIX = "/autoresearch"
 VERBS = ("optimize", "approve", "cancel", "status", "bench")
 TARGETS = ("cpu",)
@@ -35,20 +37,7 @@ HELP = (
 class Command:
     verb: str                                   # one of VERBS
     target: str | None = None                   # "cpu" for optimize
-    metric: str | None = None
-    platforms: tuple[str, ...] | None = None
-    budget: float | None = None
-
-    @property
-    def overrides(self) -> dict:
-        out: dict = {}
-        if self.metric:
-            out["metric"] = self.metric
-        if self.platforms:
-            out["platforms"] = list(self.platforms)
-        if self.budget is not None:
-            out["budget"] = self.budget
-        return out
+    overrides: Overrides = Overrides()          # metric=, platforms=, budget= (optimize only)
 
 
 @dataclass(frozen=True)
@@ -113,7 +102,7 @@ def parse_line(line: str) -> Command | Invalid:
             budget = math.nan
         if not math.isfinite(budget) or budget < 0:
             return Invalid(line, f"budget=`{args['budget']}`: a number of USD, 0 or more")
-    return Command("optimize", rest[0].lower(), metric, platforms, budget)
+    return Command("optimize", rest[0].lower(), Overrides(metric, platforms, budget))
 
 
 def parse_comment(body: str) -> Command | Invalid | None:

@@ -13,13 +13,17 @@ Endpoints (https://docs.github.com/en/rest):
 - GET   /repos/{o}/{r}/git/ref/heads/{branch}            the base commit
 - GET   /repos/{o}/{r}/contents/{path}?ref=              .github/autoresearch.yml
 - POST  /repos/{o}/{r}/pulls, PATCH /repos/{o}/{r}/pulls/{n}, GET /repos/{o}/{r}/pulls/{n}
+and two the Action uses (`RepoClient.for_token`, authenticated with the workflow's token):
+- GET   /repos/{o}/{r}/issues/{n}/comments               its state comment, by author and marker
+- POST  /repos/{o}/{r}/actions/runs/{id}/cancel          `cancel` of a running run
+  (https://docs.github.com/en/rest/actions/workflow-runs#cancel-a-workflow-run)
 """
 from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
 
-from githubkit import AppAuthStrategy, AppInstallationAuthStrategy, GitHub
+from githubkit import AppAuthStrategy, AppInstallationAuthStrategy, GitHub, TokenAuthStrategy
 from githubkit.cache import MemCacheStrategy
 from githubkit.exception import RequestFailed
 
@@ -56,13 +60,18 @@ def installation_token(settings: Settings, installation_id: int) -> str:
 
 
 class RepoClient:
-    """One repository, acting as one installation of the App (tokens are refreshed by githubkit)."""
+    """One repository, acting as one installation of the App (tokens are refreshed by githubkit),
+    or, made by `for_token`, as the holder of a workflow's token (the Action)."""
 
-    def __init__(self, settings: Settings, installation_id: int, owner: str, repo: str):
+    def __init__(self, settings: Settings, installation_id: int, owner: str, repo: str, *, auth=None):
         self.settings = settings
         self.owner, self.repo = owner, repo
-        self.gh = _client(AppInstallationAuthStrategy(settings.app_id, settings.private_key(), installation_id),
+        self.gh = _client(auth or AppInstallationAuthStrategy(settings.app_id, settings.private_key(), installation_id),
                           settings)
+
+    @classmethod
+    def for_token(cls, settings: Settings, token: str, owner: str, repo: str) -> "RepoClient":
+        return cls(settings, 0, owner, repo, auth=TokenAuthStrategy(token))
 
     def react(self, comment_id: int, content: str = "eyes") -> None:
         resp = self.gh.rest.reactions.create_for_issue_comment(self.owner, self.repo, comment_id, content=content)
@@ -144,3 +153,21 @@ class RepoClient:
         pr = self.gh.rest.pulls.get(self.owner, self.repo, number).parsed_data
         return PullInfo(pr.number, pr.html_url, pr.head.ref, pr.head.sha, pr.base.ref, pr.base.sha,
                         pr.user.login)
+
+    # -- the Action's two -----------------------------------------------------------------------
+    def own_comment(self, issue: int, marker: str, author: str) -> tuple[int, str] | None:
+        """(id, body) of the first comment by `author` that carries `marker` (pages of 100)."""
+        page = 1
+        while True:
+            comments = self.gh.rest.issues.list_comments(self.owner, self.repo, issue, per_page=100,
+                                                         page=page).parsed_data
+            for c in comments:
+                login = (c.user.login if c.user else "") or ""
+                if login.lower() == author.lower() and isinstance(c.body, str) and marker in c.body:
+                    return c.id, c.body
+            if len(comments) < 100:
+                return None
+            page += 1
+
+    def cancel_workflow_run(self, run_id: int) -> None:
+        self.gh.rest.actions.cancel_workflow_run(self.owner, self.repo, run_id)

@@ -13,12 +13,18 @@
 | AUTORESEARCH_WORKDIR | clones and run artifacts (default ~/.cache/autoresearch/bot) |
 | AUTORESEARCH_EXECUTOR | local (default) or skypilot |
 | AUTORESEARCH_DELIVERY_TTL | seconds a delivery id is remembered for dedupe (default 7 days) |
+
+The Action (`Settings.for_action`) reads the workflow's own variables instead: GITHUB_API_URL,
+GITHUB_SERVER_URL, RUNNER_TEMP, and AUTORESEARCH_EXECUTOR=auto|local|skypilot.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+
+ACTION_BOT_LOGIN = "github-actions[bot]"     # who the workflow's token comments as
 
 
 class SettingsError(RuntimeError):
@@ -65,6 +71,27 @@ class Settings:
             workdir=Path(env.get("AUTORESEARCH_WORKDIR", str(cls.workdir))),
             executor=executor,
             delivery_ttl=ttl,
+        )
+
+    @classmethod
+    def for_action(cls, env: dict[str, str]) -> "Settings":
+        """The Action's settings, from the workflow's environment: no App id, key or webhook (it
+        has a token); `AUTORESEARCH_EXECUTOR=auto` (the default) is skypilot when AWS credentials
+        are at hand, else local; run folders under RUNNER_TEMP."""
+        executor = env.get("AUTORESEARCH_EXECUTOR") or "auto"
+        if executor == "auto":
+            has_cloud = bool(env.get("AWS_ACCESS_KEY_ID")) or (Path.home() / ".aws" / "credentials").is_file()
+            executor = "skypilot" if has_cloud else "local"
+        if executor not in ("local", "skypilot"):
+            raise SettingsError("executor must be auto, local or skypilot")
+        runner_temp = env.get("RUNNER_TEMP") or str(Path.home() / ".cache")
+        return cls(
+            app_id="", private_key_path=Path("/nonexistent"), webhook_secret="", redis_url="", executor=executor,
+            api_url=(env.get("AUTORESEARCH_GITHUB_API_URL") or env.get("GITHUB_API_URL") or cls.api_url).rstrip("/"),
+            git_url=(env.get("AUTORESEARCH_GIT_URL") or env.get("GITHUB_SERVER_URL") or cls.git_url).rstrip("/"),
+            bot_login=env.get("AUTORESEARCH_BOT_LOGIN") or ACTION_BOT_LOGIN,
+            fork_owner=env.get("AUTORESEARCH_FORK_OWNER", ""),
+            workdir=Path(env.get("AUTORESEARCH_WORKDIR") or Path(runner_temp) / "autoresearch"),
         )
 
     def private_key(self) -> str:

@@ -5,9 +5,13 @@ and edited in place, so every run has exactly one.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from jobs import results
+
 from .commands import HELP
+from .record import RunRecord
 
 STATUS_MARKER = "<!-- autoresearch:status {run_id} -->"
 PLAN_MARKER = "<!-- autoresearch:plan {run_id} {digest} -->"
@@ -26,38 +30,40 @@ def status_marker(run_id: str) -> str:
     return STATUS_MARKER.format(run_id=run_id)
 
 
-def status_body(r: dict[str, Any]) -> str:
-    total = r.get("experiments_total")
-    done = r.get("experiments_done", 0)
+def status_body(r: RunRecord) -> str:
+    total = r.experiments_total
     rows = [
-        ("state", STATE_WORDS.get(r.get("state", ""), r.get("state", ""))),
-        ("phase", r.get("phase") or "—"),
-        ("experiments", f"{done}/{total}" if total is not None else "—"),
-        ("current best", r.get("best") or "—"),
-        ("cost so far", f"{float(r.get('cost_usd') or 0):.2f} USD"),
-        ("plan", r.get("plan_text") or "—"),
-        ("base commit", f"`{(r.get('base_commit') or '')[:12]}`"),
-        ("requested by", f"@{r['requester']}" if r.get("requester") else "—"),
+        ("state", STATE_WORDS.get(r.state, r.state)),
+        ("phase", r.phase or "—"),
+        ("experiments", f"{r.experiments_done}/{total}" if total is not None else "—"),
+        ("current best", r.best or "—"),
+        ("cost so far", f"{float(r.cost_usd or 0):.2f} USD"),
+        ("plan", r.plan_text or "—"),
+        ("base commit", f"`{(r.base_commit or '')[:12]}`"),
+        ("requested by", f"@{r.requester}" if r.requester else "—"),
     ]
-    if r.get("approval"):
-        rows.append(("approved by", f"@{r['approval']['by']} (plan `{r['approval']['plan_digest']}`)"))
-    if r.get("pr_url"):
-        rows.append(("pull request", r["pr_url"]))
-    lines = [status_marker(r["run_id"]), f"### autoresearch run `{r['run_id']}`", "",
+    if r.approval:
+        rows.append(("approved by", f"@{r.approval.by} (plan `{r.approval.plan_digest}`)"))
+    if r.pr_url:
+        rows.append(("pull request", r.pr_url))
+    lines = [status_marker(r.run_id), f"### autoresearch run `{r.run_id}`", "",
              "| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
-    if r.get("message"):
-        lines += ["", r["message"]]
+    if r.message:
+        lines += ["", r.message]
     return "\n".join(lines) + "\n"
 
 
-def plan_body(run_id: str, plan_text: str, digest: str, base_commit: str, state: str, reason: str,
-              n_hypotheses: int, candidates: list[str]) -> str:
-    lines = [PLAN_MARKER.format(run_id=run_id, digest=digest), f"### autoresearch plan `{digest}` for run `{run_id}`",
-             "", f"- **Plan:** {plan_text}", f"- **Base commit:** `{base_commit[:12]}`",
-             f"- **Hypotheses:** {n_hypotheses} from research"
-             + (f", maintainer candidates: {', '.join(f'`{c}`' for c in candidates)}" if candidates else ""),
-             f"- **Decision:** {STATE_WORDS.get(state, state)} — {reason}"]
-    if state == "awaiting_approval":
+def plan_marker(r: RunRecord) -> str:
+    return PLAN_MARKER.format(run_id=r.run_id, digest=r.plan_digest)
+
+
+def plan_body(r: RunRecord) -> str:
+    lines = [plan_marker(r), f"### autoresearch plan `{r.plan_digest}` for run `{r.run_id}`",
+             "", f"- **Plan:** {r.plan_text}", f"- **Base commit:** `{r.base_commit[:12]}`",
+             f"- **Hypotheses:** {r.n_hypotheses} from research"
+             + (f", maintainer candidates: {', '.join(f'`{c}`' for c in r.candidates)}" if r.candidates else ""),
+             f"- **Decision:** {STATE_WORDS.get(r.state, r.state)} — {r.message}"]
+    if r.state == "awaiting_approval":
         lines += ["", "Nothing runs and nothing is spent until an approver comments `/autoresearch approve`. "
                   "The approval holds for this plan at this commit only."]
     return "\n".join(lines) + "\n"
@@ -73,15 +79,9 @@ def config_error_reply(source: str, problems: list[tuple[str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def best_line(records: list[dict[str, Any]], primary: str) -> str:
+def best_line(records: Iterable[Mapping[str, Any]], primary: str) -> str:
     """The best kept experiment on the primary metric so far, from ledger records."""
-    best = None
-    for rec in records:
-        if rec.get("kind", "experiment") != "experiment" or rec.get("status") != "keep":
-            continue
-        m = next((m for m in rec.get("metrics") or [] if m.get("name") == primary), None)
-        if m and (best is None or abs(m["delta_pct"]) > abs(best[1]["delta_pct"])):
-            best = (rec, m)
+    best = results.best_kept(records, primary)
     if best is None:
         return ""
     rec, m = best

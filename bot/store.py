@@ -1,11 +1,14 @@
-"""Redis adapter: delivery dedupe, run records, cancel flags, the PR of an issue.
+"""Redis adapter: delivery dedupe, and the App's `RunStore` (run records, cancel flags, an issue's PR).
 
 Keys (all under `ar:`):
 - `ar:delivery:<X-GitHub-Delivery>`   SET NX with TTL: the first delivery wins, redeliveries are no-ops
-- `ar:run:<owner/repo>:<run_id>`     hash of JSON values: the run record
+- `ar:run:<owner/repo>:<run_id>`     hash, one JSON value per `RunRecord` field (see bot.record)
+- `ar:lock:<owner/repo>:<run_id>`    a Redis lock serialising the run's state transitions
 - `ar:issue:<owner/repo>#<n>`        the issue's current run id
 - `ar:cancel:<owner/repo>:<run_id>`  set by `cancel`; the worker's `should_stop` reads it
 - `ar:pr:<owner/repo>#<n>`           JSON {number, url, branch}: reruns update this PR
+
+Every write is durable when the call returns (a Redis command), as `bot.ports.RunStore` asks.
 """
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 import redis
+
+from .record import RunRecord, changes, from_fields, to_fields
 
 
 def connect(url: str) -> redis.Redis:
@@ -36,19 +41,19 @@ class Store:
     def _run_key(repo: str, run_id: str) -> str:
         return f"ar:run:{repo}:{run_id}"
 
-    def get_run(self, repo: str, run_id: str) -> dict[str, Any] | None:
+    def get_run(self, repo: str, run_id: str) -> RunRecord | None:
         raw = self.r.hgetall(self._run_key(repo, run_id))
-        return {k.decode(): json.loads(v) for k, v in raw.items()} if raw else None
+        return from_fields({k.decode(): json.loads(v) for k, v in raw.items()}) if raw else None
 
     def update_run(self, repo: str, run_id: str, **fields: Any) -> None:
         if fields:
-            self.r.hset(self._run_key(repo, run_id), mapping={k: json.dumps(v) for k, v in fields.items()})
+            self.r.hset(self._run_key(repo, run_id), mapping={k: json.dumps(v) for k, v in changes(**fields).items()})
 
-    def replace_run(self, repo: str, record: dict[str, Any]) -> None:
-        key = self._run_key(repo, record["run_id"])
+    def replace_run(self, record: RunRecord) -> None:
+        key = self._run_key(record.repo, record.run_id)
         pipe = self.r.pipeline()
         pipe.delete(key)
-        pipe.hset(key, mapping={k: json.dumps(v) for k, v in record.items()})
+        pipe.hset(key, mapping={k: json.dumps(v) for k, v in to_fields(record).items()})
         pipe.execute()
 
     @contextmanager
@@ -60,7 +65,7 @@ class Store:
     def set_current(self, repo: str, issue: int, run_id: str) -> None:
         self.r.set(f"ar:issue:{repo}#{issue}", run_id)
 
-    def current_run(self, repo: str, issue: int) -> dict[str, Any] | None:
+    def current_run(self, repo: str, issue: int) -> RunRecord | None:
         run_id = self.r.get(f"ar:issue:{repo}#{issue}")
         return self.get_run(repo, run_id.decode()) if run_id else None
 

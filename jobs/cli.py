@@ -15,6 +15,7 @@ from .config import ConfigError
 from .ledger import LedgerError, load_state
 from .pipeline import Run, RunCancelled, RunError, RunOptions, new_run_id
 from .recipes import RecipeError
+from .results import metric
 
 DEMO_SOURCE = Path(__file__).resolve().parent.parent / "examples" / "tinyllm"
 # Piped output (CI logs, files) gets a wide fixed width so tables are not folded at 80 columns.
@@ -92,7 +93,7 @@ def _platform_table(summary: dict, platform: str) -> None:
     for col in ("experiment", "status", "Δ%", "p", "why"):
         table.add_column(col, overflow="fold")
     for rec in (r for r in summary["experiments"] if r["platform"] == platform):
-        m = next((m for m in rec.get("metrics", []) if m["name"] == primary), None)
+        m = metric(rec, primary)
         table.add_row(rec["name"], rec["status"], f"{m['delta_pct']:+.1f}" if m else "—",
                       f"{m['p_value']:.3f}" if m else "—", rec["reason"])
     console.print(table)
@@ -122,7 +123,7 @@ def cmd_run(args) -> int:
     if getattr(args, "dry_run", False):   # `demo` reuses cmd_run without the flag
         if args.executor != "skypilot":
             raise RunError("--dry-run previews cloud tasks and their cost; use it with --executor skypilot")
-        from .cloud.dryrun import dry_run
+        from .dryrun import dry_run
         console.print(dry_run(options), markup=False, highlight=False, soft_wrap=True)
         return 0
     with _progress() as progress:

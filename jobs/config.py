@@ -5,11 +5,14 @@ Validated with pydantic; a wrong file raises ConfigError whose message names eac
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import OverrideError
 
 CONFIG_PATH = ".github/autoresearch.yml"
 
@@ -107,11 +110,11 @@ class Sandbox(Strict):
     @field_validator("env")
     @classmethod
     def _names(cls, value: list[str]):
-        from .secrets import is_secret_name
+        from .secrets import target_may_see
         for name in value:
             if not name.replace("_", "a").isalnum():
                 raise ValueError(f"{name!r} is not an environment variable name")
-            if is_secret_name(name):
+            if not target_may_see(name):
                 raise ValueError(f"{name!r} looks like a credential; target code never gets credentials")
         return value
 
@@ -241,6 +244,64 @@ class TargetConfig(Strict):
 
     def metric(self, name: str) -> Metric:
         return next(m for m in self.metrics if m.name == name)
+
+    def narrow(self, overrides: "Overrides") -> "TargetConfig":
+        """This config with a command's arguments applied. They may only narrow it: a metric or
+        platform the file does not name, or a budget above its cap, is an OverrideError (never a
+        guess). `x86`, `arm` and `local` are known platforms even when the file lists others."""
+        update: dict[str, Any] = {}
+        if overrides.metric:
+            names = [m.name for m in self.metrics]
+            if overrides.metric not in names:
+                raise OverrideError(f"metric={overrides.metric}: not a metric of this target (known: {', '.join(names)})")
+            update["metrics"] = [m.model_copy(update={"primary": m.name == overrides.metric}) for m in self.metrics]
+        if overrides.platforms:
+            known = {p.name: p for p in self.platforms}
+            unknown = [p for p in overrides.platforms if p not in known and p not in ("x86", "arm", "local")]
+            if unknown:
+                raise OverrideError(f"platforms={','.join(overrides.platforms)}: unknown {unknown} "
+                                    f"(configured: {sorted(known)})")
+            update["platforms"] = [known.get(p) or Platform(name=p) for p in overrides.platforms]
+        if overrides.budget is not None:
+            if overrides.budget > self.budget.usd:
+                raise OverrideError(f"budget={overrides.budget:g}: above the repository's cap of {self.budget.usd:g} USD")
+            update["budget"] = self.budget.model_copy(update={"usd": overrides.budget})
+        return self.model_copy(update=update) if update else self
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """A command's arguments (`/autoresearch optimize cpu metric=tg128 platforms=x86,arm budget=30`):
+    one value from the comment to the pipeline, applied by `TargetConfig.narrow`. `to_dict()` is
+    its JSON form (only the arguments given), which run records store and run ids hash."""
+
+    metric: str | None = None
+    platforms: tuple[str, ...] | None = None
+    budget: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.platforms is not None and not isinstance(self.platforms, tuple):
+            object.__setattr__(self, "platforms", tuple(self.platforms))
+
+    def __bool__(self) -> bool:
+        return bool(self.to_dict())
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.metric:
+            out["metric"] = self.metric
+        if self.platforms:
+            out["platforms"] = list(self.platforms)
+        if self.budget is not None:
+            out["budget"] = self.budget
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> "Overrides":
+        data = data or {}
+        budget = data.get("budget")
+        return cls(data.get("metric") or None, tuple(data["platforms"]) if data.get("platforms") else None,
+                   float(budget) if budget is not None else None)
 
 
 _FIXES = {

@@ -21,27 +21,20 @@ import hashlib
 from . import gitops, ledger, sandbox
 from .agent.offline import NotImplementable
 from .calibration import calibrate_run
-from .config import TargetConfig, load_config
+from .config import Overrides, TargetConfig, load_config
 from .agent import make_agent
+from .errors import RunCancelled, RunError  # noqa: F401  (re-exported: jobs.pipeline.RunError)
 from .executors import Executor, ExecutorUnavailable, make_executors
 from .model import ExperimentRecord, Hypothesis, Status
 from .report import render_pr, render_research
-from .research.offline import candidate_hypothesis, research
+from .research.offline import Research, candidate_hypothesis, research
 from .runner import Isolation, IsolationError
-from .sequential import Rule, mde, slot_alpha, to_log
+from .sequential import mde, slot_alpha
 from .spec import ExperimentSpec, RawResult, SandboxSpec, StopRule
 from .verdict import Judgement, Plan, judge
 
 Event = dict[str, Any]
 OnEvent = Callable[[Event], None]
-
-
-class RunError(RuntimeError):
-    """The run could not proceed; the message says why and what to do."""
-
-
-class RunCancelled(RuntimeError):
-    """`should_stop` said so; machines were released and finished work stays on record."""
 
 
 @dataclass
@@ -60,28 +53,13 @@ class RunOptions:
     primary: str | None = None
     platforms: list[str] | None = None
     budget_usd: float | None = None
+    # The offline research already made on this commit (the bot's plan did it): not scanned again.
+    research: Research | None = None
 
 
 def apply_overrides(config: TargetConfig, o: RunOptions) -> TargetConfig:
-    """The command's arguments narrow the repo config; unknown names are errors, not guesses."""
-    update: dict[str, Any] = {}
-    if o.primary:
-        names = [m.name for m in config.metrics]
-        if o.primary not in names:
-            raise RunError(f"metric={o.primary}: not a metric of this target (known: {', '.join(names)})")
-        update["metrics"] = [m.model_copy(update={"primary": m.name == o.primary}) for m in config.metrics]
-    if o.platforms:
-        known = {p.name: p for p in config.platforms}
-        unknown = [p for p in o.platforms if p not in known and p not in ("x86", "arm", "local")]
-        if unknown:
-            raise RunError(f"platforms={','.join(o.platforms)}: unknown {unknown} (configured: {sorted(known)})")
-        from .config import Platform
-        update["platforms"] = [known.get(p) or Platform(name=p) for p in o.platforms]
-    if o.budget_usd is not None:
-        if o.budget_usd > config.budget.usd:
-            raise RunError(f"budget={o.budget_usd:g}: above the repository's cap of {config.budget.usd:g} USD")
-        update["budget"] = config.budget.model_copy(update={"usd": o.budget_usd})
-    return config.model_copy(update=update) if update else config
+    """The command's arguments narrow the repo config (`TargetConfig.narrow`; OverrideError is a RunError)."""
+    return config.narrow(Overrides(o.primary, o.platforms, o.budget_usd))
 
 
 def new_run_id(base_commit: str) -> str:
@@ -210,7 +188,9 @@ class Run:
         gitops.add_worktree(self.repo, tree, self.state["base_commit"])
         try:
             hypotheses: list[Hypothesis] = [candidate_hypothesis(Path(p)) for p in self.o.candidates]
-            found = research(tree, self.config) if self.o.agent != "none" else None
+            found = None
+            if self.o.agent != "none":
+                found = self.o.research if self.o.research is not None else research(tree, self.config)
             sources = None
             if found:
                 from .research.offline import merge_sources, model_research

@@ -2,26 +2,30 @@
 
 Approval binds to `Plan.digest()` together with the base commit: if either changes, the plan
 must be approved again.
+
+Prices come in as a function (`hourly_usd(instance_type) -> USD per hour`), so this module reads
+no catalog: `jobs.api.make_plan` passes the shipped SkyPilot catalog's prices
+(`jobs.cloud.catalog.hourly_price`). A local plan needs none (this machine costs nothing).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 from dataclasses import asdict, dataclass
+from typing import Callable
 
-from .config import TargetConfig
+from .config import Platform, TargetConfig
 
-# Default instance types per platform name, as in the reference study.
+# Default instance types per platform name, as in the reference study. The one home of these
+# names: the SkyPilot executor and the dry run read them from here.
 DEFAULT_INSTANCE = {"x86": "c6i.2xlarge", "arm": "c7g.2xlarge"}
 
+HourlyPrice = Callable[[str], float]
 
-def hourly_usd(instance_type: str | None) -> float:
-    """On-demand price per hour. Local runs cost nothing; cloud prices come from the shipped
-    SkyPilot catalog (jobs.cloud.catalog)."""
-    if not instance_type:
-        return 0.0
-    from .cloud.catalog import hourly_price
-    return hourly_price(instance_type)
+
+def instance_type_for(platform: Platform) -> str:
+    """The platform's configured instance type, else its default, else '' (no default known)."""
+    return platform.instance_type or DEFAULT_INSTANCE.get(platform.name, "")
 
 
 @dataclass(frozen=True)
@@ -48,14 +52,16 @@ class Plan:
 
 
 def make_plan(config: TargetConfig, n_hypotheses: int, *, executor: str = "local",
-              minutes_per_experiment: float = 10.0) -> Plan:
+              minutes_per_experiment: float = 10.0, hourly_usd: HourlyPrice | None = None) -> Plan:
     n = min(n_hypotheses, config.budget.max_experiments)
     platforms = tuple(p.name for p in config.platforms)
     if executor == "local":
         types = tuple("" for _ in platforms)
     else:
-        types = tuple(p.instance_type or DEFAULT_INSTANCE.get(p.name, "") for p in config.platforms)
+        types = tuple(instance_type_for(p) for p in config.platforms)
+    if hourly_usd is None and any(types):
+        raise ValueError("a cloud plan needs prices: pass hourly_usd (jobs.api.make_plan passes the catalog's)")
     runs = n + 2   # calibration (A/A) and the stack are measured too
-    est = sum(runs * minutes_per_experiment / 60 * hourly_usd(t or None) for t in types)
+    est = sum(runs * minutes_per_experiment / 60 * hourly_usd(t) for t in types if t)
     return Plan(n, platforms, types, minutes_per_experiment, round(est, 2), config.budget.usd,
                 config.budget.max_vms)

@@ -22,16 +22,11 @@ from typing import Callable
 
 from . import sandbox
 from .metrics import explain_missing, parse_metrics
-from .secrets import is_secret_name
+from .secrets import scrubbed_env  # only for --no-sandbox runs: one policy, jobs/secrets.py
 from .spec import ExperimentSpec, Invocation, RawResult, SandboxSpec
 
 Progress = Callable[[str, float], None]   # (message, fraction done 0..1)
 LOG_TAIL = 4000
-
-
-def scrubbed_env() -> dict[str, str]:
-    """This process's environment minus credentials (only for `--no-sandbox` runs)."""
-    return {k: v for k, v in os.environ.items() if not is_secret_name(k)}
 
 
 class IsolationError(ValueError):

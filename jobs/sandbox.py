@@ -110,10 +110,10 @@ def environment(passthrough: tuple[str, ...] | list[str], extra: dict[str, str] 
                 source: dict[str, str] | None = None, home: str = "/home/sandbox") -> dict[str, str]:
     """The environment a step gets: the harmless base names and `passthrough` names copied from
     `source` (the runner's environment), then `extra` (e.g. AUTORESEARCH_SEED). Pure."""
-    from .secrets import is_secret_name
+    from .secrets import target_may_see
     source = os.environ if source is None else source
     env = {name: source[name] for name in (*BASE_ENV, *passthrough)
-           if name in source and not is_secret_name(name)}
+           if name in source and target_may_see(name)}
     env.setdefault("PATH", DEFAULT_PATH)
     env.update(HOME=home, TMPDIR="/tmp", USER="sandbox", LOGNAME="sandbox")
     env.update(extra or {})

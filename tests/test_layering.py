@@ -1,28 +1,233 @@
-"""The layout's import rules (DESIGN.md): bot/ may import jobs/, never the reverse; kernels/ is C
-and recipe data, and imports nothing from Python."""
+"""The layout's import rules, enforced on the source (DESIGN.md: a functional core, adapters at
+the edge, `bot/` above `jobs/`).
+
+The import graph: one node per module of `jobs/` and `bot/`; an edge for every import statement
+anywhere in a file (module level, inside functions, under TYPE_CHECKING: a lazy import is still a
+dependency). `from P import x` names the submodule `P.x` when there is one, else `P` itself.
+Importing a submodule's parent package implicitly is Python's mechanics, not an edge.
+
+Rules:
+1. No import cycles (no strongly connected component of more than one module, no self-import).
+2. Floors (`FLOORS`, bottom first): a module imports modules of its own floor or below, never of a
+   floor above. Every module must be placed on a floor: a new module fails here until it is.
+3. Adapters (`ADAPTERS`: one per outside system) are never imported by the core: the pure
+   modules (rule 4) and the bot's flow (`bot.flow`, `bot.ports`, `bot.progress`).
+4. A module is *pure* when its docstring says `Pure.`, `Pure:` or `Pure;` ("Pure apart from ..."
+   does not count). A pure module imports no I/O: none of `IO_STDLIB` (files, paths, processes,
+   sockets, signals, threads, the clock, logging, the environment) nor `IO_THIRD_PARTY` (clients
+   of outside systems and web frameworks), and of this project only other pure modules and the
+   plain-data modules in `DATA_MODULES` (types whose import performs no I/O).
+5. `jobs/` never imports `bot/`; `kernels/` imports no project Python; no `bot/` module is over
+   `MAX_BOT_LINES` lines.
+"""
+from __future__ import annotations
+
 import ast
+import re
+from functools import lru_cache
 from pathlib import Path
+
+import pytest
 
 from conftest import ROOT
 
+PACKAGES = ("jobs", "bot")
+FLOORS: list[tuple[str, tuple[str, ...]]] = [   # bottom first; "x.*" is x and everything under it
+    ("ground", ("jobs", "jobs.errors", "jobs.secrets", "jobs.model", "jobs.config", "jobs.metrics", "jobs.recipes",
+                "jobs.gitops", "jobs.results")),
+    ("records and maths", ("jobs.ledger", "jobs.spec", "jobs.stats", "jobs.plan", "jobs.sequential",
+                           "jobs.integrity")),
+    ("parts", ("jobs.verdict", "jobs.calibration", "jobs.report", "jobs.sandbox", "jobs.runner", "jobs.research.*",
+               "jobs.agent.*", "jobs.cloud.*")),
+    ("machines", ("jobs.executors.*",)),
+    ("the run", ("jobs.pipeline",)),
+    ("jobs fronts", ("jobs.api", "jobs.dryrun", "jobs.cli")),
+    ("bot core", ("bot", "bot.commands", "bot.approval", "bot.routing", "bot.status", "bot.record")),
+    ("bot flow", ("bot.ports", "bot.progress", "bot.flow")),
+    ("bot adapters", ("bot.settings", "bot.github", "bot.store", "bot.issuestore", "bot.jobqueue", "bot.gitclone")),
+    ("bot shells", ("bot.tasks", "bot.action", "bot.app", "bot.cli", "bot.dashboard.*", "bot.loadbench")),
+]
+ADAPTERS = {   # module (or "x.*") -> the outside system it speaks to
+    "bot.store": "Redis", "bot.jobqueue": "RQ", "bot.github": "GitHub's REST API",
+    "bot.issuestore": "GitHub issue comments", "bot.gitclone": "git remotes", "bot.app": "HTTP (Flask)",
+    "bot.settings": "the environment", "jobs.cloud.*": "SkyPilot", "jobs.executors.skypilot": "SkyPilot",
+    "jobs.research.forks": "GitHub's REST API", "jobs.research.papers": "arXiv", "jobs.agent.claude": "Anthropic",
+    "jobs.gitops": "git", "jobs.sandbox": "bubblewrap",
+}
+FLOW = {"bot.flow", "bot.ports", "bot.progress"}
+DATA_MODULES = {"jobs.config", "jobs.model", "jobs.spec", "jobs.errors"}
+IO_STDLIB = {"os", "io", "sys", "pathlib", "glob", "shutil", "tempfile", "subprocess", "socket", "ssl", "select",
+             "selectors", "signal", "threading", "multiprocessing", "concurrent", "asyncio", "fcntl", "ctypes",
+             "mmap", "time", "logging", "uuid", "http", "urllib", "ftplib", "smtplib", "sqlite3", "webbrowser"}
+IO_THIRD_PARTY = {"requests", "httpx", "urllib3", "redis", "rq", "flask", "werkzeug", "gunicorn", "githubkit",
+                  "anthropic", "sky", "boto3", "botocore", "selenium"}
+MUST_BE_PURE = {"bot.commands", "bot.approval", "bot.routing", "bot.status", "bot.record", "bot.dashboard.view",
+                "jobs.plan", "jobs.results", "jobs.sequential", "jobs.integrity", "jobs.verdict", "jobs.calibration",
+                "jobs.stats"}
+MAX_BOT_LINES = 400
+PURE = re.compile(r"\bPure[.:;]")
 
-def imported_modules(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    names = set()
-    for node in ast.walk(tree):
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+@lru_cache(maxsize=1)
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))
+            if "__pycache__" not in p.parts}
+
+
+def _resolve(name: str) -> str | None:
+    """The project module an imported dotted name lives in (its longest known prefix)."""
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        if ".".join(parts[:i]) in modules():
+            return ".".join(parts[:i])
+    return None
+
+
+@lru_cache(maxsize=None)
+def imports(module: str) -> tuple[set[str], set[str]]:
+    """(project modules, top-level outside names) that `module` imports, anywhere in its text."""
+    path = modules()[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    project, outside = set(), set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            names |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.split(".")[0])
-    return names
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                origin = ".".join(base + ([node.module] if node.module else []))
+            else:
+                origin = node.module or ""
+            names = [f"{origin}.{a.name}" if f"{origin}.{a.name}" in modules() else origin for a in node.names]
+        else:
+            continue
+        for name in names:
+            found = _resolve(name)
+            if found:
+                project.add(found)
+            elif name.split(".")[0] not in PACKAGES and name != "__future__":
+                outside.add(name.split(".")[0])
+    return project, outside
+
+
+def matches(module: str, pattern: str) -> bool:
+    if pattern.endswith(".*"):
+        return module == pattern[:-2] or module.startswith(pattern[:-1])
+    return module == pattern
+
+
+def floor(module: str) -> int | None:
+    for i, (_, patterns) in enumerate(FLOORS):
+        if any(matches(module, p) for p in patterns):
+            return i
+    return None
+
+
+def adapter(module: str) -> str | None:
+    return next((system for p, system in ADAPTERS.items() if matches(module, p)), None)
+
+
+def declared_pure(module: str) -> bool:
+    doc = ast.get_docstring(ast.parse(modules()[module].read_text(encoding="utf-8"))) or ""
+    return bool(PURE.search(doc))
+
+
+def test_the_graph_sees_the_code():
+    assert len(modules()) > 60 and "bot.flow" in modules() and "jobs.pipeline" in modules()
+    assert "jobs.errors" in imports("jobs.agent.claude")[0]                    # a plain from-import
+    assert "jobs.agent.claude" in imports("jobs.agent")[0]                      # a lazy one, in a function
+    assert "jobs.cloud.catalog" in imports("jobs.executors.skypilot")[0]        # `from ..cloud import catalog`
+    assert {"redis", "rq"} <= imports("bot.jobqueue")[1]
+
+
+def test_no_import_cycles():
+    graph = {m: imports(m)[0] for m in modules()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(v: str) -> None:            # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1 or v in graph[v]:
+                cycles.append(sorted(component))
+    for m in sorted(graph):
+        if m not in index:
+            visit(m)
+    assert cycles == []
+
+
+def test_every_module_is_on_a_floor_and_no_import_runs_back_up():
+    unplaced = sorted(m for m in modules() if floor(m) is None)
+    assert unplaced == [], "place these modules on a floor in FLOORS (tests/test_layering.py)"
+    upward = sorted(f"{m} ({FLOORS[floor(m)][0]}) -> {d} ({FLOORS[floor(d)][0]})"
+                    for m in modules() for d in imports(m)[0] if floor(d) > floor(m))
+    assert upward == []
+
+
+def test_the_core_never_imports_an_adapter():
+    core = {m for m in modules() if declared_pure(m)} | FLOW
+    offenders = sorted(f"{m} -> {d} ({adapter(d)})" for m in core for d in imports(m)[0] if adapter(d))
+    assert offenders == []
+    flow_outside = sorted(f"{m} -> {name}" for m in FLOW for name in imports(m)[1] if name in IO_THIRD_PARTY)
+    assert flow_outside == []            # the flow reaches Redis, RQ, GitHub only through bot.ports
+
+
+def test_pure_modules_import_no_io():
+    pure = {m for m in modules() if declared_pure(m)}
+    assert MUST_BE_PURE <= pure, f"these say Pure no longer: {sorted(MUST_BE_PURE - pure)}"
+    offenders = []
+    for m in sorted(pure):
+        project, outside = imports(m)
+        offenders += [f"{m} -> {name}" for name in sorted(outside) if name in IO_STDLIB | IO_THIRD_PARTY]
+        offenders += [f"{m} -> {d} (not pure)" for d in sorted(project) if d not in pure | DATA_MODULES]
+    assert offenders == []
+
+
+@pytest.mark.parametrize("module,forbidden", [("jobs.plan", "jobs.cloud.catalog"), ("jobs.agent.claude", "jobs.pipeline"),
+                                              ("jobs.executors.skypilot", "jobs.executors"),
+                                              ("bot.action", "bot.tasks"), ("bot.flow", "bot.store")])
+def test_the_imports_issue_13_named_are_gone(module, forbidden):
+    assert forbidden not in imports(module)[0]
 
 
 def test_jobs_never_imports_bot():
-    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "jobs").rglob("*.py") if "bot" in imported_modules(p)]
+    offenders = [m for m in modules() if m.startswith("jobs") and any(d.startswith("bot") for d in imports(m)[0])]
     assert offenders == []
 
 
 def test_kernels_imports_no_project_python():
-    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "kernels").rglob("*.py")
-                 if imported_modules(p) & {"jobs", "bot"}]
+    offenders = []
+    for path in (ROOT / "kernels").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            offenders += [f"{path.relative_to(ROOT)} -> {n}" for n in names if n.split(".")[0] in PACKAGES]
     assert offenders == []
+
+
+def test_no_bot_module_is_over_the_limit():
+    long = {m: n for m in modules() if m.startswith("bot")
+            for n in [len(modules()[m].read_text(encoding="utf-8").splitlines())] if n > MAX_BOT_LINES}
+    assert long == {}

@@ -6,7 +6,7 @@
 
 Rules this module keeps (enforced in code, never left to the prompt):
 - every write goes through `guard.check_edit`; a refused edit is a tool error the model reads;
-- build/check tools run the target's own commands in `runner.scrubbed_env()` (no credentials);
+- build/check tools run the target's own commands in `secrets.scrubbed_env()` (no credentials);
 - every text that reaches a request is redacted of secret values from this process's environment
   and any the caller names; untrusted documents are stripped of hidden content and quoted as data;
 - token and dollar caps per run, counted from each response's `usage`; a cap stops the agent with
@@ -26,14 +26,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .. import gitops
-from ..config import TargetConfig
+from ..config import LLM, TargetConfig
+from ..errors import RunError
 from ..model import Evidence, Hypothesis
 from ..research.sanitize import DATA_RULE, quote, redact
-from ..runner import run_step, scrubbed_env, tail
+from ..runner import run_step, tail
+from ..secrets import secret_values  # one policy: jobs/secrets.py
 from .guard import EditRefused, check_edit
 from .offline import NotImplementable, commit_message
 
-DEFAULT_MODEL = "claude-sonnet-4-6"
+_CAPS = LLM()              # the model and caps have one home: the repo config schema (jobs/config.py)
+DEFAULT_MODEL = _CAPS.model
 # USD per million tokens (input, output, 5-minute cache write, cache read), Anthropic's published
 # rates when written. The repo config's pricing table overrides and extends this; a model with no
 # price is refused, since its spending could not be capped.
@@ -59,12 +62,12 @@ class ClaudeUnavailable(RuntimeError):
 @dataclass
 class Settings:
     model: str = DEFAULT_MODEL
-    max_tokens: int = 4096             # per response
-    max_run_tokens: int = 2_000_000    # input + output, whole run
-    max_usd: float = 10.0              # whole run
-    max_turns: int = 30                # tool-use turns per hypothesis
-    max_retries: int = 2               # the SDK's own retry policy
-    timeout: float = 120.0             # seconds per request, the SDK's own
+    max_tokens: int = _CAPS.max_tokens              # per response
+    max_run_tokens: int = _CAPS.max_run_tokens      # input + output, whole run
+    max_usd: float = _CAPS.max_usd                  # whole run
+    max_turns: int = _CAPS.max_turns                # tool-use turns per hypothesis
+    max_retries: int = _CAPS.max_retries            # the SDK's own retry policy
+    timeout: float = _CAPS.timeout                  # seconds per request, the SDK's own
     pricing: dict[str, dict[str, float]] = field(default_factory=lambda: dict(DEFAULT_PRICING))
 
     @classmethod
@@ -218,13 +221,6 @@ REVISE_SYSTEM = (
     "You re-rank the pending performance hypotheses in the light of the experiments so far: drop "
     "directions that measured as noise or losses, promote related ideas that won. Answer only by calling "
     "submit_revision. " + DATA_RULE)
-
-
-def secret_values(extra: list[str] | None = None) -> list[str]:
-    """Values of this process's credential-like variables (what `scrubbed_env` removes), plus `extra`."""
-    kept = scrubbed_env()
-    values = [v for k, v in os.environ.items() if k not in kept and len(v) >= 6]
-    return sorted(set(values + [v for v in (extra or []) if v]), key=len, reverse=True)
 
 
 def _hypothesis(out: HypothesisOut, recipes: dict) -> Hypothesis:
@@ -509,13 +505,11 @@ def make_claude_agent(recipes: dict, config: TargetConfig, *, client: Any = None
     if client is None:
         key = api_key or os.environ.get("ANTHROPIC_API_KEY")
         if not key:
-            from ..pipeline import RunError
             raise RunError("--agent claude needs ANTHROPIC_API_KEY in the environment; without it use "
                            "--agent offline (the default)")
         try:
             import anthropic
         except ImportError:
-            from ..pipeline import RunError
             raise RunError("--agent claude needs the anthropic SDK: pip install 'autoresearch[llm]'") from None
         client = anthropic.Anthropic(api_key=key, base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL"),
                                      max_retries=s.max_retries, timeout=s.timeout)

@@ -6,9 +6,9 @@
 - `tasks`: an ExperimentSpec rendered as one declarative SkyPilot task (name, workdir, setup, run,
   envs, resources), plus the workdir it ships (target bundle, the `jobs` package, spec.json).
 - `leases` and `reaper`: which clusters a live run still owns, and `autoresearch reap` for the rest.
-- `dryrun`: `autoresearch run ... --executor skypilot --dry-run`.
 
-The executor itself is `jobs.executors.skypilot`. Every cluster this app starts is named
+The executor itself is `jobs.executors.skypilot`; the `--dry-run` preview is `jobs.dryrun` (above the
+pipeline, so nothing here imports upwards). Every cluster this app starts is named
 `autoresearch-<run id>-<experiment>-<platform>-<n>`; the reaper only ever touches that prefix.
 """
 from __future__ import annotations

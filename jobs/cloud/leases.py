@@ -22,10 +22,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..results import FINAL_PHASES
+
 LEASE_DIR_ENV = "AUTORESEARCH_LEASE_DIR"
 HEARTBEAT_S = 60.0
 DEFAULT_TTL_S = 600.0
-FINISHED_PHASES = ("done", "cancelled")
+FINISHED_PHASES = FINAL_PHASES                 # a lease of a run in one of these phases is dead
 
 
 def lease_dir(path: Path | str | None = None) -> Path:

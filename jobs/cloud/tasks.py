@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from ..secrets import SECRET_NAME as _SECRET_NAME
+from ..secrets import TASK_MIN_LEN, leaked_names, secret_values
 from ..spec import ExperimentSpec
 from . import APP_PREFIX
 
@@ -115,22 +115,17 @@ def task_config(spec: ExperimentSpec, *, workdir: Path, instance_type: str, clou
     return config
 
 
-def secret_values(environ: dict[str, str] | None = None) -> list[str]:
-    environ = os.environ if environ is None else environ
-    return [v for k, v in environ.items() if _SECRET_NAME.search(k) and len(v) >= 8]
-
-
 class SecretLeak(RuntimeError):
     pass
 
 
 def assert_no_secrets(config: dict[str, Any], environ: dict[str, str] | None = None) -> None:
     """Refuse a task that would carry a credential to the VM (names are checked, values too)."""
-    bad = [k for k in config.get("envs", {}) if _SECRET_NAME.search(k)]
+    bad = leaked_names(config.get("envs", {}))
     if bad:
         raise SecretLeak(f"task envs must not carry credentials: {bad}")
     text = yaml.safe_dump(config)
-    if any(v in text for v in secret_values(environ)):
+    if any(v in text for v in secret_values(environ=environ, min_len=TASK_MIN_LEN)):
         raise SecretLeak("task text contains the value of a secret environment variable")
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..config import TargetConfig
+from ..errors import ExecutorUnavailable  # noqa: F401  (re-exported)
 from ..runner import Progress
 from ..spec import ExperimentSpec, RawResult
 
@@ -25,10 +26,6 @@ class Executor(Protocol):
     def estimate_usd(self, spec: ExperimentSpec) -> float: ...
 
     def close(self) -> None: ...
-
-
-class ExecutorUnavailable(RuntimeError):
-    pass
 
 
 def make_executors(kind: str, repo: Path, workdir: Path, config: TargetConfig, run_id: str) -> list[Executor]:

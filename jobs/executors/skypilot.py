@@ -53,16 +53,15 @@ from typing import Any, Callable
 import sky  # noqa: F401  (ImportError here means: install the cloud extra)
 
 from ..cloud import catalog, tasks
-from . import ExecutorUnavailable
 from ..cloud.leases import Lease
 from ..config import Platform, TargetConfig
+from ..errors import ExecutorUnavailable
 from ..ledger import load_state
+from ..plan import DEFAULT_INSTANCE  # one home for the default instance types
 from ..runner import Progress, tail
 from ..spec import ExperimentSpec, RawResult
 
-DEFAULT_PLATFORMS = (Platform(name="x86", instance_type="c6i.2xlarge", cloud="aws"),
-                     Platform(name="arm", instance_type="c7g.2xlarge", cloud="aws"))
-DEFAULT_INSTANCE = {p.name: p.instance_type for p in DEFAULT_PLATFORMS}
+DEFAULT_PLATFORMS = tuple(Platform(name=name, instance_type=it, cloud="aws") for name, it in DEFAULT_INSTANCE.items())
 USE_SPOT_ENV = "AUTORESEARCH_SKY_USE_SPOT"
 
 # The driver's lines, possibly behind SkyPilot's "(task, pid=1234) " prefix.

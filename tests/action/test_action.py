@@ -110,7 +110,7 @@ def test_issue_comment_event_file_gives_the_same_run_and_draft_pr_as_the_app(bot
     bot_env.work()
     from bot.store import Store
     app_run = Store(bot_env.redis).current_run(APP_REPO, 1)
-    assert app_run["state"] == "done", app_run
+    assert app_run.state == "done", app_run
 
     # The Action: GitHub's example issue_comment payload as the event file (no App installation
     # in a workflow's payload), pointed at the second repo, through `autoresearch action`.
@@ -120,8 +120,8 @@ def test_issue_comment_event_file_gives_the_same_run_and_draft_pr_as_the_app(bot
 
     # The same run: same id (issue, base commit, arguments), same plan, same experiments and verdicts.
     assert outputs["state"] == "done", (outputs, stdout)
-    assert outputs["run-id"] == app_run["run_id"]
-    app_sum = _summary(bot_env.workdir / "octo", "synth", app_run["run_id"])
+    assert outputs["run-id"] == app_run.run_id
+    app_sum = _summary(bot_env.workdir / "octo", "synth", app_run.run_id)
     act_sum = _summary(tmp_path / "action-work" / "octo", "synth-action", outputs["run-id"])
     assert act_sum["base_commit"] == app_sum["base_commit"] and act_sum["branch"] == app_sum["branch"]
     assert [(e["name"], e["platform"], e["status"]) for e in act_sum["experiments"]] == \
@@ -135,7 +135,7 @@ def test_issue_comment_event_file_gives_the_same_run_and_draft_pr_as_the_app(bot
     assert outputs["pr-url"] == f"https://github.com/{ACTION_REPO}/pull/{act_pr['number']}"
     for key in ("title", "head", "base", "draft"):
         assert act_pr[key] == app_pr[key], key
-    assert act_pr["draft"] is True and act_pr["head"] == f"autoresearch/{app_run['run_id']}"
+    assert act_pr["draft"] is True and act_pr["head"] == f"autoresearch/{app_run.run_id}"
     assert _shape(act_pr["body"]) == _shape(app_pr["body"])
     assert "faster | local | candidate | kept" in _shape(act_pr["body"])
     assert "AI-generated" in act_pr["body"] and act_pr["body"].rstrip().endswith("Closes #1")
@@ -162,12 +162,12 @@ def test_issue_comment_event_file_gives_the_same_run_and_draft_pr_as_the_app(bot
     from bot.dashboard import blueprint, load_run, make_token, signing_key
     import http.cookiejar
     import urllib.request
-    token = make_token(signing_key({}, bot_env.env["AUTORESEARCH_WEBHOOK_SECRET"]), "alice", app_run["run_id"])
+    token = make_token(signing_key({}, bot_env.env["AUTORESEARCH_WEBHOOK_SECRET"]), "alice", app_run.run_id)
     opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
-    page = opener.open(f"{bot_env.url}/runs/{app_run['run_id']}?token={token}", timeout=10).read().decode()
+    page = opener.open(f"{bot_env.url}/runs/{app_run.run_id}?token={token}", timeout=10).read().decode()
     assert "faster" in page and "keep" in page and 'id="chart"' in page
-    data = json.loads(opener.open(f"{bot_env.url}/runs/{app_run['run_id']}.json", timeout=10).read())
-    assert data["final"] and data["run"]["state"] == "done" and data["run"]["pr_url"] == app_run["pr_url"]
+    data = json.loads(opener.open(f"{bot_env.url}/runs/{app_run.run_id}.json", timeout=10).read())
+    assert data["final"] and data["run"]["state"] == "done" and data["run"]["pr_url"] == app_run.pr_url
     assert [(e["name"], e["cells"]["local"]["status"]) for e in data["run"]["experiments"]] == [("faster", "keep")]
 
     view = load_run(tmp_path / "action-work", outputs["run-id"])
@@ -237,9 +237,12 @@ def test_ignored_events_and_help(bot_env, tmp_path):
     assert len(bot_env.bot_comments(ACTION_REPO, 5)) == 2      # the help reply, and the user's comment by the bot
 
 
-def test_command_from_event_is_pure_and_uses_the_apps_grammar():
-    from bot.action import command_from_event
-    from bot.routing import Ignored
+def test_workflow_events_go_through_the_apps_router_and_grammar():
+    from bot.routing import Ignored, route_workflow_event
+    from jobs.config import Overrides
+
+    def command_from_event(event, payload):
+        return route_workflow_event(event, payload, bot_login="github-actions[bot]", label="autoresearch")
     repo = {"name": "r", "owner": {"login": "o"}, "default_branch": "trunk"}
     labeled = {"action": "labeled", "label": {"name": "autoresearch"}, "issue": {"number": 7},
                "repository": repo, "sender": {"login": "alice", "type": "User"}}
@@ -251,7 +254,7 @@ def test_command_from_event_is_pure_and_uses_the_apps_grammar():
     d = {"inputs": {"issue": "3", "command": "optimize cpu metric=ms platforms=x86,arm budget=5"},
          "repository": repo, "sender": {"login": "alice"}}
     cmd = command_from_event("workflow_dispatch", d)
-    assert cmd.command.overrides == {"metric": "ms", "platforms": ["x86", "arm"], "budget": 5.0}
+    assert cmd.command.overrides == Overrides("ms", ("x86", "arm"), 5.0)
     bad = command_from_event("workflow_dispatch", dict(d, inputs={"issue": "3", "command": "optimize gpu"}))
     assert bad.verb is None and "optimize cpu" in bad.error
     assert isinstance(command_from_event("workflow_dispatch", dict(d, inputs={"command": "status"})), Ignored)
@@ -285,12 +288,14 @@ def test_cancel_before_start_and_status(bot_env, tmp_path):
 def test_cancel_of_a_run_whose_workflow_is_gone_unblocks_the_issue(bot_env, tmp_path):
     """A `running` record whose workflow run can no longer be cancelled (here: the fake has no
     Actions API, as GitHub answers for a finished run) is marked cancelled, not left running."""
-    from bot.action import STATE_MARKER
+    from bot.issuestore import STATE_MARKER
+    from bot.record import to_fields
+    from recordfixtures import record
     bot_env.add_target(ACTION_REPO, _target(tmp_path))
     bot_env.github.repos[ACTION_REPO].permissions["alice"] = ("write", "maintain")
     bot_env.github.tokens[WORKFLOW_TOKEN] = 0
-    rec = {"run_id": "8-deadbee", "state": "running", "requester": "alice", "issue": 8, "approvers": [],
-           "workflow_run_id": "4242", "plan_text": "1 experiment(s)", "base_commit": "d" * 40}
+    rec = to_fields(record(run_id="8-deadbee", repo=ACTION_REPO, name="synth-action", state="running", issue=8,
+                           workflow_run_id="4242", base_commit="d" * 40))
     state = {"runs": {"8-deadbee": rec}, "current": "8-deadbee", "pr": None, "cancel": []}
     # A forged state comment by someone else (saying the run is over) comes first and is not trusted.
     forged = dict(state, runs={"8-deadbee": dict(rec, state="done")})
@@ -355,7 +360,9 @@ def test_runner_cancellation_stops_the_run_and_says_so(bot_env, tmp_path):
 
 
 def test_executor_choice_and_cloud_credentials(tmp_path, monkeypatch):
-    from bot.action import _persist_cloud_credentials, action_settings
+    from bot.action import _persist_cloud_credentials
+    from bot.settings import Settings
+    action_settings = Settings.for_action
     monkeypatch.setenv("HOME", str(tmp_path))
     assert action_settings({}).executor == "local"
     assert action_settings({"AWS_ACCESS_KEY_ID": "AKIA"}).executor == "skypilot"

@@ -86,7 +86,7 @@ def test_maintainer_comment_plan_run_draft_pr_and_rerun(bot_env, tmp_path, reque
     comment_id = payload["comment"]["id"]
     assert {"comment_id": comment_id, "content": "eyes", "user": BOT_LOGIN} in bot_env.github.reactions
     rec = _run(bot_env)
-    assert rec["state"] == "done", rec
+    assert rec.state == "done", rec
     comments = bot_env.bot_comments(REPO, 1)
     plans = [c for c in comments if "<!-- autoresearch:plan" in c["body"]]
     assert len(plans) == 1 and "1 experiment(s)" in plans[0]["body"] and "0.00 USD" in plans[0]["body"]
@@ -97,22 +97,22 @@ def test_maintainer_comment_plan_run_draft_pr_and_rerun(bot_env, tmp_path, reque
     assert "✅ done" in body and "1/1" in body and "`faster` +" in body and "USD" in body and "/pull/100" in body
     assert len(bot_env.github.pulls) == 1          # exactly one run, one PR
     pr = bot_env.github.pulls[(REPO, 100)]
-    assert pr["draft"] and pr["head"] == f"autoresearch/{rec['run_id']}"
+    assert pr["draft"] and pr["head"] == f"autoresearch/{rec.run_id}"
     assert "| score |" in pr["body"] and "AI-generated" in pr["body"] and pr["body"].rstrip().endswith("Closes #1")
     bare = bot_env.git_root / f"{REPO}.git"
-    log = git(bare, "log", "--format=%s", f"main..autoresearch/{rec['run_id']}").splitlines()
+    log = git(bare, "log", "--format=%s", f"main..autoresearch/{rec.run_id}").splitlines()
     assert log == ["faster: maintainer candidate"]
     _no_token_on_disk(bot_env)
     seen = (dump / "env.txt").read_text()    # what target code saw: no token, no App secrets or settings
     assert "PATH=" in seen and "AUTORESEARCH_" not in seen and "ghs_" not in seen and "Authorization" not in seen
-    clone_config = (bot_env.workdir / "octo" / "synth" / rec["run_id"] / "repo" / ".git" / "config").read_text()
+    clone_config = (bot_env.workdir / "octo" / "synth" / rec.run_id / "repo" / ".git" / "config").read_text()
     assert "extraheader" not in clone_config.lower() and "x-access-token" not in clone_config
 
     # A rerun of the same request resumes the same run and updates the same PR.
     bot_env.github.pulls[(REPO, 100)]["body"] = "stale"
     assert bot_env.comment(REPO, 1, "alice", "/autoresearch optimize cpu").status == 202
     bot_env.work()
-    assert _run(bot_env)["state"] == "done"
+    assert _run(bot_env).state == "done"
     assert len(bot_env.github.pulls) == 1 and "| score |" in bot_env.github.pulls[(REPO, 100)]["body"]
     assert len(_status_comments(bot_env)) == 1
 
@@ -122,7 +122,7 @@ def test_outsider_waits_for_approval_and_approval_binds_to_base(bot_env, tmp_pat
     assert bot_env.comment(REPO, 2, "bob", "/autoresearch optimize cpu").status == 202
     bot_env.work(COMMANDS)
     rec = _run(bot_env, 2)
-    assert rec["state"] == "awaiting_approval" and rec["approval"] is None
+    assert rec.state == "awaiting_approval" and rec.approval is None
     assert Queue(RUNS, connection=bot_env.redis).count == 0          # nothing runs, nothing is spent
     plan = next(c for c in bot_env.bot_comments(REPO, 2) if "<!-- autoresearch:plan" in c["body"])
     assert "awaiting approval" in plan["body"] and "does not have write access" in plan["body"]
@@ -130,30 +130,30 @@ def test_outsider_waits_for_approval_and_approval_binds_to_base(bot_env, tmp_pat
     # The outsider cannot approve their own request.
     bot_env.comment(REPO, 2, "bob", "/autoresearch approve")
     bot_env.work(COMMANDS)
-    assert _run(bot_env, 2)["state"] == "awaiting_approval"
+    assert _run(bot_env, 2).state == "awaiting_approval"
     assert "may not approve" in bot_env.bot_comments(REPO, 2)[-1]["body"]
 
     # A maintainer approves; then the default branch moves before the run starts: approval is void.
     bot_env.comment(REPO, 2, "alice", "/autoresearch approve")
     bot_env.work(COMMANDS)
     rec = _run(bot_env, 2)
-    assert rec["state"] == "queued" and rec["approval"]["by"] == "alice"
+    assert rec.state == "queued" and rec.approval.by == "alice"
     (target / "src" / "code.c").write_text("int main(void) { return 1; }\n")
     git(target, "commit", "-qam", "moved on")
     git(target, "push", "-q", str(bot_env.git_root / f"{REPO}.git"), "HEAD:main")
     bot_env.work(RUNS)
-    old = rec["run_id"]
+    old = rec.run_id
     rec = _run(bot_env, 2)
-    assert rec["run_id"] != old and rec["state"] == "awaiting_approval" and "moved" in rec["message"]
+    assert rec.run_id != old and rec.state == "awaiting_approval" and "moved" in rec.message
     from bot.store import Store
-    assert Store(bot_env.redis).get_run(REPO, old)["state"] == "cancelled"
+    assert Store(bot_env.redis).get_run(REPO, old).state == "cancelled"
     assert not (bot_env.workdir / "octo" / "synth" / old / "out").exists()      # nothing ran
 
     # Approved again at the new base: it runs (no candidates, no recipes: report without a PR).
     bot_env.comment(REPO, 2, "alice", "/autoresearch approve")
     bot_env.work()
     rec = _run(bot_env, 2)
-    assert rec["state"] == "done", rec
+    assert rec.state == "done", rec
     assert not bot_env.github.pulls
     assert any("no change was kept" in c["body"] for c in bot_env.bot_comments(REPO, 2))
     assert "✅ done" in _status_comments(bot_env, 2)[-1]["body"]
@@ -163,7 +163,7 @@ def test_cancel_mid_run_stops_jobs(bot_env, tmp_path):
     _setup(bot_env, tmp_path, bench_sleep=0.3)
     bot_env.comment(REPO, 3, "alice", "/autoresearch optimize cpu")
     bot_env.work(COMMANDS)
-    assert _run(bot_env, 3)["state"] == "queued"
+    assert _run(bot_env, 3).state == "queued"
     env = {**os.environ, **bot_env.env}
     worker = subprocess.Popen([sys.executable, "-m", "bot.cli", "worker", "--burst", "--queues", RUNS],
                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -171,7 +171,7 @@ def test_cancel_mid_run_stops_jobs(bot_env, tmp_path):
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             rec = _run(bot_env, 3)
-            if rec["state"] == "running" and "calibrate" in (rec.get("phase") or ""):
+            if rec.state == "running" and "calibrate" in rec.phase:
                 break
             assert worker.poll() is None, worker.stdout.read().decode()
             time.sleep(0.1)
@@ -187,12 +187,12 @@ def test_cancel_mid_run_stops_jobs(bot_env, tmp_path):
             worker.kill()
     assert worker.returncode == 0, out.decode()[-3000:]
     rec = _run(bot_env, 3)
-    assert rec["state"] == "cancelled" and "jobs stopped" in rec["message"]
+    assert rec.state == "cancelled" and "jobs stopped" in rec.message
     assert any("may not cancel" in c["body"] for c in bot_env.bot_comments(REPO, 3))
     status = _status_comments(bot_env, 3)
     assert len(status) == 1 and "🛑 cancelled" in status[0]["body"] and "jobs stopped" in status[0]["body"]
     assert Queue(RUNS, connection=bot_env.redis).count == 0 and not bot_env.github.pulls
-    clone = bot_env.workdir / "octo" / "synth" / rec["run_id"] / "repo"
+    clone = bot_env.workdir / "octo" / "synth" / rec.run_id / "repo"
     assert git(clone, "worktree", "list").count("\n") == 0        # the experiment worktree was released
 
 
@@ -204,9 +204,9 @@ def test_cancel_before_start_cancels_the_queued_job(bot_env, tmp_path):
     bot_env.comment(REPO, 4, "alice", "/autoresearch cancel")
     bot_env.work(COMMANDS)
     rec = _run(bot_env, 4)
-    assert rec["state"] == "cancelled" and Queue(RUNS, connection=bot_env.redis).count == 0
+    assert rec.state == "cancelled" and Queue(RUNS, connection=bot_env.redis).count == 0
     bot_env.work()
-    assert _run(bot_env, 4)["state"] == "cancelled"
+    assert _run(bot_env, 4).state == "cancelled"
     assert "🛑 cancelled" in _status_comments(bot_env, 4)[0]["body"]
 
 
@@ -244,10 +244,10 @@ def test_fork_push_and_bench_on_the_bot_pr(bot_env, tmp_path, monkeypatch):
     bot_env.comment(REPO, 7, "alice", "/autoresearch optimize cpu")
     bot_env.work()
     rec = _run(bot_env, 7)
-    assert rec["state"] == "done", rec
+    assert rec.state == "done", rec
     pr = bot_env.github.pulls[(REPO, 100)]
-    assert pr["head"] == f"forker:autoresearch/{rec['run_id']}" and pr["draft"]
-    assert git(fork, "rev-parse", "--verify", "-q", f"refs/heads/autoresearch/{rec['run_id']}")
+    assert pr["head"] == f"forker:autoresearch/{rec.run_id}" and pr["draft"]
+    assert git(fork, "rev-parse", "--verify", "-q", f"refs/heads/autoresearch/{rec.run_id}")
     assert not git(bot_env.git_root / f"{REPO}.git", "branch", "--list", "autoresearch/*")   # upstream untouched
 
     # `/autoresearch bench` on that PR re-measures its head against its base.
@@ -259,3 +259,31 @@ def test_fork_push_and_bench_on_the_bot_pr(bot_env, tmp_path, monkeypatch):
     report = next(b for b in replies if b.startswith("autoresearch bench of"))
     assert "| score |" in report and "kept" in report, report
     _no_token_on_disk(bot_env)
+
+
+def test_research_and_planning_happen_once_per_run(bot_env, tmp_path, monkeypatch):
+    """optimize researches and plans the clone once; the run (another RQ job, another process)
+    uses that preparation, and the pipeline is handed the research instead of scanning again."""
+    import jobs.api
+    import jobs.pipeline
+    calls = tmp_path / "calls.txt"            # work horses are forked: they inherit the spies, not memory
+
+    def spy(name, real):
+        def wrapper(*args, **kwargs):
+            with calls.open("a") as fh:
+                fh.write(name + "\n")
+            return real(*args, **kwargs)
+        return wrapper
+    monkeypatch.setattr(jobs.api, "research", spy("research in prepare", jobs.api.research))
+    monkeypatch.setattr(jobs.pipeline, "research", spy("research in the pipeline", jobs.pipeline.research))
+    monkeypatch.setattr(jobs.api, "prepare", spy("prepare", jobs.api.prepare))
+    _setup(bot_env, tmp_path)
+    bot_env.comment(REPO, 8, "alice", "/autoresearch optimize cpu")
+    bot_env.work(COMMANDS)
+    assert calls.read_text().splitlines() == ["prepare", "research in prepare"]
+    bot_env.work(RUNS)
+    rec = _run(bot_env, 8)
+    assert rec.state == "done", rec
+    assert calls.read_text().splitlines() == ["prepare", "research in prepare"]      # nothing again
+    out = bot_env.workdir / "octo" / "synth" / rec.run_id / "out"
+    assert "faster" in (out / "research.md").read_text()          # the pipeline still wrote its research report

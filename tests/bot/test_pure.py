@@ -1,19 +1,23 @@
 """The pure core of bot/: command grammar, approval state machine, routing, status text."""
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 from bot import approval as ap
 from bot.commands import Command, Invalid, parse_comment
 from bot.routing import CommentCommand, Ignored, route
 from bot.status import best_line, pr_body, status_body, status_marker
+from jobs.config import Overrides
+from recordfixtures import record
 
 
 @pytest.mark.parametrize("body,expected", [
     ("/autoresearch optimize cpu", Command("optimize", "cpu")),
     ("please\n/autoresearch optimize cpu metric=tg128 platforms=x86,arm budget=30\nthanks",
-     Command("optimize", "cpu", "tg128", ("x86", "arm"), 30.0)),
-    ("/autoresearch optimize CPU budget=$12.5", Command("optimize", "cpu", budget=12.5)),
+     Command("optimize", "cpu", Overrides("tg128", ("x86", "arm"), 30.0))),
+    ("/autoresearch optimize CPU budget=$12.5", Command("optimize", "cpu", Overrides(budget=12.5))),
     ("/autoresearch approve", Command("approve")),
     ("  /autoresearch cancel  ", Command("cancel")),
     ("/autoresearch status", Command("status")),
@@ -56,9 +60,12 @@ def test_first_command_line_wins():
     assert parse_comment("/autoresearch status\n/autoresearch cancel") == Command("status")
 
 
-def test_overrides():
-    assert Command("optimize", "cpu", "m", ("x86",), 0.0).overrides == {"metric": "m", "platforms": ["x86"],
-                                                                       "budget": 0.0}
+def test_overrides_are_one_value_from_comment_to_json():
+    o = parse_comment("/autoresearch optimize cpu metric=m platforms=x86 budget=0").overrides
+    assert o == Overrides("m", ("x86",), 0.0) and o
+    assert o.to_dict() == {"metric": "m", "platforms": ["x86"], "budget": 0.0}      # what run ids hash
+    assert Overrides.from_dict(o.to_dict()) == o and Overrides(platforms=["arm"]).platforms == ("arm",)
+    assert not Overrides() and Overrides().to_dict() == {} and Overrides.from_dict(None) == Overrides()
 
 
 # -- approval ------------------------------------------------------------------------------------
@@ -125,7 +132,8 @@ def test_route_command():
     r = route("issue_comment", _comment(), delivery="d")
     assert isinstance(r, CommentCommand) and r.verb == "optimize" and r.full_name == "o/r"
     assert r.default_branch == "trunk" and r.issue_number == 7 and r.comment_id == 99 and not r.is_pull_request
-    assert CommentCommand.from_dict(r.to_dict()).command == Command("optimize", "cpu")
+    assert r.command == Command("optimize", "cpu")
+    assert pickle.loads(pickle.dumps(r)) == r            # the RQ job's argument, as the worker gets it
 
 
 @pytest.mark.parametrize("event,payload,why", [
@@ -156,9 +164,9 @@ def test_route_malformed_and_bench_on_issue_get_help():
 
 # -- status text ---------------------------------------------------------------------------------
 def test_status_body_has_marker_and_fields():
-    body = status_body({"run_id": "7-abc", "state": "running", "phase": "experiments", "experiments_done": 2,
-                        "experiments_total": 5, "best": "`x` +3.0%", "cost_usd": 1.234, "base_commit": "f" * 40,
-                        "requester": "alice"})
+    body = status_body(record(run_id="7-abc", state="running", phase="experiments", experiments_done=2,
+                              experiments_total=5, best="`x` +3.0%", cost_usd=1.234, base_commit="f" * 40,
+                              requester="alice"))
     assert body.startswith(status_marker("7-abc"))
     for text in ("running", "experiments", "2/5", "`x` +3.0%", "1.23 USD", "@alice"):
         assert text in body
@@ -175,3 +183,18 @@ def test_best_line_and_pr_body():
     assert best_line([], "score") == ""
     body = pr_body("# report", 7, "offline", True)
     assert "AI-generated" in body and body.rstrip().endswith("Closes #7")
+
+
+# -- the run record ------------------------------------------------------------------------------
+def test_run_record_round_trips_through_json_and_refuses_unknown_or_missing_fields():
+    import json
+    from bot.record import RecordError, changes, from_fields, to_fields
+    rec = record(overrides=Overrides("score", ("x86",), 3.0), approval=ap.Approval("alice", "d1", "c1"))
+    assert from_fields(json.loads(json.dumps(to_fields(rec)))) == rec
+    assert changes(approval=None, overrides=Overrides(budget=1.0)) == {"approval": None, "overrides": {"budget": 1.0}}
+    with pytest.raises(RecordError, match="colour"):
+        changes(colour="red")
+    partial = to_fields(rec)
+    del partial["base_commit"]
+    with pytest.raises(RecordError, match="base_commit"):
+        from_fields(partial)

@@ -3,6 +3,7 @@ App's Flask app served on loopback, plus its access rules through Flask's test c
 from __future__ import annotations
 
 import shutil
+import sys
 import threading
 import time
 from pathlib import Path
@@ -12,6 +13,9 @@ from werkzeug.serving import make_server
 
 from jobs import ledger
 from jobs.model import ExperimentRecord
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bot"))   # the bot tests' helpers
+from recordfixtures import record  # noqa: E402
 
 RUN = "7-abc1234"
 REPO = "octo/synth"
@@ -67,8 +71,7 @@ def served(tmp_path, redis_url, monkeypatch):
     out = write_run(settings.workdir)
     store = Store(connect(redis_url))
     store.r.flushdb()
-    store.replace_run(REPO, {"run_id": RUN, "state": "running", "requester": "alice", "message": "wave 2 running",
-                             "installation_id": 77})
+    store.replace_run(record(run_id=RUN, repo=REPO, state="running", requester="alice", message="wave 2 running"))
     app = create_app(settings)
     if "dashboard" not in app.blueprints:           # until bot/app.py registers it
         from bot.dashboard import blueprint

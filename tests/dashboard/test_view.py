@@ -1,7 +1,13 @@
 """The dashboard's view and chart: pure functions over a run's files' contents."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 from bot.dashboard import chart, run_view
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bot"))   # the bot tests' helpers
+from recordfixtures import record  # noqa: E402
 
 
 def rec(name, platform, status, delta=None, kind="experiment"):
@@ -31,7 +37,7 @@ def test_waves_follow_the_parallelism_and_the_first_unfinished_wave_runs():
 
 def test_final_state_comes_from_the_phase_or_the_apps_record():
     assert run_view("o/r", "1", dict(STATE, phase="done"), []).get("final")
-    v = run_view("o/r", "1", STATE, [], record={"state": "cancelled", "pr_url": "https://x/pull/3"})
+    v = run_view("o/r", "1", STATE, [], record=record(state="cancelled", pr_url="https://x/pull/3"))
     assert v["final"] and v["state"] == "cancelled" and v["pr_url"] == "https://x/pull/3"
 
 

@@ -5,6 +5,9 @@ Prints, per cloud platform, the SkyPilot task YAML of the calibration (A/A), of 
 each validated by SkyPilot itself (offline, against the shipped catalog), then the plan's
 estimate and the worst case the budget check reserves. No VM is started, no commit is made:
 hypotheses are counted by the same offline scan the research phase runs (on the working tree).
+
+A front of `jobs/` (beside `jobs.cli` and `jobs.api`): it sits above the pipeline and the cloud
+modules it previews, so nothing below imports it.
 """
 from __future__ import annotations
 
@@ -13,11 +16,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .. import gitops
-from ..config import TargetConfig, load_config
-from ..plan import make_plan
-from ..spec import ExperimentSpec
-from . import catalog, tasks
+from . import gitops
+from .cloud import catalog, tasks
+from .config import TargetConfig, load_config
+from .errors import RunError
+from .pipeline import apply_overrides
+from .plan import DEFAULT_INSTANCE, make_plan
+from .spec import ExperimentSpec
 
 PLACEHOLDER_COMMIT = "0" * 40
 
@@ -25,15 +30,14 @@ PLACEHOLDER_COMMIT = "0" * 40
 def _count_hypotheses(repo: Path, config: TargetConfig, agent: str, candidates: int) -> tuple[int, list[str]]:
     names: list[str] = []
     if agent != "none":
-        from ..research.offline import research
+        from .research.offline import research
         names = [h.id for h in research(repo, config).hypotheses]
     return min(candidates + len(names), config.budget.max_experiments), names
 
 
 def dry_run(options, *, sky=None) -> str:
     """The preview as text (YAML documents with `#` comments)."""
-    from ..executors.skypilot import CloudOptions, platforms_for, worst_case_seconds
-    from ..pipeline import RunError, apply_overrides
+    from .executors.skypilot import CloudOptions, platforms_for, worst_case_seconds   # needs the cloud extra
     catalog.use_offline_catalog()           # validation only: never download SkyPilot's catalog here
     if sky is None:
         try:
@@ -96,8 +100,6 @@ def dry_run(options, *, sky=None) -> str:
 
 
 def tasks_default(name: str) -> str:
-    from ..executors.skypilot import DEFAULT_INSTANCE
-    from ..pipeline import RunError
     if name not in DEFAULT_INSTANCE:
         raise RunError(f"platform {name!r}: set its instance_type in .github/autoresearch.yml "
                        f"(defaults exist only for {', '.join(DEFAULT_INSTANCE)})")
@@ -110,7 +112,7 @@ def _spec(config, options, platform: str, name: str, base: str, head: str, n: in
 
 
 def _estimate(config: TargetConfig, n: int, worst: dict[str, dict[str, Any]]) -> str:
-    plan = make_plan(config, n, executor="skypilot")
+    plan = make_plan(config, n, executor="skypilot", hourly_usd=catalog.hourly_price)
     total = sum(w["calibration"] + n * w["experiment"] + w["stack"] for w in worst.values())
     per = "; ".join(f"{p}: {w['calibration']:.2f} + {n} x {w['experiment']:.2f} + {w['stack']:.2f}"
                     for p, w in worst.items())

@@ -1,0 +1,393 @@
+"""The one flow of the App and the Action: optimize, approve, cancel, status, bench, run, publish.
+
+Both faces build a `Flow` for one repository from their own adapters (the table in `bot.ports`)
+and hand it parsed commands (`handle`) or approved runs (`run`). Everything between a command
+and a draft pull request happens here, once; the decisions are the pure modules' (`commands`
+grammar, `approval` rules and state machine, `status` text), the research and the pipeline are
+`jobs.api`'s.
+
+A run, from the comment to the draft PR:
+1. `optimize`: `.github/autoresearch.yml` is read at the default branch head and narrowed by the
+   command's arguments (a bad file or argument is answered, nothing starts); the clone is
+   researched and planned once (`jobs.api.prepare`, saved in the run folder); the record, the plan
+   comment and the sticky status comment are written; if the requester may spend, the run is
+   launched (the App enqueues it, the Action runs it in its own process).
+2. `run`: if the default branch still is at the planned base, the saved preparation is used (it is
+   made again only on a machine that lacks it, e.g. a fresh Actions runner); if the branch moved,
+   the new base is a new run, planned and awaiting approval. The approval must name this plan
+   digest at this base. The job's environment is scrubbed of secrets, then the pipeline runs with
+   the research handed over; a cancel stops it within one step; `Progress` keeps the record and
+   the status comment current.
+3. `publish`: `autoresearch/<run-id>` is pushed (to the configured fork, else the repository) and
+   the issue's draft PR opened or updated; with nothing kept, the report becomes a comment.
+
+Security kept here, in code: a token is asked for only by the git operation that needs it and
+never kept; `jobs.secrets.scrub_environment()` runs before any target code; only approvers and the
+requester may cancel; an approval holds only for the plan digest and base commit it was given for.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+from jobs import api, secrets
+from jobs.config import CONFIG_PATH, ConfigError, Overrides, TargetConfig, parse_config
+from jobs.errors import OverrideError, RunError, cancellation
+
+from . import approval as ap
+from .ports import GitRemote, Launcher, Outcome, Place, RepoHost, Reply, RunStore, StopFailed, TokenProvider
+from .progress import Progress
+from .record import RunRecord
+from .routing import CommentCommand
+from .status import (config_error_reply, help_reply, plan_body, plan_marker, pr_body, pr_title, status_body,
+                     status_marker)
+
+log = logging.getLogger("autoresearch.bot")
+COMMENT_LIMIT = 60000
+
+
+def run_id_for(issue: int, base: str, overrides: Overrides) -> str:
+    """Stable per (issue, base commit, command arguments): a rerun of the same request resumes
+    the same run (finished experiments are never re-run or paid for twice)."""
+    rid = f"{issue}-{base[:7]}"
+    if overrides:
+        rid += "-" + hashlib.sha256(json.dumps(overrides.to_dict(), sort_keys=True).encode()).hexdigest()[:4]
+    return rid
+
+
+def push_target(fork_owner: str, config: TargetConfig, owner: str, name: str) -> tuple[str, str]:
+    """(owner, name) to push the run's branch to: the repo config's `pull_request.fork`, else the
+    app-wide fork owner (AUTORESEARCH_FORK_OWNER), else the repository itself."""
+    fork = config.pull_request.fork
+    if fork:
+        fork_owner_, _, fork_name = fork.partition("/")
+        return fork_owner_, fork_name or name
+    return (fork_owner or owner), name
+
+
+@dataclass
+class Flow:
+    place: Place
+    store: RunStore
+    gh: RepoHost
+    token: TokenProvider
+    launcher: Launcher
+    git: GitRemote
+
+    @property
+    def repo(self) -> str:
+        return f"{self.gh.owner}/{self.gh.repo}"
+
+    def layout(self, run_id: str) -> api.RunLayout:
+        return api.RunLayout(self.place.workdir, self.gh.owner, self.gh.repo, run_id)
+
+    # -- commands --------------------------------------------------------------------------------
+    def handle(self, cmd: CommentCommand) -> Outcome:
+        """👀 on the comment, then its command; a `Reply` is answered on the issue."""
+        if cmd.comment_id:
+            self.gh.react(cmd.comment_id, "eyes")
+        if cmd.command is None:
+            self.gh.comment(cmd.issue_number, help_reply(cmd.error))
+            return Outcome("help", message=cmd.error)
+        handler = {"optimize": self.optimize, "approve": self.approve, "cancel": self.cancel,
+                   "status": self.status, "bench": self.bench}[cmd.command.verb]
+        try:
+            return handler(cmd)
+        except Reply as reply:
+            self.gh.comment(cmd.issue_number, str(reply))
+            return Outcome("replied", message=str(reply).strip())
+
+    def optimize(self, cmd: CommentCommand) -> Outcome:
+        cur = self.store.current_run(self.repo, cmd.issue_number)
+        if cur and cur.state in (ap.QUEUED, ap.RUNNING):
+            raise Reply(f"autoresearch: run `{cur.run_id}` is already {cur.state}; `/autoresearch cancel` it first.\n")
+        overrides = cmd.command.overrides if cmd.command else Overrides()
+        prep = self.prepare(cmd.issue_number, cmd.default_branch, overrides)
+        ok = self.is_approver(cmd.author, list(prep.config.approvers))
+        decision = ap.decide_request(cmd.author, ok, prep.plan.over_budget, prep.plan.digest(), prep.base)
+        run_id = prep.layout.run_id
+        with self.store.locked(self.repo, run_id):
+            old = self.store.get_run(self.repo, run_id)
+            if old and old.state in (ap.QUEUED, ap.RUNNING):
+                raise Reply(f"autoresearch: run `{run_id}` is already {old.state}.\n")
+            if cur and cur.state == ap.AWAITING and cur.run_id != run_id:
+                self.store.update_run(self.repo, cur.run_id, state=ap.transition(cur.state, "cancel"),
+                                      message=f"superseded by run `{run_id}`")
+            rec = self._record(cmd.installation_id, cmd.issue_number, cmd.default_branch, cmd.author, overrides,
+                               prep, decision, old)
+            self.store.replace_run(rec)
+            self.store.clear_cancel(self.repo, run_id)
+            self.store.set_current(self.repo, cmd.issue_number, run_id)
+        if cur and cur.run_id != run_id and cur.state == ap.AWAITING:
+            self.refresh_status(cur.run_id)
+        self.gh.upsert_comment(rec.issue, plan_marker(rec), plan_body(rec))   # the plan, before anything is spent
+        self.refresh_status(run_id)
+        if decision.state == ap.QUEUED:
+            return self.launcher.launch(self, rec)
+        return Outcome(rec.state, run_id, message=rec.message)
+
+    def approve(self, cmd: CommentCommand) -> Outcome:
+        cur = self.store.current_run(self.repo, cmd.issue_number)
+        if not cur or cur.state != ap.AWAITING:
+            raise Reply("autoresearch: nothing on this issue is awaiting approval.\n")
+        ok = self.is_approver(cmd.author, cur.approvers)
+        with self.store.locked(self.repo, cur.run_id):
+            cur = self.store.get_run(self.repo, cur.run_id)
+            if cur.state != ap.AWAITING:
+                raise Reply(f"autoresearch: run `{cur.run_id}` is {cur.state}, not awaiting approval.\n")
+            d = ap.decide_approve(cur.state, cmd.author, ok, cur.plan_digest, cur.base_commit)
+            if d.approval is None:
+                raise Reply(f"autoresearch: {d.reason}.\n")
+            self.store.update_run(self.repo, cur.run_id, state=d.state, approval=d.approval,
+                                  message=f"{d.reason} for plan `{cur.plan_digest}` at `{cur.base_commit[:12]}`")
+        outcome = self.launcher.launch(self, self.store.get_run(self.repo, cur.run_id))   # before the status:
+        self.refresh_status(cur.run_id)                                  # a GitHub blip cannot strand it
+        return outcome
+
+    def cancel(self, cmd: CommentCommand) -> Outcome:
+        cur = self.store.current_run(self.repo, cmd.issue_number)
+        if not cur or cur.state in ap.FINAL:
+            raise Reply("autoresearch: there is no active run on this issue to cancel.\n")
+        ok = self.is_approver(cmd.author, cur.approvers)
+        if not ap.may_cancel(cmd.author, cur.requester, ok):
+            raise Reply(f"autoresearch: @{cmd.author} may not cancel this run (only its requester or an "
+                        "approver can).\n")
+        run_id, by = cur.run_id, cmd.author
+        with self.store.locked(self.repo, run_id):
+            self.store.request_cancel(self.repo, run_id)      # a running pipeline stops within one step
+            cur = self.store.get_run(self.repo, run_id)
+            self.launcher.withdraw(cur)
+            if cur.state != ap.RUNNING:
+                self.store.update_run(self.repo, run_id, state=ap.transition(cur.state, "cancel"),
+                                      message=f"cancelled by @{by} before it started")
+            else:
+                try:
+                    what = self.launcher.stop(cur)
+                except StopFailed as exc:
+                    # Nothing of ours is running it any more (or we may not stop it): say so, and do
+                    # not leave the issue blocked by a run that no longer runs.
+                    self.store.update_run(self.repo, run_id, state=ap.transition(cur.state, "cancel"),
+                                          phase="cancelled", message=f"cancelled by @{by}; {exc}")
+                else:
+                    self.store.update_run(self.repo, run_id, message=f"cancelling (requested by @{by}): {what} "
+                                          "is being stopped and its machines released")
+        self.refresh_status(run_id)
+        rec = self.store.get_run(self.repo, run_id)
+        return Outcome(rec.state, run_id)
+
+    def status(self, cmd: CommentCommand) -> Outcome:
+        cur = self.store.current_run(self.repo, cmd.issue_number)
+        if not cur:
+            raise Reply(help_reply("there is no run on this issue yet"))
+        self.refresh_status(cur.run_id)
+        return Outcome(cur.state, cur.run_id, pr_url=cur.pr_url)
+
+    def bench(self, cmd: CommentCommand) -> Outcome:
+        pull = self.gh.pull(cmd.issue_number)
+        if not pull.head_ref.startswith("autoresearch/"):
+            raise Reply("autoresearch: `bench` re-measures autoresearch pull requests only (branch "
+                        "`autoresearch/...`).\n")
+        if not self.is_approver(cmd.author, []):
+            raise Reply(f"autoresearch: @{cmd.author} may not start a bench (needs write access).\n")
+        self.launcher.launch_bench(cmd)
+        self.gh.comment(cmd.issue_number, f"autoresearch: bench of `{pull.head_sha[:12]}` against "
+                        f"`{pull.base_sha[:12]}` queued.\n")
+        return Outcome("bench")
+
+    # -- planning ----------------------------------------------------------------------------------
+    def is_approver(self, login: str, approvers: list[str]) -> bool:
+        perm, role = self.gh.permission(login)
+        return ap.is_approver(login, perm, role, approvers)
+
+    def prepare(self, issue: int, default_branch: str, overrides: Overrides, base: str | None = None) -> api.Preparation:
+        """Config at `base` (default: the branch head) narrowed by the command, the clone, the
+        research and the plan, all once. Raises Reply for what the requester must fix."""
+        base = base or self.gh.head_sha(default_branch)
+        text = self.gh.file_text(CONFIG_PATH, base)
+        if text is None:
+            raise Reply(config_error_reply(CONFIG_PATH, [("(file)", "not found on the default branch; add it "
+                                                           "(see the autoresearch docs)")]))
+        try:
+            config = parse_config(text, CONFIG_PATH)
+        except ConfigError as exc:
+            raise Reply(config_error_reply(CONFIG_PATH, exc.problems)) from None
+        try:
+            config = config.narrow(overrides)
+        except OverrideError as exc:
+            raise Reply(help_reply(str(exc))) from None
+        layout = self.layout(run_id_for(issue, base, overrides))
+        self.git.checkout(self.place.clone_url(self.gh.owner, self.gh.repo), layout.clone, base, self.token,
+                          ref=default_branch)
+        try:
+            return api.prepare(layout, base, config, self.place.executor)
+        except api.PlanError as exc:
+            raise Reply(f"autoresearch: {exc}\n") from None
+
+    def prepared(self, rec: RunRecord) -> api.Preparation:
+        """The run's preparation if the default branch is still at its base (made again only where
+        this machine lacks it); else a new run's, at the new base."""
+        head = self.gh.head_sha(rec.default_branch)
+        if head == rec.base_commit:
+            layout = self.layout(rec.run_id)
+            prep = api.load_preparation(layout, self.place.executor)
+            if prep is not None and prep.base == head:
+                self.git.checkout(self.place.clone_url(self.gh.owner, self.gh.repo), layout.clone, head, self.token,
+                                  ref=rec.default_branch)    # a clean tree; fetches only if the clone lost it
+                return prep
+        return self.prepare(rec.issue, rec.default_branch, rec.overrides, base=head)
+
+    def _record(self, installation_id: int, issue: int, default_branch: str, requester: str, overrides: Overrides,
+                prep: api.Preparation, decision: ap.Decision, old: RunRecord | None) -> RunRecord:
+        return RunRecord(
+            run_id=prep.layout.run_id, repo=self.repo, owner=self.gh.owner, name=self.gh.repo,
+            installation_id=installation_id, issue=issue, default_branch=default_branch, requester=requester,
+            overrides=overrides, base_commit=prep.base, plan_digest=prep.plan.digest(), plan_text=prep.plan.describe(),
+            over_budget=prep.plan.over_budget, state=decision.state, approvers=list(prep.config.approvers),
+            n_hypotheses=prep.n_hypotheses, candidates=[c.name for c in prep.candidates], approval=decision.approval,
+            wall_hours=prep.config.budget.wall_hours, message=decision.reason,
+            experiments_total=prep.plan.experiments * max(1, len(prep.plan.platforms)),
+            status_comment_id=old.status_comment_id if old else None, created=time.time())
+
+    def replan(self, rec: RunRecord, prep: api.Preparation, why: str) -> Outcome:
+        """The base or the plan changed since approval: post the new plan, awaiting approval again."""
+        new_id = prep.layout.run_id
+        with self.store.locked(self.repo, rec.run_id):
+            if new_id == rec.run_id:
+                self.store.update_run(self.repo, rec.run_id, state=ap.transition(rec.state, "stale"), approval=None,
+                                      plan_digest=prep.plan.digest(), plan_text=prep.plan.describe(),
+                                      over_budget=prep.plan.over_budget, message=f"{why}: approval is needed again")
+            else:
+                self.store.update_run(self.repo, rec.run_id, state=ap.transition(rec.state, "cancel"),
+                                      message=f"superseded by run `{new_id}` ({why})")
+                d = ap.Decision(ap.AWAITING, None, f"{why}: approval is needed again")
+                self.store.replace_run(self._record(rec.installation_id, rec.issue, rec.default_branch, rec.requester,
+                                                    rec.overrides, prep, d, self.store.get_run(self.repo, new_id)))
+                self.store.set_current(self.repo, rec.issue, new_id)
+        self.refresh_status(rec.run_id)
+        new = self.store.get_run(self.repo, new_id)
+        self.gh.upsert_comment(new.issue, plan_marker(new), plan_body(new))
+        self.refresh_status(new_id)
+        return Outcome(ap.AWAITING, new_id, step="approval", message=new.message)
+
+    # -- the run ---------------------------------------------------------------------------------
+    def run(self, rec: RunRecord) -> Outcome:
+        """One approved run: its preparation (or a replan), start, scrub, pipeline, publish."""
+        run_id = rec.run_id
+        if rec.state != ap.QUEUED:
+            return Outcome(rec.state, run_id, step="start")
+        if self.store.cancel_requested(self.repo, run_id):
+            self.finish(rec, "cancel", message="cancelled before it started")
+            return Outcome(ap.CANCELLED, run_id, step="start")
+        try:
+            prep = self.prepared(rec)
+        except Reply as reply:
+            self.finish(rec, "fail", phase="planning", message=str(reply).strip())
+            return Outcome(ap.FAILED, run_id, step="prepare", message=str(reply).strip())
+        except Exception as exc:       # GitHub or git unreachable: say so rather than stay "queued" forever
+            self.finish(rec, "fail", phase="planning", message=f"❌ could not prepare the run: {str(exc)[:500]}")
+            raise
+        if not ap.may_start(rec.approval, prep.plan.digest(), prep.base):
+            why = (f"the default branch moved from `{rec.base_commit[:12]}` to `{prep.base[:12]}`"
+                   if prep.base != rec.base_commit else "the plan changed since it was approved")
+            return self.replan(rec, prep, why)
+        with self.store.locked(self.repo, run_id):
+            cur = self.store.get_run(self.repo, run_id)
+            if cur.state != ap.QUEUED or self.store.cancel_requested(self.repo, run_id):
+                return Outcome(cur.state, run_id, step="start")
+            self.store.update_run(self.repo, run_id, state=ap.transition(cur.state, "start"), phase="starting",
+                                  platforms=list(prep.plan.platforms), message="", **self.launcher.running_fields())
+        rec = self.store.get_run(self.repo, run_id)
+        self.refresh_status(run_id)
+        secrets.scrub_environment()       # target code runs next, in this process's children
+        ends_run = (Exception, KeyboardInterrupt) if self.launcher.interrupts_cancel else (Exception,)
+        try:
+            summary = api.start(prep.layout, executor=self.place.executor, overrides=rec.overrides,
+                                agent=prep.config.agent, candidates=prep.candidates, research=prep.research,
+                                on_event=Progress(self.store, self.refresh_status, rec, prep.layout.out,
+                                                  prep.config.primary.name),
+                                should_stop=lambda: self.store.cancel_requested(self.repo, run_id))
+        except ends_run as exc:
+            if not cancellation(exc, interrupts=self.launcher.interrupts_cancel):
+                self.finish(rec, "fail", message=f"❌ the run failed: {str(exc)[:1500]}")
+                return Outcome(ap.FAILED, run_id, step="run", error=exc, message=str(exc)[:500])
+            done = api.finished_experiments(prep.layout.out)
+            self.finish(rec, "cancelled", phase="cancelled",
+                        message=f"🛑 cancelled: jobs stopped and machines released; {done} finished experiment(s) "
+                                "stay on record in the ledger")
+            return Outcome(ap.CANCELLED, run_id, step="run")
+        try:
+            fields = self.publish(rec, prep, summary)
+        except Exception as exc:
+            self.finish(rec, "fail", message=f"❌ publishing the result failed: {str(exc)[:1500]}")
+            return Outcome(ap.FAILED, run_id, step="publish", error=exc, message=str(exc)[:500])
+        self.finish(rec, "finish", phase="done", cost_usd=summary.get("cost_usd", 0.0), **fields)
+        return Outcome(ap.DONE, run_id, step="done", summary=summary, out=prep.layout.out,
+                       pr_url=fields.get("pr_url", ""), fields=fields)
+
+    def publish(self, rec: RunRecord, prep: api.Preparation, summary: dict) -> dict:
+        """Push the run's branch and open (or update) the issue's draft PR; or report without a PR.
+        Returns the record fields to set."""
+        report = (prep.layout.out / "pr.md").read_text(encoding="utf-8")
+        kept = any(st.get("status") == "keep" for st in summary.get("stacks", {}).values())
+        if not kept:
+            self.gh.comment(rec.issue, (f"autoresearch run `{rec.run_id}`: no change was kept, so no pull request "
+                                        f"was opened. The report:\n\n{report}")[:COMMENT_LIMIT])
+            return {"message": "no change was kept; the report is in a comment below"}
+        existing = self.store.issue_pr(self.repo, rec.issue)
+        branch = existing["branch"] if existing else summary["branch"]
+        fork_owner, fork_name = push_target(self.place.fork_owner, prep.config, rec.owner, rec.name)
+        self.git.push(self.place.clone_url(fork_owner, fork_name), prep.layout.clone,
+                      f"refs/heads/{summary['branch']}", branch, self.token)
+        body = pr_body(report, rec.issue, prep.config.agent, kept)[:COMMENT_LIMIT]
+        title = pr_title(rec.issue, summary.get("target", rec.name))
+        if existing:
+            url, number = self.gh.update_pr(existing["number"], title, body), existing["number"]
+        else:
+            head = f"{fork_owner}:{branch}" if fork_owner != rec.owner else branch
+            number, url = self.gh.create_draft_pr(title, head, rec.default_branch, body)
+            self.store.set_issue_pr(self.repo, rec.issue, {"number": number, "url": url, "branch": branch})
+        return {"pr_url": url, "pr_number": number, "message": f"draft pull request: {url}"}
+
+    def run_bench(self, cmd: CommentCommand) -> Outcome:
+        """Re-measure a bot PR's head against its base (one candidate: the PR's diff)."""
+        pull = self.gh.pull(cmd.issue_number)
+        layout = self.layout(f"bench-{pull.number}-{pull.head_sha[:7]}")
+        url = self.place.clone_url(self.gh.owner, self.gh.repo)
+        self.git.checkout(url, layout.clone, pull.base_sha, self.token, ref=pull.base_ref)
+        head_url = self.place.clone_url(self.place.fork_owner, self.gh.repo) if self.place.fork_owner else url
+        head = self.git.fetch_ref(head_url, layout.clone, pull.head_ref, self.token)
+        patch = layout.root / f"{pull.head_ref.replace('/', '-')}.patch"
+        patch.write_text(self.git.diff(layout.clone, pull.base_sha, head) + "\n")
+        secrets.scrub_environment()
+        try:
+            summary = api.start(layout, executor=self.place.executor, agent="none", candidates=[patch])
+        except (RunError, ConfigError) as exc:
+            self.gh.comment(cmd.issue_number, f"autoresearch bench failed: {str(exc)[:1500]}\n")
+            return Outcome(ap.FAILED, layout.run_id, error=exc)
+        report = (layout.out / "pr.md").read_text(encoding="utf-8")
+        self.gh.comment(cmd.issue_number, (f"autoresearch bench of `{head[:12]}` against `{pull.base_sha[:12]}` "
+                                           f"(run `{layout.run_id}`, cost {summary.get('cost_usd', 0):.2f} USD):"
+                                           f"\n\n{report}")[:COMMENT_LIMIT])
+        return Outcome(ap.DONE, layout.run_id, summary=summary, out=layout.out)
+
+    # -- record and status -------------------------------------------------------------------------
+    def finish(self, rec: RunRecord, event: str, **fields) -> None:
+        """A state transition of the run (validated by the state machine), then the status comment."""
+        with self.store.locked(self.repo, rec.run_id):
+            cur = self.store.get_run(self.repo, rec.run_id)
+            self.store.update_run(self.repo, rec.run_id, state=ap.transition(cur.state, event), **fields)
+        try:
+            self.refresh_status(rec.run_id)
+        except Exception as exc:       # the record holds the truth; the comment catches up next time
+            log.warning("status update failed: %s", exc)
+
+    def refresh_status(self, run_id: str) -> None:
+        rec = self.store.get_run(self.repo, run_id)
+        if rec is None:
+            return
+        cid = self.gh.upsert_comment(rec.issue, status_marker(run_id), status_body(rec), rec.status_comment_id)
+        if cid != rec.status_comment_id:
+            self.store.update_run(self.repo, run_id, status_comment_id=cid)

@@ -1,0 +1,150 @@
+"""What `bot.flow` needs from the world, as protocols, and the few values it trades with it.
+
+The flow imports none of Redis, RQ, githubkit or the Actions runtime; each face wires its own
+implementations (the contract tests in tests/bot/test_ports.py hold both stores to one contract):
+
+| protocol | the App | the Action |
+|---|---|---|
+| `RunStore` | `bot.store.Store` (Redis) | `bot.issuestore.IssueStateStore` (one bot-authored issue comment) |
+| `RepoHost` | `bot.github.RepoClient` (installation) | `bot.github.RepoClient.for_token` (workflow token) |
+| `TokenProvider` | a fresh installation token per call | the workflow's token |
+| `Launcher` | `bot.jobqueue.QueueLauncher` (RQ) | `bot.action.RunNow` (this process; cancel = cancel the workflow run) |
+| `GitRemote` | `bot.gitclone` | `bot.gitclone` |
+| `Place` | `bot.settings.Settings` | `bot.settings.Settings.for_action(env)` |
+
+A `RunStore` write that changes anything but progress (`PROGRESS_FIELDS`) is durable when the
+call returns: the next process (a worker, the next workflow run) reads it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ContextManager, Protocol
+
+from .record import RunRecord
+from .routing import CommentCommand
+
+TokenProvider = Callable[[], str]      # asked right before a git clone/fetch/push; never stored
+PROGRESS_FIELDS = frozenset({"phase", "phase_detail", "experiments_done", "experiments_total", "best", "cost_usd",
+                             "status_comment_id"})
+
+
+class Reply(Exception):
+    """Stop handling the command and answer the issue with this text."""
+
+
+class StopFailed(RuntimeError):
+    """A running run could not be asked to stop (its workflow run is gone, or no permission)."""
+
+
+@dataclass
+class Outcome:
+    """How a command or a run ended. `step` says where a run stopped (prepare, approval, start,
+    run, publish, done); `error` is what failed it, not raised: the face decides."""
+    state: str
+    run_id: str = ""
+    step: str = ""
+    message: str = ""
+    pr_url: str = ""
+    error: BaseException | None = None
+    summary: dict[str, Any] | None = None
+    out: Path | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+class RunStore(Protocol):
+    def get_run(self, repo: str, run_id: str) -> RunRecord | None: ...
+
+    def replace_run(self, record: RunRecord) -> None: ...
+
+    def update_run(self, repo: str, run_id: str, **fields: Any) -> None: ...
+
+    def locked(self, repo: str, run_id: str) -> ContextManager[None]: ...
+
+    def set_current(self, repo: str, issue: int, run_id: str) -> None: ...
+
+    def current_run(self, repo: str, issue: int) -> RunRecord | None: ...
+
+    def request_cancel(self, repo: str, run_id: str) -> None: ...
+
+    def clear_cancel(self, repo: str, run_id: str) -> None: ...
+
+    def cancel_requested(self, repo: str, run_id: str) -> bool: ...
+
+    def issue_pr(self, repo: str, issue: int) -> dict[str, Any] | None: ...
+
+    def set_issue_pr(self, repo: str, issue: int, pr: dict[str, Any]) -> None: ...
+
+
+class PullRequest(Protocol):
+    number: int
+    head_ref: str
+    head_sha: str
+    base_ref: str
+    base_sha: str
+
+
+class RepoHost(Protocol):
+    """GitHub's REST API for one repository (bot.github lists the endpoints)."""
+    owner: str
+    repo: str
+
+    def react(self, comment_id: int, content: str = "eyes") -> None: ...
+
+    def comment(self, issue: int, body: str) -> int: ...
+
+    def upsert_comment(self, issue: int, marker: str, body: str, known_id: int | None = None) -> int: ...
+
+    def permission(self, username: str) -> tuple[str, str]: ...
+
+    def head_sha(self, branch: str) -> str: ...
+
+    def file_text(self, path: str, ref: str) -> str | None: ...
+
+    def create_draft_pr(self, title: str, head: str, base: str, body: str) -> tuple[int, str]: ...
+
+    def update_pr(self, number: int, title: str, body: str) -> str: ...
+
+    def pull(self, number: int) -> PullRequest: ...
+
+
+class GitRemote(Protocol):
+    def checkout(self, url: str, dest: Path, commit: str, token: TokenProvider | None,
+                 ref: str | None = None) -> Path: ...
+
+    def fetch_ref(self, url: str, dest: Path, ref: str, token: TokenProvider | None) -> str: ...
+
+    def diff(self, dest: Path, base: str, head: str) -> str: ...
+
+    def push(self, url: str, dest: Path, local_ref: str, remote_branch: str, token: TokenProvider | None) -> None: ...
+
+
+class Place(Protocol):
+    """Where runs live and run (bot.settings.Settings is one)."""
+    workdir: Path
+    executor: str
+    fork_owner: str
+
+    def clone_url(self, owner: str, repo: str) -> str: ...
+
+
+class Launcher(Protocol):
+    """What makes an approved run happen, and stop."""
+
+    interrupts_cancel: bool     # is a KeyboardInterrupt a cancel? (a CI runner's SIGINT is)
+
+    def launch(self, flow: Any, record: RunRecord) -> Outcome:
+        """The run is approved and queued: the App enqueues it; the Action runs it in this process
+        once the command has been answered."""
+
+    def withdraw(self, record: RunRecord) -> None:
+        """Cancel: drop whatever of this run has not started (queued jobs)."""
+
+    def stop(self, record: RunRecord) -> str:
+        """Cancel: ask what runs this run to stop; returns what is being stopped, or raises StopFailed."""
+
+    def launch_bench(self, command: CommentCommand) -> None:
+        """`/autoresearch bench` on a bot PR (or a Reply saying this face does not bench)."""
+
+    def running_fields(self) -> dict[str, Any]:
+        """Record fields that say where the run runs (written when it starts)."""

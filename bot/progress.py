@@ -1,0 +1,66 @@
+"""Pipeline events -> run record fields -> the sticky status comment (edits throttled).
+
+`Progress` is the pipeline's `on_event` callback in the bot (the CLI's is a rich progress view).
+It must never end a long run: a GitHub or Redis blip while reporting is logged and skipped, and
+the next event tries again.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from jobs import api
+
+from .ports import RunStore
+from .record import RunRecord
+from .status import best_line
+
+log = logging.getLogger("autoresearch.bot")
+
+
+class Progress:
+    def __init__(self, store: RunStore, refresh: Callable[[str], None], rec: RunRecord, out: Path, primary: str,
+                 interval: float = 2.0):
+        self.store, self.refresh, self.rec, self.out, self.primary = store, refresh, rec, Path(out), primary
+        self.interval = interval
+        self.done = 0
+        self.platforms = max(1, len(rec.platforms))
+        self.last = 0.0
+
+    def fields(self, event: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """The record fields an event changes, and whether the status comment must show it now."""
+        kind = event.get("type")
+        fields: dict[str, Any] = {}
+        force = False
+        if kind == "phase":
+            fields["phase"] = event["phase"] + (f" ({event['platform']})" if event.get("platform") else "")
+            if event["phase"] == "experiments" and "total" in event:
+                fields["experiments_total"] = event["total"] * self.platforms
+            force = True
+        elif kind == "experiment_done" and not str(event.get("name", "")).startswith("stack"):
+            self.done += 1
+            fields["experiments_done"] = self.done
+            fields["best"] = best_line(api.read_records(self.out), self.primary)
+            force = True
+        elif kind == "experiment_start" and str(event.get("name", "")).startswith("stack"):
+            fields["phase"] = "stack (re-measuring the kept changes together)"
+            force = True
+        elif kind == "progress":
+            fields["phase_detail"] = f"{event.get('name')}: {event.get('message')}"
+        elif kind == "done":
+            fields["phase"] = "report"
+            force = True
+        fields["cost_usd"] = api.spent_usd(self.out)
+        return fields, force
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        try:
+            fields, force = self.fields(event)
+            self.store.update_run(self.rec.repo, self.rec.run_id, **fields)
+            if force or time.monotonic() - self.last > self.interval:
+                self.last = time.monotonic()
+                self.refresh(self.rec.run_id)
+        except Exception as exc:     # a GitHub or Redis blip must not kill a long run
+            log.warning("status update failed: %s", exc)

@@ -1,0 +1,101 @@
+"""A run as the bot keeps it: one `RunRecord` per run, and its JSON form. Pure: performs no I/O.
+
+The record is written when `optimize` plans a run and updated as the run goes (state, phase,
+progress, cost, pull request). Stores keep it field by field (`to_fields`, `changes`,
+`from_fields`): two writers that touch different fields of one run (the worker's progress, a
+cancel's message) never overwrite each other. A field name that is not a field is an error.
+"""
+from __future__ import annotations
+
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any
+
+from jobs.config import Overrides
+
+from .approval import Approval
+
+
+class RecordError(ValueError):
+    """A stored run record that does not read as one (a field missing or unknown)."""
+
+
+@dataclass
+class RunRecord:
+    # what was asked, where, by whom
+    run_id: str
+    repo: str                             # owner/name
+    owner: str
+    name: str
+    installation_id: int                  # 0 in the Action (it has a token, not an installation)
+    issue: int
+    default_branch: str
+    requester: str
+    overrides: Overrides
+    # the plan, and who approved it
+    base_commit: str
+    plan_digest: str
+    plan_text: str
+    over_budget: bool
+    state: str                            # bot.approval's states
+    approvers: list[str] = field(default_factory=list)
+    n_hypotheses: int = 0
+    candidates: list[str] = field(default_factory=list)
+    approval: Approval | None = None
+    wall_hours: float = 4.0
+    # progress
+    phase: str = "planned"
+    phase_detail: str = ""
+    platforms: list[str] = field(default_factory=list)
+    experiments_done: int = 0
+    experiments_total: int | None = None
+    best: str = ""
+    cost_usd: float = 0.0
+    message: str = ""
+    # where it runs, and what it left behind
+    jobs: list[str] = field(default_factory=list)          # RQ job ids (the App)
+    workflow_run_id: str = ""                              # the workflow run (the Action)
+    status_comment_id: int | None = None
+    pr_url: str = ""
+    pr_number: int | None = None
+    created: float = 0.0
+
+
+FIELDS = frozenset(f.name for f in fields(RunRecord))
+REQUIRED = frozenset(f.name for f in fields(RunRecord) if f.default is MISSING and f.default_factory is MISSING)
+
+
+def _encode(name: str, value: Any) -> Any:
+    if name == "overrides":
+        return value.to_dict() if isinstance(value, Overrides) else Overrides.from_dict(value).to_dict()
+    if name == "approval":
+        return value.to_dict() if isinstance(value, Approval) else value
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _decode(name: str, value: Any) -> Any:
+    if name == "overrides":
+        return Overrides.from_dict(value)
+    if name == "approval":
+        return Approval.from_dict(value)
+    return value
+
+
+def changes(**values: Any) -> dict[str, Any]:
+    """Field updates in their JSON form; an unknown name is an error, not a new key."""
+    unknown = sorted(set(values) - FIELDS)
+    if unknown:
+        raise RecordError(f"not run record fields: {', '.join(unknown)}")
+    return {k: _encode(k, v) for k, v in values.items()}
+
+
+def to_fields(record: RunRecord) -> dict[str, Any]:
+    return {f.name: _encode(f.name, getattr(record, f.name)) for f in fields(RunRecord)}
+
+
+def from_fields(data: dict[str, Any]) -> RunRecord:
+    missing = sorted(REQUIRED - set(data))
+    if missing:
+        raise RecordError(f"run record {data.get('run_id', '?')!r} lacks {', '.join(missing)}")
+    return RunRecord(**{k: _decode(k, v) for k, v in data.items() if k in FIELDS})

@@ -1,0 +1,243 @@
+"""The front of `jobs/` for the bot's two faces and the dashboard: where a run lives, planning
+it, starting it, and reading it back. (The CLI, `jobs.cli`, drives `jobs.pipeline` directly.)
+
+Workdir layout (`RunLayout`), one folder per run, `<workdir>/<owner>/<repo>/<run_id>/`:
+
+    repo/          the clone at the base commit (the pipeline's target; its worktrees and refs)
+    candidates/    maintainer patches copied from the repo's `.github/autoresearch/candidates/`
+    prepared.json  what `prepare` made: base, config, the offline research, candidates
+    out/           the pipeline's own files: state.json, experiments.jsonl, research.md, summary.json, pr.md
+
+- `make_plan(config, n, executor)`: the plan, priced with the shipped SkyPilot catalog.
+- `prepare(layout, base, config, executor)`: on a clone at `base`, collect the candidates, research
+  once (offline: deterministic and free, nothing is spent before approval) and plan. Saved to
+  `prepared.json`, so the run, perhaps in another process, hands that research to the pipeline
+  instead of scanning again (`start(..., research=...)`); `load_preparation` reads it back.
+- `start(layout, ...)`: the pipeline on the clone (`jobs.pipeline.Run`).
+- `list_runs(workdir)` / `read_run(workdir, run_id, repo)`: the run folders' contents as plain data
+  (`RunFiles`), so readers such as the dashboard never need to know this layout.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from . import ledger
+from .cloud import catalog
+from .config import ConfigError, Overrides, TargetConfig, load_config
+from .errors import RunError
+from .model import Hypothesis
+from .pipeline import Run, RunOptions
+from .plan import Plan
+from .plan import make_plan as _make_plan
+from .recipes import Detection, RecipeError, load_recipe_set
+from .research.offline import Research, research
+from .research.passes import Finding, Pass
+
+CANDIDATES_DIR = ".github/autoresearch/candidates"
+PREPARED = "prepared.json"
+PREPARED_VERSION = 1
+
+
+class PlanError(RunError):
+    """The plan cannot be made (e.g. an instance type without a price)."""
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    workdir: Path
+    owner: str
+    repo: str
+    run_id: str
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.repo}"
+
+    @property
+    def root(self) -> Path:
+        return Path(self.workdir) / self.owner / self.repo / self.run_id
+
+    @property
+    def clone(self) -> Path:
+        return self.root / "repo"
+
+    @property
+    def candidates(self) -> Path:
+        return self.root / "candidates"
+
+    @property
+    def prepared(self) -> Path:
+        return self.root / PREPARED
+
+    @property
+    def out(self) -> Path:
+        return self.root / "out"
+
+
+# -- plan ----------------------------------------------------------------------------------------
+def make_plan(config: TargetConfig, n_hypotheses: int, executor: str) -> Plan:
+    """`jobs.plan.make_plan` with the shipped catalog's prices."""
+    try:
+        return _make_plan(config, n_hypotheses, executor=executor, hourly_usd=catalog.hourly_price)
+    except (catalog.CatalogError, ValueError) as exc:
+        raise PlanError(f"could not price the plan: {exc}") from None
+
+
+@dataclass
+class Preparation:
+    """A run's research and plan, made once on its clone at `base`."""
+    layout: RunLayout
+    base: str
+    config: TargetConfig                 # the repo's config, narrowed by the command's overrides
+    research: Research | None            # None when the config says `agent: none`
+    candidates: list[Path]
+    plan: Plan
+
+    @property
+    def n_hypotheses(self) -> int:
+        return len(self.research.hypotheses) if self.research else 0
+
+
+def prepare(layout: RunLayout, base: str, config: TargetConfig, executor: str) -> Preparation:
+    """Candidates, offline research and plan for the clone at `layout.clone` (checked out at
+    `base`); written to `layout.prepared` before it is returned."""
+    shutil.rmtree(layout.candidates, ignore_errors=True)
+    layout.candidates.mkdir(parents=True)
+    candidates = []
+    for patch in sorted((layout.clone / CANDIDATES_DIR).glob("*.patch")):
+        shutil.copy2(patch, layout.candidates / patch.name)
+        candidates.append(layout.candidates / patch.name)
+    found = research(layout.clone, config) if config.agent != "none" else None
+    n = len(found.hypotheses) if found else 0
+    prep = Preparation(layout, base, config, found, candidates, make_plan(config, n + len(candidates), executor))
+    data = {"version": PREPARED_VERSION, "base": base, "config": config.model_dump(mode="json"),
+            "candidates": [c.name for c in candidates], "research": _research_data(found) if found else None}
+    tmp = layout.prepared.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, layout.prepared)            # atomic: never half a preparation
+    return prep
+
+
+def load_preparation(layout: RunLayout, executor: str) -> Preparation | None:
+    """What `prepare` saved for this run, with its plan made again (for today's executor and
+    prices, so an approval given for another plan does not hold); None when there is nothing
+    usable (another machine, another base, an older format): then prepare again."""
+    try:
+        data = json.loads(layout.prepared.read_text(encoding="utf-8"))
+        if data.get("version") != PREPARED_VERSION:
+            return None
+        config = TargetConfig.model_validate(data["config"])
+        names = [str(n) for n in data["candidates"]]
+        if any(n != Path(n).name or not n.endswith(".patch") for n in names):
+            return None
+        candidates = [layout.candidates / n for n in names]
+        if not all(c.is_file() for c in candidates):
+            return None
+        found = _research_from(data["research"], config) if data["research"] is not None else None
+    except (OSError, ValueError, KeyError, TypeError, ConfigError, RecipeError):
+        return None
+    n = len(found.hypotheses) if found else 0
+    return Preparation(layout, str(data["base"]), config, found, candidates,
+                       make_plan(config, n + len(candidates), executor))
+
+
+def _research_data(r: Research) -> dict[str, Any]:
+    def finding(f: Finding) -> dict[str, Any]:
+        d = asdict(f)
+        d["passes"] = [{**asdict(p), "writes": sorted(p.writes), "reads": sorted(p.reads)} for p in f.passes]
+        return d
+    return {"hypotheses": [h.to_dict() for h in r.hypotheses], "findings": [finding(f) for f in r.findings],
+            "detections": [asdict(d) for d in r.detections], "notes": list(r.notes)}
+
+
+def _research_from(data: dict[str, Any], config: TargetConfig) -> Research:
+    hypotheses = [Hypothesis.from_dict(h) for h in data["hypotheses"]]
+    for h in hypotheses:
+        h.patch = None                  # research never makes patches; candidates come from `candidates/`
+    findings = [Finding(**{**f, "passes": [Pass(**{**p, "writes": set(p["writes"]), "reads": set(p["reads"])})
+                                           for p in f["passes"]]}) for f in data["findings"]]
+    recipes = {r.id: r for name in config.research.recipes for r in load_recipe_set(name)}
+    return Research(hypotheses, findings, [Detection(**d) for d in data["detections"]], recipes,
+                    [str(n) for n in data["notes"]])
+
+
+# -- start ---------------------------------------------------------------------------------------
+def start(layout: RunLayout, *, executor: str, overrides: Overrides = Overrides(), agent: str | None = None,
+          candidates: list[Path] | tuple[Path, ...] = (), research: Research | None = None,
+          on_event: Callable[[dict], None] | None = None, should_stop: Callable[[], bool] | None = None) -> dict:
+    """Run the pipeline on the run's clone (resuming whatever `layout.out` already holds)."""
+    options = RunOptions(target=layout.clone, out=layout.out, run_id=layout.run_id, agent=agent,
+                         candidates=list(candidates), executor=executor, primary=overrides.metric,
+                         platforms=list(overrides.platforms) if overrides.platforms else None,
+                         budget_usd=overrides.budget, research=research)
+    return Run(options, on_event=on_event, should_stop=should_stop).execute()
+
+
+# -- reading runs back ---------------------------------------------------------------------------
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def read_records(out: Path) -> list[dict[str, Any]]:
+    """The ledger's records; an unreadable ledger reads as empty (readers show what they can)."""
+    try:
+        return ledger.read(out)
+    except ledger.LedgerError:
+        return []
+
+
+def spent_usd(out: Path) -> float:
+    state = read_json(Path(out) / ledger.STATE) or {}
+    return float(state.get("cost_usd") or 0.0)
+
+
+def finished_experiments(out: Path) -> int:
+    return len(ledger.finished(out)) if Path(out).exists() else 0
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """A run folder's contents, as plain data."""
+    repo: str                         # owner/name
+    run_id: str
+    state: dict[str, Any]
+    records: list[dict[str, Any]]
+    summary: dict[str, Any] | None
+    primary: str | None               # the config's primary metric, when the clone is still there
+    parallel: int                     # experiments per wave: 1 here, up to max_vms on cloud machines
+
+
+def list_runs(workdir: Path) -> list[RunLayout]:
+    """Every run folder under `workdir` that the pipeline has started, newest first."""
+    found = []
+    for state in Path(workdir).glob(f"*/*/*/out/{ledger.STATE}"):
+        run = state.parent.parent
+        found.append((state.stat().st_mtime, RunLayout(Path(workdir), run.parent.parent.name, run.parent.name, run.name)))
+    found.sort(key=lambda t: t[0], reverse=True)
+    return [layout for _, layout in found]
+
+
+def read_run(workdir: Path, run_id: str, repo: str | None = None) -> RunFiles | None:
+    """The newest run called `run_id` (of `repo`, when given), or None."""
+    for layout in list_runs(workdir):
+        if layout.run_id != run_id or (repo and layout.full_name != repo):
+            continue
+        state = read_json(layout.out / ledger.STATE) or {}
+        try:
+            config = load_config(layout.clone)
+        except (ConfigError, OSError, ValueError):
+            config = None
+        platforms = list(state.get("platforms") or [])
+        cloud = bool(platforms) and platforms != ["local"] and config is not None
+        return RunFiles(layout.full_name, run_id, state, read_records(layout.out),
+                        read_json(layout.out / "summary.json"), config.primary.name if config else None,
+                        max(1, config.budget.max_vms) if cloud else 1)
+    return None

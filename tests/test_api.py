@@ -1,0 +1,73 @@
+"""jobs/api.py: the preparation a run is planned from is saved once and read back equal, so the
+pipeline, handed that research, ranks exactly what a fresh scan would have given it."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+from conftest import ROOT
+from jobs import api
+from jobs.config import Overrides, load_config
+from jobs.research.offline import merge_sources, research
+
+DEMO = ROOT / "examples" / "tinyllm"
+BASE = "a" * 40
+
+
+def _layout(tmp_path, run_id="1-aaaaaaa"):
+    layout = api.RunLayout(tmp_path / "work", "octo", "tiny", run_id)
+    shutil.copytree(DEMO, layout.clone, ignore=shutil.ignore_patterns("*.o", "tinyllm", "tinyllm_ref", "build"))
+    return layout
+
+
+def test_prepared_research_reads_back_equal_and_ranks_the_same(tmp_path):
+    layout = _layout(tmp_path)
+    (layout.clone / api.CANDIDATES_DIR).mkdir(parents=True)
+    (layout.clone / api.CANDIDATES_DIR / "mine.patch").write_text("--- a/x\n+++ b/x\n")
+    config = load_config(layout.clone).narrow(Overrides(budget=0.5))
+    prep = api.prepare(layout, BASE, config, "local")
+    assert prep.research.hypotheses and prep.research.findings and prep.research.detections
+    assert [c.name for c in prep.candidates] == ["mine.patch"] and (layout.candidates / "mine.patch").is_file()
+    assert prep.plan.experiments == len(prep.research.hypotheses) + 1 and prep.plan.budget_usd == 0.5
+
+    loaded = api.load_preparation(layout, "local")
+    assert (loaded.base, loaded.config, loaded.plan, loaded.candidates) == (BASE, config, prep.plan, prep.candidates)
+    r, s = loaded.research, prep.research
+    assert [h.to_dict() for h in r.hypotheses] == [h.to_dict() for h in s.hypotheses]
+    assert (r.findings, r.detections, r.notes, sorted(r.recipes)) == (s.findings, s.detections, s.notes, sorted(s.recipes))
+    fresh = research(layout.clone, config)
+    assert [h.to_dict() for h in merge_sources(loaded.research, None, config).hypotheses] == \
+           [h.to_dict() for h in merge_sources(fresh, None, config).hypotheses]
+
+
+def test_a_preparation_that_does_not_read_back_is_made_again(tmp_path):
+    layout = _layout(tmp_path)
+    config = load_config(layout.clone)
+    assert api.load_preparation(layout, "local") is None               # another machine: nothing saved here
+    api.prepare(layout, BASE, config, "local")
+    data = json.loads(layout.prepared.read_text())
+    data["candidates"] = ["../../../etc/passwd"]                        # not a patch in candidates/
+    layout.prepared.write_text(json.dumps(data))
+    assert api.load_preparation(layout, "local") is None
+    api.prepare(layout, BASE, config, "local")
+    data = json.loads(layout.prepared.read_text())
+    data["research"]["hypotheses"][0]["patch"] = "/tmp/evil.patch"      # research never makes patches
+    layout.prepared.write_text(json.dumps(data))
+    assert all(h.patch is None for h in api.load_preparation(layout, "local").research.hypotheses)
+    layout.prepared.write_text("{not json")
+    assert api.load_preparation(layout, "local") is None
+
+
+def test_run_folders_are_listed_and_read_through_the_layout(tmp_path):
+    from jobs import ledger
+    old, new = _layout(tmp_path, "1-old"), _layout(tmp_path, "2-new")
+    for layout, phase, mtime in ((old, "done", 1_000_000), (new, "experiments", 2_000_000)):
+        layout.out.mkdir(parents=True)
+        ledger.save_state(layout.out, {"run_id": layout.run_id, "phase": phase, "platforms": ["local"]})
+        os.utime(layout.out / ledger.STATE, (mtime, mtime))
+    assert [lay.run_id for lay in api.list_runs(tmp_path / "work")][0] == "2-new"
+    files = api.read_run(tmp_path / "work", "1-old", "octo/tiny")
+    assert files.state["phase"] == "done" and files.primary == "tg_tps" and files.parallel == 1
+    assert api.read_run(tmp_path / "work", "1-old", "other/repo") is None
+    assert api.read_run(tmp_path / "work", "../1-old") is None
