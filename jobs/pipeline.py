@@ -464,18 +464,21 @@ class Run:
             gitops.remove_worktree(self.repo, tree)
 
     def attribution_phase(self, applied: list[str], commits: dict[str, str], head: str) -> list[str]:
-        """Leave-one-out: for each commit, the full stack against the stack without it, at
-        alpha / k each. A commit whose own contribution is not shown on any platform (a null that
-        rode along with a real win) leaves the branch."""
+        """Backward elimination, last-ranked commit first: while two or more remain, the current
+        stack is measured against itself without that commit (at alpha / (k - 1) per test, k the
+        commits stacked). A commit whose own contribution shows on no platform leaves, and the
+        stack without it becomes the current one. A null that rode along with a real win leaves;
+        of two commits that do the same thing, one stays (leave-one-out on the full stack would
+        drop both); a commit that breaks the stack (its checks, its integrity) leaves."""
         done = ledger.finished(self.out, kind="attribution")
-        k = len(applied)
-        survivors = []
-        for name in applied:
-            others = [n for n in applied if n != name]
-            key = f"without-{name}"
+        tests = max(1, len(applied) - 1)
+        current, current_head = list(applied), head
+        for name in reversed(applied):
+            if len(current) < 2:
+                break
             without = self.state.get("stack_without", {}).get(name)
             if not without:
-                without, _, _ = self._build_stack(others, commits, key)
+                without, _, _ = self._build_stack([n for n in current if n != name], commits, f"without-{name}")
                 self._save(stack_without={**self.state.get("stack_without", {}), name: without})
             kept_somewhere, harmful = False, False
             for ex in self.executors:
@@ -483,18 +486,20 @@ class Run:
                 rec = done.get(f"attribution:{name}@{ex.platform}")
                 if rec is None:
                     self.emit({"type": "experiment_start", "name": label})
-                    plan = self.plan(ex.platform, self.config.thresholds.alpha / k / len(self.executors))
-                    raw, verdict = self.measure(ex, f"attribution:{name}", head, "attribution", plan, base=without)
+                    plan = self.plan(ex.platform, self.config.thresholds.alpha / tests / len(self.executors))
+                    raw, verdict = self.measure(ex, f"attribution:{name}", current_head, "attribution", plan,
+                                                base=without)
                     rec = self._record(ex, f"attribution:{name}", None, verdict.status.value, verdict.reason,
-                                       commit=head, raw=raw, kind="attribution", verdict=verdict, plan=plan,
+                                       commit=current_head, raw=raw, kind="attribution", verdict=verdict, plan=plan,
                                        base=without)
                     self.emit({"type": "experiment_done", "name": label, "status": rec["status"],
                                "reason": rec["reason"]})
                 kept_somewhere |= rec["status"] == Status.KEEP.value
                 harmful |= rec["status"] in ("invalid", "checks_failed", "crash", "build_failed", "timeout")
-            if kept_somewhere and not harmful:
-                survivors.append(name)
-        return survivors
+            if harmful or not kept_somewhere:
+                current.remove(name)
+                current_head = without
+        return current
 
     def stack_phase(self, results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         done = ledger.finished(self.out, kind="stack")
@@ -515,7 +520,7 @@ class Run:
                 survivors = self.attribution_phase(applied, commits, self.state["stack_commit"])
             final = self.state["stack_commit"]
             if survivors != applied:
-                final = self._build_stack(survivors, commits, "final")[0] if survivors else self.state["base_commit"]
+                final = self._build_stack(survivors, commits, "final")[0]
             self._save(stack_final=final, stack_survivors=survivors,
                        stack_unattributed=[n for n in applied if n not in survivors])
         head, survivors = self.state["stack_final"], self.state["stack_survivors"]

@@ -189,9 +189,9 @@ def render_pr(summary: dict[str, Any]) -> str:
                    f"{STATUS_WORDS.get(e['status'], e['status'])} | {delta} | {p} | {level} | {e['reason']} |")
     out.append("")
     if summary.get("attribution"):
-        out += ["## Does each commit earn its place? (leave-one-out)", "",
-                "Each kept commit is measured as the full stack against the stack without it; one that "
-                "shows no contribution of its own leaves the branch.", "",
+        out += ["## Does each commit earn its place? (leave-one-out, last-ranked first)", "",
+                "While two or more commits remain, the stack is measured against itself without one of "
+                "them; a commit that shows no contribution of its own leaves the branch.", "",
                 f"| commit | platform | status | {primary} Δ% | why |", "|---|---|---|---|---|"]
         for a in summary["attribution"]:
             m = _primary(a, primary)

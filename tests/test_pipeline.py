@@ -171,9 +171,9 @@ def test_config_agent_claude_without_key_falls_back_to_offline_with_a_warning(tm
     assert any(e["type"] == "warning" and "ANTHROPIC_API_KEY" in e["message"] for e in events)
 
 
-def test_unconfirmed_stack_leaves_the_branch_at_base(tmp_path):
-    # Each boost wins alone, but together they break the checks: neither keeps its place in the
-    # stack, so the run's branch must not carry them (and the report says so).
+def test_a_commit_that_breaks_the_stack_leaves_it(tmp_path):
+    # Each boost wins alone, but together they break the checks: the last-ranked one leaves the
+    # stack, the other is re-measured alone and carried (and the report says why).
     from conftest import make_repo
     cfg = ("build: 'true'\nbenchmark: ./bench.sh\nchecks: ./checks.sh\n"
            "metrics: [{name: score, primary: true}]\neditable: ['src/**']\n"
@@ -187,12 +187,34 @@ def test_unconfirmed_stack_leaves_the_branch_at_base(tmp_path):
     b = patch_for(repo, tmp_path / "b.patch", {"src/b": "1\n"})
     summary = run(repo, tmp_path / "out", [a, b])
     assert [e["status"] for e in summary["experiments"]] == ["keep", "keep"]
-    assert [a["status"] for a in summary["attribution"]] == ["checks_failed", "checks_failed"]
-    assert summary["stacks"] == {} and summary["stack_unattributed"] == ["a", "b"]
-    assert git(repo, "rev-parse", summary["branch"]) == summary["base_commit"]
-    assert summary["stack_confirmed"] is False
+    assert [(a["name"], a["status"]) for a in summary["attribution"]] == [("attribution:b", "checks_failed")]
+    assert summary["stack_applied"] == ["a"] and summary["stack_unattributed"] == ["b"]
+    assert summary["stacks"]["local"]["status"] == "keep" and summary["stack_confirmed"] is True
+    log = git(repo, "log", "--format=%s", f"{summary['base_commit']}..{summary['branch']}").splitlines()
+    assert log == ["a: maintainer candidate"]
     pr = (tmp_path / "out" / "pr.md").read_text()
-    assert "none kept its place in the stack" in pr and "so the branch equals the base commit" in pr
+    assert "**b** was kept alone but showed no contribution of its own inside the stack" in pr
+
+
+def test_a_commit_that_adds_nothing_to_the_stack_is_dropped_from_the_branch(tmp_path):
+    # "lucky" looks like a win alone, but on top of "real" it adds nothing (a null riding along
+    # with a real win): the stack re-measure alone would confirm it; leave-one-out drops it.
+    from conftest import make_repo
+    cfg = ("build: 'true'\nbenchmark: ./bench.sh\nchecks: 'true'\n"
+           "metrics: [{name: score, primary: true}]\neditable: ['src/**']\n"
+           "repeats: {min: 3, max: 24, warmup: 1, calibration: 8}\n")
+    bench = ("#!/usr/bin/env bash\nv=100; { [ -e src/real ] || [ -e src/lucky ]; } && v=130\n"
+             "awk -v s=$v -v r=$RANDOM 'BEGIN { printf \"METRIC score=%.3f\\n\", s * (1 + (r % 200 - 100) / 10000) }'\n")
+    repo = make_repo(tmp_path / "t", {".github/autoresearch.yml": cfg, "bench.sh": bench, "src/keep": ""})
+    real = patch_for(repo, tmp_path / "real.patch", {"src/real": "1\n"})
+    lucky = patch_for(repo, tmp_path / "lucky.patch", {"src/lucky": "1\n"})
+    summary = run(repo, tmp_path / "out", [real, lucky])
+    assert [e["status"] for e in summary["experiments"]] == ["keep", "keep"]
+    (attribution,) = summary["attribution"]
+    assert attribution["name"] == "attribution:lucky" and attribution["status"] == "discard"
+    assert summary["stack_applied"] == ["real"] and summary["stack_unattributed"] == ["lucky"]
+    log = git(repo, "log", "--format=%s", f"{summary['base_commit']}..{summary['branch']}").splitlines()
+    assert log == (["real: maintainer candidate"] if summary["stack_confirmed"] else [])
 
 
 def test_unimplementable_leads_do_not_use_up_the_experiment_budget():

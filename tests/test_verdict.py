@@ -148,3 +148,11 @@ def test_calibration_drops_digests_that_are_not_deterministic():
     assert cal.digests == [] and "not deterministic" in cal.warnings[0]
     j = judge(records(20, 115.0, head_digest="deadbeef"), CONFIG, plan(digests=tuple(cal.digests)))
     assert j.status == Status.KEEP
+
+
+def test_the_floor_is_the_configs_never_a_noisy_a_a_draw():
+    # The fixed-n design set the floor from one |A/A delta| draw; two calibrations of the same
+    # machine then judged the same candidate against different floors.
+    floors = {calibrate_run(records(10, 100.0, noise=0.04, seed=s), CONFIG, n_sims=30).metrics["tps"].floor_pct
+              for s in range(5)}
+    assert floors == {CONFIG.thresholds.min_effect_pct}
