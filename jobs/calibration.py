@@ -26,7 +26,7 @@ from .config import TargetConfig
 from .integrity import load_flags, nondeterministic_digests
 from .sequential import Prior, Rule, adjusted, hodges_lehmann, mde, simulate, slot_alpha, to_log, to_pct
 from .spec import RawResult
-from .verdict import baseline_problems, metric_pairs
+from .verdict import NUISANCES, baseline_problems, metric_pairs
 
 
 GATE_P = 0.01
@@ -50,6 +50,7 @@ class MetricCalibration:
     mean_pairs_null: float        # pairs a no-change candidate costs on average
     false_win_rate: float         # simulated P(keep | no change) at alpha_first, on this noise
     repeats: int                  # most pairs per experiment
+    adjust: list[str] = field(default_factory=list)   # nuisances every experiment adjusts for
     prior: list[list[float]] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
     note: str = ""
@@ -77,20 +78,29 @@ def _signed_rank_p(y: np.ndarray) -> float:
 def calibrate_metric(raw: RawResult, name: str, direction: str, config: TargetConfig, *, n_sims: int = 300,
                      seed: int = 0) -> MetricCalibration:
     th, rp = config.thresholds, config.repeats
-    pairs = metric_pairs(raw, name, direction)
+    full = metric_pairs(raw, name, direction, NUISANCES)
     alpha1 = slot_alpha(th.alpha, 1, config.budget.max_experiments)
     rule = Rule(alpha_keep=alpha1, floor=to_log(th.min_effect_pct), target=to_log(th.target_mde_pct),
                 min_pairs=rp.min, max_pairs=rp.max)
-    if len(pairs) < 4:
-        return MetricCalibration(False, len(pairs), math.nan, 0.0, 1.0, 0.0, False, "", th.min_effect_pct,
+    if len(full) < 4:
+        return MetricCalibration(False, len(full), math.nan, 0.0, 1.0, 0.0, False, "", th.min_effect_pct,
                                  th.target_mde_pct, alpha1, math.inf, rp.max, rp.max, 1.0, rp.max,
-                                 note=f"only {len(pairs)} complete A/A pairs; need at least 4")
-    y = np.array([p.y for p in pairs])
-    order = np.array([p.z[0] for p in pairs])
+                                 note=f"only {len(full)} complete A/A pairs; need at least 4")
+    y = np.array([p.y for p in full])
+    order = np.array([p.z[0] for p in full])
+    probe = np.array([p.z[1] for p in full])
     scale = float(1.4826 * np.median(np.abs(y - np.median(y))))
-    # y = effect + order_effect * z + noise: the second-position effect in log units.
+    # y = effect + order_effect * z + noise: the second-position effect in log units. A nuisance
+    # is adjusted for in every experiment only if this A/A shows it (pre-registered here): an
+    # adjustment that is not needed only adds its own estimation noise to every pair.
     order_eff = float(np.mean(y * order)) if order.size else 0.0
     order_p = _signed_rank_p(y * order)
+    adjust = ["order"] if order_p < th.alpha else []
+    if np.ptp(probe) > 0:
+        rho = stats.spearmanr(y, probe)
+        if math.isfinite(rho.statistic) and rho.pvalue < th.alpha and rho.statistic > 0:
+            adjust.append("probe")
+    pairs = metric_pairs(raw, name, direction, tuple(adjust))
     prior = Prior(tuple(pairs))
     adj, _ = adjusted(pairs)          # residual noise after the predictable adjustment
     residuals = adj - np.median(adj)
@@ -107,7 +117,8 @@ def calibrate_metric(raw: RawResult, name: str, direction: str, config: TargetCo
                     "pair is adjusted for it" if order_p < th.alpha else ""),
         floor_pct=th.min_effect_pct, target_pct=th.target_mde_pct, alpha_first=alpha1,
         mde_pct=power.effect_pct, mean_pairs_at_mde=power.mean_pairs, mean_pairs_null=n_null,
-        false_win_rate=fw, repeats=rp.max, prior=[[p.y, *p.z] for p in pairs], flags=flags, note=note)
+        false_win_rate=fw, repeats=rp.max, adjust=adjust, prior=[[p.y, *p.z] for p in pairs], flags=flags,
+        note=note)
 
 
 def calibrate_run(raw: RawResult, config: TargetConfig, *, n_sims: int = 300) -> Calibration:

@@ -228,7 +228,7 @@ class Run:
             rule = plan.rule()
             stop = StopRule(alpha_keep=rule.alpha_keep, floor=rule.floor, target=rule.target,
                             alpha_loss=rule.alpha_loss, alpha_futility=rule.alpha_futility,
-                            min_pairs=rule.min_pairs)
+                            min_pairs=rule.min_pairs, adjust=list(plan.adjust.get(self.config.primary.name, ())))
             prior = [list(p) for p in plan.priors.get(self.config.primary.name, ())]
         return ExperimentSpec.from_config(
             self.config, run_id=self.o.run_id, name=name, platform=ex.platform,
@@ -311,7 +311,8 @@ class Run:
         plan = Plan(alpha=alpha, floor_pct=th.min_effect_pct, target_pct=th.target_mde_pct, max_pairs=max_pairs,
                     min_pairs=min(rp.min, max_pairs), alpha_loss=th.alpha,
                     priors={name: tuple(tuple(p) for p in c.get("prior", [])) for name, c in cal.items()},
-                    digests=tuple(d) if (d := self.state.get("digests", {}).get(platform)) is not None else None)
+                    digests=tuple(d) if (d := self.state.get("digests", {}).get(platform)) is not None else None,
+                    adjust={name: tuple(c.get("adjust", ())) for name, c in cal.items()})
         if alpha <= 0:
             return plan
         residuals = [p[0] for p in primary.get("prior", [])]

@@ -162,7 +162,7 @@ def stop_reason(spec: ExperimentSpec, result: RawResult) -> str:
     primary metric, or a digest that already disagrees)."""
     from .integrity import digest_problems
     from .sequential import Pair, Prior, Rule, adjusted, decide
-    from .verdict import primary_pairs
+    from .verdict import metric_pairs
     pairs = result.pairs()
     if digest_problems([(a.digests, b.digests) for a, b in pairs[-1:]]):
         return "invalid"
@@ -172,7 +172,8 @@ def stop_reason(spec: ExperimentSpec, result: RawResult) -> str:
     rule = Rule(alpha_keep=st.alpha_keep, floor=st.floor, target=st.target, alpha_loss=st.alpha_loss,
                 alpha_futility=st.alpha_futility, min_pairs=st.min_pairs, max_pairs=spec.n_per_arm)
     prior = Prior(tuple(Pair(p[0], tuple(p[1:])) for p in spec.prior))
-    y, s = adjusted(primary_pairs(result, spec.primary, spec.directions.get(spec.primary, "higher")), prior)
+    y, s = adjusted(metric_pairs(result, spec.primary, spec.directions.get(spec.primary, "higher"),
+                                 tuple(st.adjust)), prior)
     kind = decide(y, s, rule).kind
     return kind if kind in ("keep", "loss", "futile") else ""
 

@@ -27,10 +27,12 @@ process can run 2.9x slower than the next and repeats inside a process are corre
   regression "no difference"); else sample on, to `max_pairs`. No veto for noise: noise only
   makes the wealth grow slower.
 * **Nuisances are adjusted predictably**: the coin also decides which arm ran second, and a
-  machine-speed probe is taken beside each process; a pair's ``y`` is corrected by
-  ``beta @ z`` with ``z`` = (order sign, probe log ratio) and ``beta`` fitted only on earlier pairs
-  and the calibration. Flipping the coin flips ``z`` with ``y``, so the symmetry (and the
-  guarantee) survives; a candidate cannot move ``beta`` for the pair it is measured in.
+  machine-speed probe is taken beside each process; when the A/A calibration shows such an
+  effect (pre-registered there, never chosen per experiment), a pair's ``y`` is corrected by
+  ``beta @ z`` with ``z`` = (order sign, probe log ratio) and ``beta`` a robust (Huber) fit on
+  earlier pairs and the calibration only. Flipping the coin flips ``z`` with ``y``, so the
+  symmetry (and the guarantee) survives; a candidate cannot move ``beta`` for the pair it is
+  measured in, and one pair in a slow state cannot drag it.
 * **Across a run**, experiment ``i`` (in the order they start) gets ``alpha * w_i`` with weights
   ``1 / (i * H_M)`` over the run's ``M = max_experiments`` slots (`slot_alpha`): the chance of any
   false keep in the whole run is at most alpha, whatever the agent adds between waves.
@@ -51,6 +53,7 @@ LAMBDAS = np.array([0.2, 0.5, 0.95])
 BETS = np.array([(t, lam) for t in THETAS for lam in LAMBDAS])     # (theta, lambda) grid, equal weights
 MIN_SCALE = 0.002        # log units: noise below 0.2% is never taken as known
 RIDGE = 1.0              # shrinkage (in pairs) of the nuisance fit towards no adjustment
+HUBER = 1.345            # Huber's constant: residuals beyond it (in robust sds) are down-weighted
 KEEP, LOSS, FUTILE, CONTINUE, EXHAUSTED = "keep", "loss", "futile", "continue", "exhausted"
 
 
@@ -110,12 +113,14 @@ class Prior:
 
 
 def _nuisance_beta(ys: np.ndarray, zs: np.ndarray, prior: Prior) -> np.ndarray:
-    """Ridge fit of y ~ 1 + z on the prior and earlier pairs; only z's coefficients are used."""
+    """Robust ridge fit of y ~ 1 + z on the prior and earlier pairs; only z's coefficients are
+    used. Huber weights (IRLS): a pair caught in a slow state must not drag the correction, or the
+    correction itself would add that pair's noise to every later one."""
     k = zs.shape[1] if zs.ndim == 2 else 0
     if k == 0:
         return np.zeros(0)
-    py = np.array([p.y for p in prior.pairs if len(p.z) == k], float)
-    pz = np.array([p.z for p in prior.pairs if len(p.z) == k], float).reshape(-1, k)
+    py = np.array([p.y for p in prior.pairs if len(p.z) >= k], float)
+    pz = np.array([p.z[:k] for p in prior.pairs if len(p.z) >= k], float).reshape(-1, k)
     # The prior's effect is 0 and the experiment's is unknown: separate intercepts.
     n0, n1 = py.size, ys.size
     if n0 + n1 < k + 3:
@@ -127,10 +132,17 @@ def _nuisance_beta(ys: np.ndarray, zs: np.ndarray, prior: Prior) -> np.ndarray:
     X[n0:, 2:] = zs
     y = np.concatenate([py, ys])
     penalty = np.diag([1e-9, 1e-9] + [RIDGE] * k)     # tiny on the intercepts: one may be empty
-    try:
-        beta = np.linalg.solve(X.T @ X + penalty, X.T @ y)
-    except np.linalg.LinAlgError:
-        return np.zeros(k)
+    w = np.ones(y.size)
+    beta = np.zeros(2 + k)
+    for _ in range(6):
+        Xw = X * w[:, None]
+        try:
+            beta = np.linalg.solve(X.T @ Xw + penalty, Xw.T @ y)
+        except np.linalg.LinAlgError:
+            return np.zeros(k)
+        r = y - X @ beta
+        scale = max(MIN_SCALE, 1.4826 * float(np.median(np.abs(r - np.median(r)))))
+        w = np.minimum(1.0, HUBER * scale / np.maximum(np.abs(r), 1e-12))
     return beta[2:]
 
 

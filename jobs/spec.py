@@ -27,6 +27,7 @@ class StopRule:
     alpha_loss: float = 0.05
     alpha_futility: float = 0.1
     min_pairs: int = 3
+    adjust: list[str] = field(default_factory=list)   # nuisances of the primary fixed by calibration
 
 
 @dataclass

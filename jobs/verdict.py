@@ -43,6 +43,7 @@ class Plan:
     priors: dict[str, tuple[tuple[float, ...], ...]] = field(default_factory=dict)   # metric -> [y, z...]
     mde_pct: float = math.inf                     # of the primary at `alpha`
     digests: tuple[str, ...] | None = None        # deterministic digest names (None: trust all)
+    adjust: dict[str, tuple[str, ...]] = field(default_factory=dict)   # metric -> nuisances to adjust for
 
     def rule(self) -> Rule:
         return Rule(alpha_keep=self.alpha, floor=to_log(self.floor_pct), target=to_log(self.target_pct),
@@ -64,23 +65,27 @@ class Judgement:
         return [asdict(m) for m in self.metrics]
 
 
-def metric_pairs(raw: RawResult, name: str, direction: str) -> list[Pair]:
-    """The pairs of one metric as the test sees them: y = oriented log(candidate/baseline);
-    z = (+1 if the candidate ran second else -1, log ratio of the machine probes when taken)."""
+NUISANCES = ("order", "probe")
+
+
+def metric_pairs(raw: RawResult, name: str, direction: str, adjust: tuple[str, ...] = ()) -> list[Pair]:
+    """The pairs of one metric as the test sees them: y = oriented log(candidate/baseline); z holds
+    the nuisances named in `adjust`, in NUISANCES order: "order" (+1 if the candidate ran second
+    else -1), "probe" (log ratio of the machine probes taken just before each process; 0 when a
+    probe is missing). Which ones a run adjusts for is fixed by its calibration."""
     out = []
     for a, b in raw.pairs():
         va, vb = a.metrics.get(name), b.metrics.get(name)
         if va is None or vb is None or not (va > 0 and vb > 0):
             continue
-        z = [1.0 if b.position == 1 else -1.0]
-        if a.probe and b.probe and a.probe > 0 and b.probe > 0:
-            z.append(math.log(b.probe / a.probe))
+        z = []
+        if "order" in adjust:
+            z.append(1.0 if b.position == 1 else -1.0)
+        if "probe" in adjust:
+            ok = a.probe and b.probe and a.probe > 0 and b.probe > 0
+            z.append(math.log(b.probe / a.probe) if ok else 0.0)
         out.append(Pair(orient(math.log(vb / va), direction), tuple(z)))
     return out
-
-
-def primary_pairs(raw: RawResult, name: str, direction: str) -> list[Pair]:
-    return metric_pairs(raw, name, direction)
 
 
 def clock_pairs(raw: RawResult, clock: str) -> list[Pair]:
@@ -100,7 +105,7 @@ def compare_metric(raw: RawResult, name: str, direction: str, plan: Plan, mde_pc
     base, head = raw.base.values.get(name, []), raw.head.values.get(name, [])
     bm, bs = _natural(base)
     hm, hs = _natural(head)
-    pairs = metric_pairs(raw, name, direction)
+    pairs = metric_pairs(raw, name, direction, plan.adjust.get(name, ()))
     common = dict(name=name, base_mean=bm, base_sd=bs, head_mean=hm, head_sd=hs, n_base=len(base),
                   n_head=len(head), alpha=plan.alpha, n_pairs=len(pairs))
     if len(pairs) < 2:
@@ -187,7 +192,8 @@ def judge(raw: RawResult, config: TargetConfig, plan: Plan) -> Judgement:
         return Judgement(Status.CRASH, f"primary metric {primary.name} has no samples", results, flags, view)
     if main.verdict == "untrusted":
         return Judgement(Status.NOISE, f"{primary.name}: {main.note}", results, flags, view)
-    y, s = adjusted(metric_pairs(raw, primary.name, primary.direction), plan.prior(primary.name))
+    y, s = adjusted(metric_pairs(raw, primary.name, primary.direction, plan.adjust.get(primary.name, ())),
+                    plan.prior(primary.name))
     decision = decide(y, s, plan.rule())
     if decision.kind == KEEP:
         lo, _ = confidence_sequence(y, s, plan.alpha)

@@ -45,6 +45,8 @@ def pair_noise(kind: str, rng: np.random.Generator, n: int) -> np.ndarray:
         return rng.normal(0, 0.41, n)
     if kind == "heavy":
         return 0.1 * rng.standard_t(3, n) / math.sqrt(3)
+    if kind == "order":        # quiet, plus the second process of a pair 4% faster (adjusted for)
+        return rng.normal(0, 0.03, n)
     if kind == "states":       # each process in a 2.9x slower state 30% of the time
         a = (rng.random(n) < 0.3).astype(float)
         b = (rng.random(n) < 0.3).astype(float)
@@ -54,9 +56,14 @@ def pair_noise(kind: str, rng: np.random.Generator, n: int) -> np.ndarray:
 
 def simulate(args) -> None:
     rng = np.random.default_rng(args.seed)
-    for kind in ("quiet", "heavy", "states", "noisy"):
-        prior = sq.Prior(tuple(sq.Pair(float(v), (float(z),))
-                               for v, z in zip(pair_noise(kind, rng, 10), rng.choice([-1.0, 1.0], 10))))
+    for kind in ("quiet", "order", "heavy", "states", "noisy"):
+        order_effect = 0.04 if kind == "order" else 0.0
+        # As calibration would pre-register: adjust for the order only where there is one.
+        def z(o: float) -> tuple[float, ...]:
+            return (o,) if order_effect else ()
+        orders = rng.choice([-1.0, 1.0], 10)
+        prior = sq.Prior(tuple(sq.Pair(float(v + order_effect * o), z(o))
+                               for v, o in zip(pair_noise(kind, rng, 10), orders)))
         for slot in (1, 8):
             alpha = sq.slot_alpha(0.05, slot, 8)
             rule = sq.Rule(alpha_keep=alpha, floor=sq.to_log(1.0), target=sq.to_log(5.0), max_pairs=args.max_pairs)
@@ -64,8 +71,8 @@ def simulate(args) -> None:
                 kept, pairs = 0, []
                 for _ in range(args.sims):
                     order = rng.choice([-1.0, 1.0], rule.max_pairs)
-                    ys = sq.to_log(effect_pct) + pair_noise(kind, rng, rule.max_pairs)
-                    y, s = sq.adjusted([sq.Pair(float(v), (float(z),)) for v, z in zip(ys, order)], prior)
+                    ys = sq.to_log(effect_pct) + pair_noise(kind, rng, rule.max_pairs) + order_effect * order
+                    y, s = sq.adjusted([sq.Pair(float(v), z(o)) for v, o in zip(ys, order)], prior)
                     d = sq.decide(y, s, rule)
                     kept += d.kind == sq.KEEP
                     pairs.append(d.at or d.n)
