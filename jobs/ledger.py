@@ -65,8 +65,10 @@ def read(out_dir: Path) -> list[dict[str, Any]]:
     return records
 
 
-def finished(out_dir: Path, kind: str = "experiment") -> dict[str, dict[str, Any]]:
-    return {r["name"] + "@" + r["platform"]: r for r in read(out_dir) if r.get("kind") == kind}
+def finished(out_dir: Path, kind: str = "experiment") -> dict[str, ExperimentRecord]:
+    """The finished records of one kind, typed, keyed `name@platform` (the last one wins)."""
+    return {r["name"] + "@" + r["platform"]: ExperimentRecord.from_dict(r)
+            for r in read(out_dir) if r.get("kind") == kind}
 
 
 def save_state(out_dir: Path, state: dict[str, Any]) -> None:

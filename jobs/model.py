@@ -1,6 +1,7 @@
 """Plain data shared by every stage of a run. No behaviour beyond (de)serialisation."""
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
@@ -83,9 +84,19 @@ class MetricResult:
     n_pairs: int = 0
 
 
+class SkipCause(str, Enum):
+    """Why an experiment was not measured; decisions read this, never the reason's text."""
+
+    NOT_IMPLEMENTED = "not_implemented"   # no recipe/agent could make the patch (costs no budget)
+    EDIT_REFUSED = "edit_refused"         # the patch touched what it may not
+    BUDGET = "budget"                     # a budget cap was reached
+    NO_MACHINE = "no_machine"             # no machine could be had (cloud)
+
+
 @dataclass
 class ExperimentRecord:
-    """One line of experiments.jsonl: everything the report needs about one experiment."""
+    """One line of experiments.jsonl: everything the report needs about one experiment, typed
+    for the whole run (the ledger and summary.json hold its `to_dict()`)."""
 
     run_id: str
     name: str
@@ -95,7 +106,7 @@ class ExperimentRecord:
     reason: str
     commit: str | None = None
     base_commit: str | None = None
-    metrics: list[dict[str, Any]] = field(default_factory=list)
+    metrics: list[MetricResult] = field(default_factory=list)
     seconds: float = 0.0
     cost_usd: float = 0.0
     cpu: str = ""
@@ -105,6 +116,35 @@ class ExperimentRecord:
     alpha: float | None = None        # keep level of this experiment's slot in the run
     slot: int | None = None
     runner: dict[str, Any] = field(default_factory=dict)   # the runner's own clocks, sandbox, stop reason
+    hypothesis_kind: str = ""         # fusion | parallelism | micro | candidate (experiments)
+    skip_cause: str | None = None     # a SkipCause value when status is skipped
+    regressions: list[str] = field(default_factory=list)   # metrics measured worse (verdict "loss")
+    calibration: dict[str, Any] = field(default_factory=dict)   # per metric, for kind "calibration"
+
+    def metric(self, name: str) -> MetricResult | None:
+        return next((m for m in self.metrics if m.name == name), None)
+
+    @property
+    def broken(self) -> bool:
+        """The candidate failed to build, run, pass its checks, or keep its numbers honest."""
+        return self.status in (Status.BUILD_FAILED.value, Status.CRASH.value, Status.CHECKS_FAILED.value,
+                               Status.TIMEOUT.value, Status.INVALID.value, Status.NOISE.value)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ExperimentRecord":
+        """A ledger line back to a record; fields older lines lack take their defaults, and
+        their metrics' missing fields too."""
+        data = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known = MetricResult.__dataclass_fields__
+        metrics = []
+        for m in data.get("metrics") or []:
+            values = {k: v for k, v in m.items() if k in known}
+            for f in ("delta_pct", "p_value", "ci_low_pct", "ci_high_pct", "mde_pct"):
+                if values.get(f) is None:          # strict JSON stored a non-finite value as null
+                    values[f] = {"p_value": 1.0, "ci_low_pct": -100.0, "delta_pct": 0.0}.get(f, math.inf)
+            metrics.append(MetricResult(**values))
+        data["metrics"] = metrics
+        return cls(**data)

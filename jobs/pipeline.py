@@ -25,7 +25,7 @@ from .config import Overrides, TargetConfig, load_config
 from .agent import make_agent
 from .errors import RunCancelled, RunError  # noqa: F401  (re-exported: jobs.pipeline.RunError)
 from .executors import Executor, ExecutorUnavailable, make_executors
-from .model import ExperimentRecord, Hypothesis, Status
+from .model import ExperimentRecord, Hypothesis, SkipCause, Status
 from .report import render_pr, render_research
 from .research.offline import Research, candidate_hypothesis, research
 from .runner import Isolation, IsolationError
@@ -291,7 +291,7 @@ class Run:
                 run_id=self.o.run_id, name="calibration", hypothesis="A/A", platform=ex.platform,
                 status="ok", reason="two builds of the base commit against each other",
                 base_commit=self.state["base_commit"],
-                metrics=[{"name": k, **{f: v for f, v in c.items() if f != "prior"}} for k, c in cal.items()],
+                calibration={k: {f: v for f, v in c.items() if f != "prior"} for k, c in cal.items()},
                 seconds=raw.seconds, cpu=raw.cpu, cost_usd=raw.cost_usd, kind="calibration",
                 flags=[f for c in cal.values() for f in c["flags"]] + result.warnings,
                 runner={"pairs": len(raw.pairs()), "sandboxed": raw.sandboxed, "steps": raw.steps}))
@@ -344,17 +344,20 @@ class Run:
 
     def _record(self, ex: Executor, name: str, h: Hypothesis | None, status: str, reason: str, *,
                 commit=None, raw: RawResult | None = None, kind="experiment", verdict: Judgement | None = None,
-                plan: Plan | None = None, slot: int | None = None, base: str | None = None) -> dict[str, Any]:
+                plan: Plan | None = None, slot: int | None = None, base: str | None = None,
+                skip: SkipCause | None = None) -> ExperimentRecord:
+        metrics = list(verdict.metrics) if verdict else []
         rec = ExperimentRecord(
             run_id=self.o.run_id, name=name, hypothesis=h.id if h else name, platform=ex.platform,
             status=status, reason=reason, commit=commit, base_commit=base or self.state["base_commit"],
-            metrics=verdict.metric_dicts() if verdict else [], seconds=raw.seconds if raw else 0.0,
+            metrics=metrics, seconds=raw.seconds if raw else 0.0,
             cpu=raw.cpu if raw else "", cost_usd=raw.cost_usd if raw else 0.0,
             log=raw.log if raw and status != "keep" else "", kind=kind,
             flags=verdict.flags if verdict else [], alpha=plan.alpha if plan else None, slot=slot,
-            runner=verdict.runner if verdict else {})
+            runner=verdict.runner if verdict else {}, hypothesis_kind=h.kind if h else kind,
+            skip_cause=skip.value if skip else None, regressions=[m.name for m in metrics if m.verdict == "loss"])
         self._append(rec)
-        return {**rec.to_dict(), "hypothesis_kind": h.kind if h else kind}
+        return rec
 
     def measure(self, ex: Executor, name: str, commit: str, kind: str, plan: Plan,
                 base: str | None = None) -> tuple[RawResult, Judgement]:
@@ -362,14 +365,14 @@ class Run:
         raw = self._execute(ex, spec)
         return raw, judge(raw, self.config, plan)
 
-    def _experiment(self, h: Hypothesis, ex: Executor, count: int) -> dict[str, Any]:
+    def _experiment(self, h: Hypothesis, ex: Executor, count: int) -> ExperimentRecord:
         label = h.id if len(self.executors) == 1 else f"{h.id}@{ex.platform}"
         self.emit({"type": "experiment_start", "name": label, "platform": ex.platform})
         slot = count + 1
         n = self.o.repeats or self.config.repeats.max
         refusal = self._budget_refusal(ex, self._spec(ex, h.id, self.state["base_commit"], n, "experiment"), count)
         if refusal:
-            rec = self._record(ex, h.id, h, Status.SKIPPED.value, refusal)
+            rec = self._record(ex, h.id, h, Status.SKIPPED.value, refusal, skip=SkipCause.BUDGET)
         else:
             try:
                 with self._impl_lock:
@@ -378,7 +381,8 @@ class Run:
                     finally:
                         self._charge_llm()
             except NotImplementable as exc:
-                rec = self._record(ex, h.id, h, Status.SKIPPED.value, f"not implemented: {exc}")
+                cause = SkipCause.EDIT_REFUSED if str(exc).startswith("edit refused") else SkipCause.NOT_IMPLEMENTED
+                rec = self._record(ex, h.id, h, Status.SKIPPED.value, f"not implemented: {exc}", skip=cause)
             else:
                 # Each experiment's keep level is its slot's share of the run's alpha (see
                 # jobs.sequential.slot_alpha), so the whole run keeps its false-keep bound.
@@ -387,24 +391,26 @@ class Run:
                 raw, verdict = self.measure(ex, h.id, commit, "experiment", plan)
                 rec = self._record(ex, h.id, h, verdict.status.value, verdict.reason, commit=commit, raw=raw,
                                    verdict=verdict, plan=plan, slot=slot)
-        self.emit({"type": "experiment_done", "name": label, "status": rec["status"], "reason": rec["reason"]})
+        self.emit({"type": "experiment_done", "name": label, "status": rec.status, "reason": rec.reason})
         return rec
 
-    def experiments_phase(self, hypotheses: list[Hypothesis]) -> list[dict[str, Any]]:
+    def experiments_phase(self, hypotheses: list[Hypothesis]) -> list[ExperimentRecord]:
         """Waves: up to `parallel` experiments per platform at once; between waves the agent may
         re-rank, add or drop the hypotheses still pending, in the light of the results so far."""
         self.emit({"type": "phase", "phase": "experiments", "total": len(hypotheses)})
         done = ledger.finished(self.out)
-        results: list[dict[str, Any]] = []
+        results: list[ExperimentRecord] = []
         kinds = {h.id: h.kind for h in hypotheses}
         for ex in self.executors:
             for h in hypotheses:
                 key = f"{h.id}@{ex.platform}"
                 if key in done:
-                    results.append({**done[key], "hypothesis_kind": h.kind})
+                    rec = done[key]
+                    rec.hypothesis_kind = rec.hypothesis_kind or h.kind
+                    results.append(rec)
                     self.emit({"type": "experiment_done", "name": h.id if len(self.executors) == 1 else key,
-                               "status": done[key]["status"], "reason": done[key]["reason"], "resumed": True})
-        finished = {(r["hypothesis"], r["platform"]) for r in results}
+                               "status": rec.status, "reason": rec.reason, "resumed": True})
+        finished = {(r.hypothesis, r.platform) for r in results}
         pending = [h for h in hypotheses if any((h.id, ex.platform) not in finished for ex in self.executors)]
         while pending:
             wave_size = min(ex.parallel for ex in self.executors)
@@ -421,36 +427,30 @@ class Run:
                     raise
             results += wave_results
             if pending:
-                pending = self.agent.revise(pending, results)
+                pending = self.agent.revise(pending, [r.to_dict() for r in results])
                 self._charge_llm()
                 kinds.update({h.id: h.kind for h in pending})
         self._save(phase="stack")
         for r in results:
-            r.setdefault("hypothesis_kind", kinds.get(r["hypothesis"], ""))
+            r.hypothesis_kind = r.hypothesis_kind or kinds.get(r.hypothesis, "")
         return results
 
     @staticmethod
-    def attempted(results: list[dict[str, Any]]) -> int:
+    def attempted(results: list[ExperimentRecord]) -> int:
         """Hypotheses that counted against max_experiments: a lead no agent could implement
         costs nothing and must not crowd out the ones that can be built."""
-        return len({r["hypothesis"] for r in results
-                    if not (r["status"] == Status.SKIPPED.value and r["reason"].startswith("not implemented"))})
+        return len({r.hypothesis for r in results if r.skip_cause != SkipCause.NOT_IMPLEMENTED.value})
 
     @staticmethod
-    def stackable(results: list[dict[str, Any]]) -> list[str]:
+    def stackable(results: list[ExperimentRecord]) -> list[str]:
         """Hypotheses kept on at least one platform and, on none, broken, invalid, or measured
         slower on any metric (decided from the records' fields, never from their text)."""
-        by_h: dict[str, list[dict[str, Any]]] = {}
+        by_h: dict[str, list[ExperimentRecord]] = {}
         for r in results:
-            by_h.setdefault(r["hypothesis"], []).append(r)
-        keep = []
-        for name, recs in by_h.items():
-            statuses = {r["status"] for r in recs}
-            bad = statuses & {"build_failed", "crash", "checks_failed", "timeout", "invalid", "noise"}
-            slower = any(m.get("verdict") == "loss" for r in recs for m in r.get("metrics", []))
-            if "keep" in statuses and not bad and not slower:
-                keep.append(name)
-        return keep
+            by_h.setdefault(r.hypothesis, []).append(r)
+        return [name for name, recs in by_h.items()
+                if any(r.status == Status.KEEP.value for r in recs)
+                and not any(r.broken or r.regressions for r in recs)]
 
     def _build_stack(self, names: list[str], commits: dict[str, str], label: str) -> tuple[str, list[str], list[str]]:
         """Cherry-pick `names` onto the base in order: (head, applied, dropped on conflict)."""
@@ -493,19 +493,18 @@ class Run:
                     rec = self._record(ex, f"attribution:{name}", None, verdict.status.value, verdict.reason,
                                        commit=current_head, raw=raw, kind="attribution", verdict=verdict, plan=plan,
                                        base=without)
-                    self.emit({"type": "experiment_done", "name": label, "status": rec["status"],
-                               "reason": rec["reason"]})
-                kept_somewhere |= rec["status"] == Status.KEEP.value
-                harmful |= rec["status"] in ("invalid", "checks_failed", "crash", "build_failed", "timeout")
+                    self.emit({"type": "experiment_done", "name": label, "status": rec.status, "reason": rec.reason})
+                kept_somewhere |= rec.status == Status.KEEP.value
+                harmful |= rec.broken
             if harmful or not kept_somewhere:
                 current.remove(name)
                 current_head = without
         return current
 
-    def stack_phase(self, results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    def stack_phase(self, results: list[ExperimentRecord]) -> dict[str, ExperimentRecord]:
         done = ledger.finished(self.out, kind="stack")
         names = self.stackable(results)
-        commits = {r["hypothesis"]: r["commit"] for r in results if r.get("commit")}
+        commits = {r.hypothesis: r.commit for r in results if r.commit}
         branch = self.state["branch"]
         if not names:
             gitops.set_branch(self.repo, branch, self.state["base_commit"])
@@ -525,7 +524,7 @@ class Run:
             self._save(stack_final=final, stack_survivors=survivors,
                        stack_unattributed=[n for n in applied if n not in survivors])
         head, survivors = self.state["stack_final"], self.state["stack_survivors"]
-        stacks: dict[str, dict[str, Any]] = {}
+        stacks: dict[str, ExperimentRecord] = {}
         if not survivors:
             gitops.set_branch(self.repo, branch, self.state["base_commit"])
             self._save(stack_confirmed=False)
@@ -548,7 +547,7 @@ class Run:
             stacks[ex.platform] = self._record(ex, "stack", None, verdict.status.value, reason, commit=head,
                                                raw=raw, kind="stack", verdict=verdict, plan=plan)
             self.emit({"type": "experiment_done", "name": name, "status": verdict.status.value, "reason": reason})
-        if not any(st["status"] == Status.KEEP.value for st in stacks.values()):
+        if not any(st.status == Status.KEEP.value for st in stacks.values()):
             # The re-measure did not confirm the stack anywhere: the branch must not carry it.
             gitops.set_branch(self.repo, branch, self.state["base_commit"])
             self._save(stack_confirmed=False)
@@ -557,7 +556,7 @@ class Run:
             self._save(stack_confirmed=True)
         return stacks
 
-    def report_phase(self, results: list[dict[str, Any]], stacks: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    def report_phase(self, results: list[ExperimentRecord], stacks: dict[str, ExperimentRecord]) -> dict[str, Any]:
         measured = [ex.platform for ex in self.executors]
         configured = [p.name for p in self.config.platforms]
         summary = {
@@ -567,7 +566,7 @@ class Run:
             "cpus": self.state.get("cpus", {}), "cpu": self.state.get("cpus", {}).get(measured[0], ""),
             "agent": self.o.agent, "primary": self.config.primary.name,
             "calibration": self.state["calibration"],
-            "experiments": [{k: v for k, v in r.items() if k != "log"} for r in results],
+            "experiments": [{k: v for k, v in r.to_dict().items() if k != "log"} for r in results],
             "stack_applied": self.state.get("stack_survivors", self.state.get("stack_applied", [])),
             "stack_dropped": self.state.get("stack_dropped", []),
             "stack_unattributed": self.state.get("stack_unattributed", []),
@@ -577,7 +576,7 @@ class Run:
             "error_control": {"alpha": self.config.thresholds.alpha,
                               "family": self.config.budget.max_experiments,
                               "platforms": len(self.executors)},
-            "stacks": {p: {k: v for k, v in s.items() if k != "log"} for p, s in stacks.items()},
+            "stacks": {p: {k: v for k, v in s.to_dict().items() if k != "log"} for p, s in stacks.items()},
             "cost_usd": self.state.get("cost_usd", 0.0),
             "wall_seconds": round(time.monotonic() - self.started, 1),
             "stack_confirmed": self.state.get("stack_confirmed", False),

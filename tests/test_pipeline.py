@@ -217,12 +217,37 @@ def test_a_commit_that_adds_nothing_to_the_stack_is_dropped_from_the_branch(tmp_
     assert log == (["real: maintainer candidate"] if summary["stack_confirmed"] else [])
 
 
+def record(hypothesis, status, *, skip=None, platform="x86", metrics=(), regressions=()):
+    from jobs.model import ExperimentRecord, MetricResult
+    ms = [MetricResult(name=n, base_mean=1, base_sd=0, head_mean=1, head_sd=0, n_base=8, n_head=8, delta_pct=d,
+                       p_value=0.5, ci_low_pct=d - 1, ci_high_pct=d + 1, mde_pct=3, method="m", verdict=v)
+          for n, d, v in metrics]
+    return ExperimentRecord(run_id="r", name=hypothesis, hypothesis=hypothesis, platform=platform, status=status,
+                            reason="(text the decisions never read)", skip_cause=skip, metrics=ms,
+                            regressions=list(regressions))
+
+
 def test_unimplementable_leads_do_not_use_up_the_experiment_budget():
     results = [
-        {"hypothesis": "gap-a", "status": "skipped", "reason": "not implemented: no recipe implements this"},
-        {"hypothesis": "gap-b", "status": "skipped", "reason": "not implemented: no recipe implements this"},
-        {"hypothesis": "fuse-x", "status": "keep", "reason": "score +10%"},
-        {"hypothesis": "fuse-x", "status": "discard", "reason": "no detectable difference"},   # 2nd platform
-        {"hypothesis": "late", "status": "skipped", "reason": "budget: max_experiments=2 reached"},
+        record("gap-a", "skipped", skip="not_implemented"),
+        record("gap-b", "skipped", skip="not_implemented"),
+        record("fuse-x", "keep"),
+        record("fuse-x", "discard", platform="arm"),
+        record("late", "skipped", skip="budget"),
     ]
     assert Run.attempted(results) == 2
+
+
+def test_the_stack_is_decided_from_fields_not_from_reason_text():
+    # Kept on x86, but on arm it regresses another metric ("... but regresses pp"): only the word
+    # "slower" used to be checked, so it stacked. Now any regression on any platform keeps it out.
+    results = [
+        record("a", "keep", metrics=[("score", 10.0, "win")]),
+        record("a", "discard", platform="arm", metrics=[("score", 9.0, "win"), ("pp", -8.0, "loss")],
+               regressions=["pp"]),
+        record("b", "keep"),
+        record("b", "invalid", platform="arm"),
+        record("c", "keep"),
+        record("c", "discard", platform="arm", metrics=[("score", 0.5, "no detectable difference")]),
+    ]
+    assert Run.stackable(results) == ["c"]
