@@ -21,9 +21,12 @@ from pathlib import Path
 from typing import Callable
 
 from . import sandbox
+from .integrity import digest_problems
 from .metrics import explain_missing, parse_metrics
 from .secrets import scrubbed_env  # only for --no-sandbox runs: one policy, jobs/secrets.py
+from .sequential import Pair, Prior, Rule, adjusted, decide, pair_schedule, warmup_order
 from .spec import ExperimentSpec, Invocation, RawResult, SandboxSpec
+from .verdict import metric_pairs
 
 Progress = Callable[[str, float], None]   # (message, fraction done 0..1)
 LOG_TAIL = 4000
@@ -160,9 +163,6 @@ def _invoke(spec: ExperimentSpec, tree: Path, who: str, seed: int, isolation: Is
 def stop_reason(spec: ExperimentSpec, result: RawResult) -> str:
     """After each complete pair: '' to go on, else why to stop (the spec's sequential test on the
     primary metric, or a digest that already disagrees)."""
-    from .integrity import digest_problems
-    from .sequential import Pair, Prior, Rule, adjusted, decide
-    from .verdict import metric_pairs
     pairs = result.pairs()
     if digest_problems([(a.digests, b.digests) for a, b in pairs[-1:]]):
         return "invalid"
@@ -181,7 +181,6 @@ def stop_reason(spec: ExperimentSpec, result: RawResult) -> str:
 def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, build_base: bool = True,
                    progress: Progress | None = None, isolation: Isolation | None = None) -> RawResult:
     """Build, check and benchmark one experiment in two prepared clean trees."""
-    from .sequential import pair_schedule, warmup_order
     progress = progress or (lambda msg, frac: None)
     isolation = isolation or Isolation.from_spec(spec.sandbox)
     started = time.monotonic()
