@@ -132,8 +132,8 @@ def demo(args) -> None:
                 false = sum(n["status"] == "keep" for n in nulls)
                 pairs = sum((r.get("runner") or {}).get("pairs", 0)
                             for r in [*summary["experiments"], *summary["attribution"], *summary["stacks"].values()])
-                in_branch = git(repo, "log", "--format=%s", f"{summary['base_commit']}..{summary['branch']}")
-                confirmed = bool(summary["stack_confirmed"]) and "fuse-softmax" in in_branch
+                in_branch = git(repo, "log", "--format=%B", f"{summary['base_commit']}..{summary['branch']}")
+                confirmed = bool(summary["stack_confirmed"]) and "Hypothesis: fuse-softmax " in in_branch
                 totals["softmax_kept"] += softmax == "keep"
                 totals["stack_confirmed"] += confirmed
                 totals["nulls"] += len(nulls)
@@ -143,6 +143,10 @@ def demo(args) -> None:
                 print(f"# run {run}: fuse-softmax {softmax} ({status.get('fuse-softmax', {}).get('reason', '')}); "
                       f"stack confirmed with it: {confirmed}; null keeps {false}/{len(nulls)}; {pairs} pairs "
                       f"(processes per arm); {minutes:.1f} min", flush=True)
+                kept = [e["name"] for e in summary["experiments"] if e["status"] == "keep"]
+                stack = "; ".join(f"{p}: {s['status']} ({s['reason']})" for p, s in summary["stacks"].items())
+                loo = "; ".join(f"{a['name']}: {a['status']}" for a in summary["attribution"])
+                print(f"#   kept alone: {kept}; leave-one-out: {loo or '-'}; stack: {stack or '-'}", flush=True)
     finally:
         stop.set()
         if loader:
