@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from .model import Hypothesis
+from .results import metric
 
 STATUS_WORDS = {
     "keep": "kept", "discard": "discarded", "noise": "too noisy to judge", "build_failed": "did not build",
@@ -97,7 +98,7 @@ def runner_table(experiments: list[dict[str, Any]]) -> list[str]:
 
 
 def _primary(exp: dict[str, Any], primary: str) -> dict[str, Any] | None:
-    return next((m for m in exp.get("metrics", []) if m["name"] == primary), None)
+    return metric(exp, primary)
 
 
 def _headline(summary: dict[str, Any]) -> str:

@@ -30,6 +30,7 @@ from ..config import LLM, TargetConfig
 from ..errors import RunError
 from ..model import Evidence, Hypothesis
 from ..research.sanitize import DATA_RULE, quote, redact
+from ..results import metric
 from ..runner import run_step, tail
 from ..secrets import secret_values  # one policy: jobs/secrets.py
 from .guard import EditRefused, check_edit
@@ -331,8 +332,7 @@ class ClaudeAgent:
         by_id = {h.id: h for h in pending}
         summary = [{"hypothesis": r["hypothesis"], "platform": r.get("platform"), "status": r["status"],
                     "reason": r.get("reason", ""),
-                    "primary": next((m for m in r.get("metrics", []) if m.get("name") == self.config.primary.name),
-                                    None)} for r in results]
+                    "primary": metric(r, self.config.primary.name)} for r in results]
         prompt = (f"Results so far (status, reason, primary metric {self.config.primary.name}):\n"
                   + quote(json.dumps(summary, indent=1, default=str), "experiment results")
                   + "\n\nPending hypotheses:\n" + json.dumps([_brief(h) for h in pending], indent=1))
