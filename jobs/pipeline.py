@@ -165,6 +165,8 @@ class Run:
     def agent(self):
         if self._agent is None:
             self._agent = make_agent(self.o.agent, self._recipes(), self.config)
+            if hasattr(self._agent, "isolation"):     # an agent that runs target code runs it in our sandbox
+                self._agent.isolation = Isolation.from_spec(self._sandbox_spec())
         return self._agent
 
     def _charge_llm(self) -> None:

@@ -31,7 +31,8 @@ from ..errors import RunError
 from ..model import Evidence, Hypothesis
 from ..research.sanitize import DATA_RULE, quote, redact
 from ..results import metric
-from ..runner import run_step, tail
+from ..runner import Isolation, run_step, tail
+from ..spec import SandboxSpec
 from ..secrets import secret_values  # one policy: jobs/secrets.py
 from .guard import EditRefused, check_edit
 from .offline import NotImplementable, commit_message
@@ -248,6 +249,7 @@ class ClaudeAgent:
         self.meter = Meter(settings)
         self.secrets = secret_values(secrets)
         self.context = list(context or [])       # (source, untrusted text): issue body, AGENTS.md, ...
+        self.isolation: Isolation | None = None  # the run's sandbox settings (set by the pipeline)
         self.log: list[dict[str, Any]] = []       # one entry per tool call, for the run's record
 
     # -- plumbing ---------------------------------------------------------------------------------
@@ -485,7 +487,11 @@ class ClaudeAgent:
         return f"edited {rel}", False
 
     def _step(self, command: str, tree: Path, timeout: float, label: str) -> tuple[str, bool]:
-        step = run_step(command, tree, timeout)          # scrubbed environment, own process group
+        # The target's own build/checks: in the run's sandbox (its caches, its env, its opt-out).
+        isolation = self.isolation or Isolation.from_spec(SandboxSpec(
+            enabled=self.config.sandbox.enabled, caches=list(self.config.sandbox.caches),
+            read_only=list(self.config.sandbox.read_only), env=list(self.config.sandbox.env)))
+        step = run_step(command, tree, timeout, isolation=isolation)
         if step.returncode is None:
             return f"{label} timed out after {timeout:.0f} s\n{tail(step.output, OUTPUT_LIMIT)}", True
         return f"{label} exit {step.returncode}\n{tail(step.output, OUTPUT_LIMIT)}", step.returncode != 0
