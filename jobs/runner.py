@@ -75,8 +75,9 @@ class Isolation:
         home = str(Path.home())
         mounts = tuple(sandbox.Mount(p, writable=writable) for p in self.caches)
         mounts += tuple(sandbox.Mount(p) for p in self.read_only)
+        hidden = tuple(p + "/" if os.path.isdir(p) else p for p in sandbox.hidden() if os.path.exists(p))
         return sandbox.Policy(tree=Path(tree).resolve(), tree_writable=writable, mounts=mounts, home=home,
-                              env=sandbox.environment(self.env, extra_env, home=home))
+                              env=sandbox.environment(self.env, extra_env, home=home), hidden=hidden)
 
 
 DEFAULT_ISOLATION = Isolation()

@@ -88,13 +88,28 @@ class Mount:
 
 @dataclass(frozen=True)
 class Policy:
-    """What one sandboxed step may see. `tree` is bound at its own path."""
+    """What one sandboxed step may see. `tree` is bound at its own path; `hidden` paths (the
+    App's key file, wherever an operator put it) are masked even inside the system directories."""
 
     tree: Path
     tree_writable: bool = True
     mounts: tuple[Mount, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     home: str = "/home/sandbox"
+    hidden: tuple[str, ...] = ()
+
+
+_HIDDEN: set[str] = set()
+
+
+def hide(*paths: str | Path) -> None:
+    """Mask these files or folders in every sandbox of this process (called by whoever holds a
+    secret file, e.g. the App's settings with its private key's path)."""
+    _HIDDEN.update(os.path.realpath(p) for p in paths if p)
+
+
+def hidden() -> tuple[str, ...]:
+    return tuple(sorted(_HIDDEN))
 
 
 @dataclass
@@ -138,6 +153,12 @@ def bwrap_argv(policy: Policy, command: list[str], *, existing: set[str], userns
             argv += ["--ro-bind", link, link]
     argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--dir", "/var/tmp",
              "--tmpfs", policy.home]
+    dirs = [h for h in policy.hidden if h.endswith("/")]
+    for path in policy.hidden:      # after the system binds, so the mask lies on top of them
+        if any(path != d and path.startswith(d) for d in dirs):
+            continue                # inside a folder that is masked as a whole
+        if any(path == d or path.startswith(d + "/") for d in SYSTEM_DIRS if d in existing):
+            argv += ["--tmpfs", path] if path.endswith("/") else ["--ro-bind", "/dev/null", path]
     for m in policy.mounts:
         argv += ["--bind" if m.writable else "--ro-bind", m.path, m.path]
     tree = str(policy.tree)
