@@ -34,7 +34,7 @@ BODY = """
     <thead><tr><th>experiment</th>{% for p in v.platforms %}<th>{{ p }}</th>{% endfor %}</tr></thead>
     <tbody>
     {% if v.calibration %}<tr class="cal"><td>calibration (A/A)</td>{% for p in v.platforms %}<td>
-      {% set c = v.calibration.get(p) %}{% if c %}noise floor {{ '%.2f' % c.floor_pct if c.floor_pct is not none else '?' }} %, {{ c.repeats }} runs/arm{% else %}pending{% endif %}
+      {% set c = v.calibration.get(p) %}{% if c %}floor {{ '%.2f' % c.floor_pct if c.floor_pct is not none else '?' }} %, up to {{ c.repeats }} pairs{% else %}pending{% endif %}
     </td>{% endfor %}</tr>{% endif %}
     {% for e in v.experiments %}
       <tr data-name="{{ e.name }}"><td><b>{{ e.name }}</b>{% if e.title %}<br><small>{{ e.title }}</small>{% endif %}</td>
@@ -86,8 +86,8 @@ th{background:#f6f8fa} tr.cal td{background:#fbfbfb;color:#555} tr.stack td{back
 .badge{display:inline-block;padding:0 6px;border-radius:10px;font-size:12px;background:#eaeef2}
 .s-keep,.s-done{background:#dafbe1} .s-discard{background:#eaeef2} .s-pending,.s-queued,.s-awaiting_approval{background:#fff8c5}
 .s-running,.s-experiments,.s-calibrate,.s-research,.s-stack{background:#ddf4ff}
-.s-crash,.s-build_failed,.s-checks_failed,.s-timeout,.s-failed,.s-noise{background:#ffebe9} .s-skipped,.s-cancelled{background:#f6f8fa}
-rect.bar{fill:#8c959f} rect.s-keep{fill:#2da44e} rect.s-discard{fill:#8c959f} rect.s-noise{fill:#d4a72c}
+.s-crash,.s-build_failed,.s-checks_failed,.s-timeout,.s-failed,.s-noise,.s-invalid{background:#ffebe9} .s-skipped,.s-cancelled{background:#f6f8fa}
+rect.bar{fill:#8c959f} rect.s-keep{fill:#2da44e} rect.s-discard{fill:#8c959f} rect.s-noise{fill:#d4a72c} rect.s-invalid{fill:#cf222e}
 .w-running{font-weight:bold} .w-done{color:#1a7f37} .reason{color:#656d76} .msg{background:#f6f8fa;padding:6px 8px}
 footer{margin-top:24px;color:#656d76;font-size:12px}
 </style></head>
