@@ -22,11 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import multiprocessing as mp
 import random
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -81,30 +81,26 @@ def simulate(args) -> None:
                 print(f"METRIC {tag}.mean_pairs={np.mean(pairs):.1f}", flush=True)
 
 
-def _hog(stop) -> None:
-    while not stop.is_set():
-        pass
-
-
 def load_generator(stop) -> None:
-    """Two CPU hogs switched on and off at random: processes land in slow and fast states."""
+    """Two CPU hogs (plain shell busy loops) switched on and off at random: the benchmark's
+    processes land in slow and fast states, as on a busy shared host."""
     rnd = random.Random(1)
     while not stop.is_set():
-        hogs = [mp.Process(target=_hog, args=(stop,), daemon=True) for _ in range(2)] if rnd.random() < 0.5 else []
+        hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(2)] \
+            if rnd.random() < 0.5 else []
+        stop.wait(rnd.uniform(0.5, 3.0))
         for h in hogs:
-            h.start()
-        time.sleep(rnd.uniform(0.5, 3.0))
-        for h in hogs:
-            h.terminate()
-        time.sleep(rnd.uniform(0.5, 3.0))
+            h.kill()
+            h.wait()
+        stop.wait(rnd.uniform(0.5, 3.0))
 
 
 def demo(args) -> None:
     from conftest import git
     from jobs.cli import demo_target
     from synthetic import patch_for
-    stop = mp.Event()
-    loader = mp.Process(target=load_generator, args=(stop,), daemon=True) if args.load == "states" else None
+    stop = threading.Event()
+    loader = threading.Thread(target=load_generator, args=(stop,), daemon=True) if args.load == "states" else None
     if loader:
         loader.start()
     totals = {"softmax_kept": 0, "stack_confirmed": 0, "nulls": 0, "null_keeps": 0, "pairs": 0, "minutes": 0.0}
