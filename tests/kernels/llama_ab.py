@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -47,6 +48,12 @@ sys.path.insert(0, str(ROOT))
 import llama_tree  # noqa: E402
 
 VARIANTS = ("baseline", "patched")
+# -march=native on a CPU that reports AMX compiles ggml's AMX buffer type, whose Q4_0 matmul
+# segfaults on this machine's VM (ggml_backend_amx_mul_mat, llama-cpp-python 0.3.36); without it
+# Q4_0 weights take the AVX-512 repack path, as on the study's machines. Harmless without AMX.
+NO_AMX = (["-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16",
+           "-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"]
+          if platform.machine() in ("x86_64", "AMD64") else [])
 TARGETS = ("llama-bench", "test-backend-ops")
 # test-backend-ops params filters: MUL_MAT has thousands of cases; the recipe touching it (the
 # from_float split of the repacked Q4_0 path) only matters for q4_0 x f32. Note that
@@ -139,7 +146,7 @@ def build(workdir: Path, variant: str, jobs: int = 2) -> Path:
         cmd = ["cmake", "-S", str(src), "-B", str(bld), *gen, "-DCMAKE_BUILD_TYPE=Release",
                "-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=ON",
                "-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF",
-               "-DLLAMA_BUILD_APP=OFF", "-DBUILD_SHARED_LIBS=OFF", *launcher]
+               "-DLLAMA_BUILD_APP=OFF", "-DBUILD_SHARED_LIBS=OFF", *launcher, *NO_AMX]
         log(f"configure {variant}")
         _run(cmd, env, bld.parent / "configure.log")
     t0 = time.time()
@@ -236,14 +243,50 @@ def ab_perf(prep: dict, rounds: int, jobs: int = 2) -> dict:
 
 # ---------------------------------------------------------------------------- 4. model
 
+# Model shapes the synthetic writer knows (GGUF architecture + hyper-parameters). Vocabularies
+# are cut to 32000 (the real ones: Qwen3 151936, Gemma3 262144): the embedding lookup and the
+# output projection stay the same kind of work at a size this 2-core machine benchmarks quickly.
+SHAPES: dict[str, dict] = {
+    # TinyLlama-1.1B: no QK-norm, no post-norms (RMS_NORM+MUL, MUL_MAT+MUL_MAT+GLU only)
+    "tinyllama": dict(arch="llama", n_layer=22, n_embd=2048, n_head=32, n_head_kv=4, n_ff=5632),
+    # Qwen3-0.6B: QK-norm (RMS_NORM+MUL+ROPE on Q, +VIEW+SET_ROWS on K), head_dim 128 != n_embd/n_head
+    "qwen3": dict(arch="qwen3", n_layer=28, n_embd=1024, n_head=16, n_head_kv=8, head_dim=128, n_ff=3072,
+                  rope_base=1e6, eps=1e-6),
+    # Gemma3-1B without sliding window: QK-norm and post-norms with a residual ADD, GELU FFN
+    "gemma3": dict(arch="gemma3", n_layer=26, n_embd=1152, n_head=4, n_head_kv=1, head_dim=256, n_ff=6912,
+                   rope_base=1e6, eps=1e-6),
+}
+
+
+def model_path(shape: str, n_layer: int | None = None) -> Path:
+    """Where the synthetic model of a shape lives in the cache (one file per shape and depth)."""
+    spec = SHAPES[shape]
+    layers = n_layer or spec["n_layer"]
+    name = "synthetic-tinyllama" if shape == "tinyllama" else f"synthetic-{shape}"
+    return llama_tree.cache_dir() / "models" / f"{name}-{layers}L-q4_0.gguf"
+
+
 def make_model(path: Path, n_layer: int = 22, n_vocab: int = 32000, n_embd: int = 2048, n_head: int = 32,
-               n_head_kv: int = 4, n_ff: int = 5632, seed: int = 0) -> Path:
-    """Synthetic TinyLlama-shaped Q4_0 GGUF (random nibbles, fixed block scale)."""
+               n_head_kv: int = 4, n_ff: int = 5632, seed: int = 0, arch: str = "llama",
+               head_dim: int | None = None, rope_base: float = 10000.0, eps: float = 1e-5) -> Path:
+    """Synthetic Q4_0 GGUF of a llama / qwen3 / gemma3 shape (random nibbles, fixed block scale).
+
+    arch "llama": TinyLlama's layer (attn_norm, q/k/v/o, ffn_norm, gate/up/down).
+    arch "qwen3": the same plus attn_q_norm / attn_k_norm ([head_dim] weights: QK-norm).
+    arch "gemma3": QK-norm plus post_attention_norm and post_ffw_norm (RMS_NORM+MUL, then the
+    residual ADD), no sliding window, embeddings tied to the output (no output.weight).
+    head_dim defaults to n_embd / n_head; Qwen3 and Gemma3 use a larger one (key_length)."""
     import numpy as np
     import gguf
 
+    if arch not in ("llama", "qwen3", "gemma3"):
+        raise ValueError(f"make_model: unknown arch {arch!r} (llama, qwen3, gemma3)")
     if path.is_file():
         return path
+    head_dim = head_dim or n_embd // n_head
+    for name, rows in (("n_embd", n_embd), ("n_ff", n_ff), ("n_head*head_dim", n_head * head_dim)):
+        if rows % 32:
+            raise ValueError(f"make_model: {name}={rows} must be a multiple of 32 (Q4_0 blocks)")
     path.parent.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     q4 = gguf.GGMLQuantizationType.Q4_0
@@ -257,17 +300,20 @@ def make_model(path: Path, n_layer: int = 22, n_vocab: int = 32000, n_embd: int 
         return blocks.reshape(rows, nb * 18)
 
     tmp = path.with_suffix(".tmp")
-    w = gguf.GGUFWriter(str(tmp), "llama")
-    w.add_name(f"synthetic-tinyllama-{n_layer}L-q4_0")
+    w = gguf.GGUFWriter(str(tmp), arch)
+    w.add_name(f"synthetic-{'tinyllama' if arch == 'llama' else arch}-{n_layer}L-q4_0")
     w.add_context_length(2048)
     w.add_embedding_length(n_embd)
     w.add_block_count(n_layer)
     w.add_feed_forward_length(n_ff)
     w.add_head_count(n_head)
     w.add_head_count_kv(n_head_kv)
-    w.add_rope_dimension_count(n_embd // n_head)
-    w.add_rope_freq_base(10000.0)
-    w.add_layer_norm_rms_eps(1e-5)
+    if head_dim != n_embd // n_head or arch != "llama":
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
+    w.add_rope_dimension_count(head_dim)
+    w.add_rope_freq_base(rope_base)
+    w.add_layer_norm_rms_eps(eps)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_0)
     w.add_vocab_size(n_vocab)
     w.add_tokenizer_model("llama")
@@ -280,20 +326,28 @@ def make_model(path: Path, n_layer: int = 22, n_vocab: int = 32000, n_embd: int 
     w.add_eos_token_id(2)
     w.add_unk_token_id(0)
     ones = np.ones(n_embd, dtype=np.float32)
-    kv = n_head_kv * (n_embd // n_head)
+    head_ones = np.ones(head_dim, dtype=np.float32)
+    q_dim, kv_dim = n_head * head_dim, n_head_kv * head_dim
     w.add_tensor("token_embd.weight", q4_0(n_vocab, n_embd), raw_dtype=q4)
     for i in range(n_layer):
         w.add_tensor(f"blk.{i}.attn_norm.weight", ones)
-        w.add_tensor(f"blk.{i}.attn_q.weight", q4_0(n_embd, n_embd), raw_dtype=q4)
-        w.add_tensor(f"blk.{i}.attn_k.weight", q4_0(kv, n_embd), raw_dtype=q4)
-        w.add_tensor(f"blk.{i}.attn_v.weight", q4_0(kv, n_embd), raw_dtype=q4)
-        w.add_tensor(f"blk.{i}.attn_output.weight", q4_0(n_embd, n_embd), raw_dtype=q4)
+        w.add_tensor(f"blk.{i}.attn_q.weight", q4_0(q_dim, n_embd), raw_dtype=q4)
+        w.add_tensor(f"blk.{i}.attn_k.weight", q4_0(kv_dim, n_embd), raw_dtype=q4)
+        w.add_tensor(f"blk.{i}.attn_v.weight", q4_0(kv_dim, n_embd), raw_dtype=q4)
+        w.add_tensor(f"blk.{i}.attn_output.weight", q4_0(n_embd, q_dim), raw_dtype=q4)
+        if arch in ("qwen3", "gemma3"):
+            w.add_tensor(f"blk.{i}.attn_q_norm.weight", head_ones)
+            w.add_tensor(f"blk.{i}.attn_k_norm.weight", head_ones)
+        if arch == "gemma3":
+            w.add_tensor(f"blk.{i}.post_attention_norm.weight", ones)
+            w.add_tensor(f"blk.{i}.post_ffw_norm.weight", ones)
         w.add_tensor(f"blk.{i}.ffn_norm.weight", ones)
         w.add_tensor(f"blk.{i}.ffn_gate.weight", q4_0(n_ff, n_embd), raw_dtype=q4)
         w.add_tensor(f"blk.{i}.ffn_up.weight", q4_0(n_ff, n_embd), raw_dtype=q4)
         w.add_tensor(f"blk.{i}.ffn_down.weight", q4_0(n_embd, n_ff), raw_dtype=q4)
     w.add_tensor("output_norm.weight", ones)
-    w.add_tensor("output.weight", q4_0(n_vocab, n_embd), raw_dtype=q4)
+    if arch != "gemma3":
+        w.add_tensor("output.weight", q4_0(n_vocab, n_embd), raw_dtype=q4)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -301,6 +355,16 @@ def make_model(path: Path, n_layer: int = 22, n_vocab: int = 32000, n_embd: int 
     tmp.rename(path)
     log(f"wrote {path} ({path.stat().st_size / 2**20:.0f} MiB)")
     return path
+
+
+def make_shape(shape: str, n_layer: int | None = None) -> Path:
+    """The cached synthetic model of a named shape (written once)."""
+    if shape not in SHAPES:
+        raise ValueError(f"unknown model shape {shape!r} (known: {', '.join(SHAPES)})")
+    spec = dict(SHAPES[shape])
+    if n_layer:
+        spec["n_layer"] = n_layer
+    return make_model(model_path(shape, spec["n_layer"]), **spec)
 
 
 # ---------------------------------------------------------------------------- 5. bench
