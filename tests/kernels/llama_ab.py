@@ -5,6 +5,9 @@ touched ops with test-backend-ops, and A/B llama-bench on a synthetic TinyLlama-
     python tests/kernels/llama_ab.py --layers 22 --rounds 5           # confirm on the full-size shape
     python tests/kernels/llama_ab.py --only ops                       # build + test-backend-ops only
     python tests/kernels/llama_ab.py --only perf                      # op-level A/B (test-backend-ops perf)
+    python tests/kernels/llama_ab.py --only logits                    # whole-model logits, fused vs unfused
+    python tests/kernels/llama_ab.py --only profile --threads 1       # op profile per model shape
+    python tests/kernels/llama_ab.py --shape qwen3 --layers 28 --fa 1 # A/B on the Qwen3-0.6B shape
 
 Steps (each reuses what a previous run left in --workdir):
 1. source: the llama.cpp tree vendored by the llama-cpp-python sdist (llama_tree.py, cached);
@@ -93,24 +96,39 @@ def _sync_file(src: Path, dst: Path, text: str | None = None) -> bool:
     return True
 
 
-def prepare(tree: Path, workdir: Path, recipe_ids: list[str] | None = None) -> dict:
-    """Create/refresh baseline/src and patched/src; return what was applied."""
+# Beside the recipes: the op-profile hook (kernels/llama/op-profile.yml, for the profile-*
+# variants) and extra test-backend-ops cases for the fused paths (tests/kernels/backend_ops_cases.yml,
+# applied to every patched variant; verification only, never part of a recipe).
+OP_PROFILE = ROOT / "kernels" / "llama" / "op-profile.yml"
+BACKEND_OPS_CASES = Path(__file__).with_name("backend_ops_cases.yml")
+# test-backend-ops names of the fused graphs each graph-level fusion recipe changes (its single
+# ops, e.g. MUL or ADD, have thousands of unrelated cases)
+FUSION_CHECKS = {"fuse-rmsnorm-mul-add": ["RMS_NORM_MUL_ADD"],
+                 "fuse-rmsnorm-mul-rope": ["RMS_NORM_MUL_ROPE"],
+                 "fuse-mul-mat-glu": ["MUL_MAT_VEC_FUSION"]}
+
+
+def _extras() -> list:
+    from jobs.recipes import load_recipe
+    return [load_recipe(OP_PROFILE), load_recipe(BACKEND_OPS_CASES)]
+
+
+def stage_variant(tree: Path, workdir: Path, variant: str, recipes: list, extras: list) -> tuple[list, dict, set]:
+    """Apply `recipes` then `extras` to a scratch copy of the pristine tree's ggml/ and tests/,
+    and sync every file any of them could touch into <variant>/src (rewritten only on change)."""
     from jobs.recipes import detect, load_recipe_set, planned_edits
 
-    workdir.mkdir(parents=True, exist_ok=True)
-    for variant in VARIANTS:
-        src = workdir / variant / "src"
-        if not (src / "CMakeLists.txt").is_file():
-            log(f"copying {tree} -> {src}")
-            shutil.copytree(tree, src, ignore=SKIP_DIRS, dirs_exist_ok=True)
-    recipes = [r for r in load_recipe_set("llama.cpp") if not recipe_ids or r.id in recipe_ids]
-    # apply the recipes in order to a scratch copy of the pristine ggml/ (recipes only edit ggml/)
-    stage = workdir / ".stage"
+    src = workdir / variant / "src"
+    if not (src / "CMakeLists.txt").is_file():
+        log(f"copying {tree} -> {src}")
+        shutil.copytree(tree, src, ignore=SKIP_DIRS, dirs_exist_ok=True)
+    stage = workdir / f".stage-{variant}"
     if stage.exists():
         shutil.rmtree(stage)
     shutil.copytree(tree / "ggml", stage / "ggml", ignore=SKIP_DIRS)
+    shutil.copytree(tree / "tests", stage / "tests")
     applied, statuses, touched = [], {}, set()
-    for r in recipes:
+    for r in [*recipes, *extras]:
         d = detect(r, stage)
         statuses[r.id] = {"status": d.status, "evidence": d.evidence, "reason": d.reason}
         if d.status == "applicable":
@@ -118,16 +136,33 @@ def prepare(tree: Path, workdir: Path, recipe_ids: list[str] | None = None) -> d
                 (stage / rel).write_text(text, encoding="utf-8")
                 touched.add(rel)
             applied.append(r.id)
-    # every file any recipe could touch: patched gets the staged text, baseline the pristine one
-    candidates = {e.file for r in load_recipe_set("llama.cpp") for e in r.edits if (tree / e.file).is_file()}
-    changed = [rel for rel in sorted(candidates)
-               if _sync_file(stage / rel, workdir / "patched" / "src" / rel)]
-    for rel in candidates:
-        _sync_file(tree / rel, workdir / "baseline" / "src" / rel)
+    candidates = {e.file for r in [*load_recipe_set("llama.cpp"), *_extras()] for e in r.edits
+                  if (tree / e.file).is_file()}
+    changed = [rel for rel in sorted(candidates) if _sync_file(stage / rel, src / rel)]
     shutil.rmtree(stage)
-    ops = sorted({op for r in recipes if r.id in applied for op in r.ops})
-    log(f"recipes applied: {applied or 'none'}; rewritten: {changed or 'nothing'}")
-    return {"workdir": str(workdir), "applied": applied, "detection": statuses, "ops": ops,
+    log(f"{variant}: applied {applied or 'nothing'}; rewritten: {changed or 'nothing'}")
+    return applied, statuses, touched
+
+
+def prepare(tree: Path, workdir: Path, recipe_ids: list[str] | None = None, profile: bool = False) -> dict:
+    """Create/refresh baseline/src and patched/src (plus profile-baseline and profile-patched
+    with the op-profile hook when `profile`); return what was applied."""
+    from jobs.recipes import load_recipe_set
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    recipes = [r for r in load_recipe_set("llama.cpp") if not recipe_ids or r.id in recipe_ids]
+    op_profile, cases = _extras()
+    stage_variant(tree, workdir, "baseline", [], [])
+    applied, statuses, touched = stage_variant(tree, workdir, "patched", recipes, [cases])
+    if profile:
+        stage_variant(tree, workdir, "profile-baseline", [], [op_profile])
+        stage_variant(tree, workdir, "profile-patched", recipes, [op_profile])
+    applied = [a for a in applied if a != cases.id]
+    by_id = {r.id: r for r in recipes}
+    ops = sorted({name for rid in applied
+                  for name in (FUSION_CHECKS.get(rid) or (by_id[rid].ops if len(by_id[rid].ops) == 1 else []))})
+    return {"workdir": str(workdir), "applied": applied,
+            "detection": {k: v for k, v in statuses.items() if k != cases.id}, "ops": ops,
             "touched": sorted(touched)}
 
 
@@ -439,6 +474,130 @@ def ab_bench(prep: dict, model: Path, rounds: int, fas: list[int], threads: int,
     return {"samples": samples, "results": results}
 
 
+# ---------------------------------------------------------------------------- 6. whole-model logits
+
+LOGITS_SRC = Path(__file__).with_name("logits_dump.cpp")
+# fused vs unfused logits: same argmax everywhere and at most this relative difference (the fused
+# kernels round some products once where the separate nodes round twice)
+LOGITS_MAX_REL = 1e-3
+
+
+def build_logits_dump(workdir: Path, variant: str) -> Path:
+    """tests/kernels/logits_dump.cpp linked against <variant>'s static llama/ggml libraries."""
+    src, bld = workdir / variant / "src", workdir / variant / "build"
+    libs = [bld / "src" / "libllama.a", bld / "ggml" / "src" / "libggml.a",
+            bld / "ggml" / "src" / "libggml-cpu.a", bld / "ggml" / "src" / "libggml-base.a"]
+    out = bld / "bin" / "logits-dump"
+    cmd = [shutil.which("g++") or "c++", "-O2", "-std=c++17", str(LOGITS_SRC), f"-I{src / 'include'}",
+           f"-I{src / 'ggml' / 'include'}", "-o", str(out), *map(str, libs), "-fopenmp", "-lpthread", "-ldl"]
+    _run(cmd, dict(os.environ), bld.parent / "logits-dump.log")
+    return out
+
+
+def read_logits(path: Path):
+    import numpy as np
+    n_vocab, n_rows = (int(v) for v in np.fromfile(path, dtype=np.int32, count=2))
+    data = np.fromfile(path, dtype=np.float32, offset=8)
+    if n_vocab <= 0 or data.size != n_vocab * n_rows:
+        raise ValueError(f"{path}: header says {n_rows} x {n_vocab}, file holds {data.size} floats")
+    return data.reshape(n_rows, n_vocab)
+
+
+def compare_logits(head, base) -> dict:
+    """How far two logit dumps of the same inputs are apart (rows = token positions)."""
+    import numpy as np
+    if head.shape != base.shape:
+        raise ValueError(f"logit shapes differ: {head.shape} vs {base.shape}")
+    if not (np.isfinite(head).all() and np.isfinite(base).all()):
+        raise ValueError("non-finite logits")
+    diff = np.abs(head.astype(np.float64) - base.astype(np.float64))
+    scale = float(np.abs(base).max()) or 1.0
+    return {"rows": int(head.shape[0]), "max_abs": float(diff.max()), "max_rel": float(diff.max()) / scale,
+            "identical_rows": int((diff.max(axis=1) == 0).sum()),
+            "argmax_agree": float((head.argmax(axis=1) == base.argmax(axis=1)).mean())}
+
+
+def check_logits(prep: dict, shapes: list[str], layers: int, threads: int, jobs: int = 2,
+                 n_prompt: int = 64, n_gen: int = 8) -> dict:
+    """Per model shape: patched with its fusions vs the same binary with GGML_CPU_DISABLE_FUSION=1
+    (the unfused nodes), and vs the baseline build; one batch of n_prompt tokens (prompt graphs)
+    then n_gen single tokens (generation graphs)."""
+    workdir = Path(prep["workdir"])
+    dumps = {}
+    for variant in VARIANTS:
+        build(workdir, variant, jobs)
+        dumps[variant] = build_logits_dump(workdir, variant)
+    out: dict = {}
+    for shape in shapes:
+        model = make_shape(shape, layers)
+        files = {}
+        for label, variant, env_extra in (("fused", "patched", {}), ("unfused", "patched", {"GGML_CPU_DISABLE_FUSION": "1"}),
+                                          ("baseline", "baseline", {})):
+            files[label] = workdir / f"logits-{shape}-{label}.bin"
+            cmd = [str(dumps[variant]), str(model), str(files[label]), str(n_prompt), str(n_gen), str(threads)]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env={**os.environ, **env_extra})
+            if proc.returncode != 0:
+                raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-1500:]}")
+        logits = {k: read_logits(v) for k, v in files.items()}
+        out[shape] = {"model": str(model), "fused_vs_unfused": compare_logits(logits["fused"], logits["unfused"]),
+                      "patched_vs_baseline": compare_logits(logits["fused"], logits["baseline"])}
+        for k, v in out[shape].items():
+            if k != "model":
+                log(f"logits {shape} {k}: max |diff| {v['max_abs']:.3g} ({v['max_rel']:.2g} of max |logit|), "
+                    f"{v['identical_rows']}/{v['rows']} rows identical, argmax agrees {100 * v['argmax_agree']:.1f}%")
+    return out
+
+
+# ---------------------------------------------------------------------------- 7. op profile
+
+def profile_bench(workdir: Path, variant: str, model: Path, threads: int, jobs: int = 2, fa: str = "auto") -> str:
+    """The op-profile file of one llama-bench -p 512 -n 128 -r 1 process of a profile-* variant."""
+    bins = build(workdir, variant, jobs)
+    out = workdir / f"{variant}-{model.stem}-t{threads}.prof"
+    out.unlink(missing_ok=True)
+    cmd = [str(bins / "llama-bench"), "-m", str(model), "-p", "512", "-n", "128", "-r", "1", "-o", "json",
+           "-t", str(threads), "-fa", fa]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600,
+                          env={**os.environ, "GGML_CPU_OP_PROFILE": str(out)})
+    if proc.returncode != 0 or not out.is_file():
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-1500:]}")
+    return out.read_text()
+
+
+def profile_report(prep: dict, shapes: list[str], layers: int | None, threads: int, jobs: int = 2) -> dict:
+    """Per model shape: where pp512/tg128 time goes on the baseline (with every recipe's Amdahl
+    bound) and which fusions run how often per graph on the patched tree. Markdown per shape in
+    <workdir>/profile-<shape>-t<threads>.md."""
+    from jobs.recipes import load_recipe_set
+    from jobs.research import profile as P
+    from jobs.research.offline import sequence_label
+
+    workdir = Path(prep["workdir"])
+    recipes = [r for r in load_recipe_set("llama.cpp") if r.id in prep["applied"]]
+    sequences = {}
+    for r in recipes:
+        seqs = [tuple(r.ops)] + [tuple(c) for c in r.covers]
+        sequences[sequence_label(seqs) + f" (`{r.id}`)"] = seqs
+    out = {}
+    for shape in shapes:
+        model = make_shape(shape, layers)
+        base = P.from_text(profile_bench(workdir, "profile-baseline", model, threads, jobs), ["pp512", "tg128"])
+        patched = P.from_text(profile_bench(workdir, "profile-patched", model, threads, jobs), ["pp512", "tg128"])
+        base.command = f"llama-bench -m {model.name} -p 512 -n 128 -r 1 -t {threads} (baseline + op-profile hook)"
+        md = [f"# Op profile: {model.name}, -t {threads}", ""] + P.render(base, sequences)
+        md += ["## Fusions that ran on the patched tree (kernels computing several nodes, per graph)", ""]
+        md += [f"- {w.name}: " + (", ".join(f"{k} ×{v:g}" for k, v in w.fused_groups().items()) or "none")
+               for w in patched.workloads]
+        md += [f"- graph evaluation: " + ", ".join(
+            f"{w.name} {w.total_ns / 1e6:.1f} ms baseline vs {pw.total_ns / 1e6:.1f} ms patched (one process each)"
+            for w, pw in zip(base.workloads, patched.workloads)), ""]
+        path = workdir / f"profile-{shape}-t{threads}.md"
+        path.write_text("\n".join(md))
+        log(f"profile of {shape}: {path}")
+        out[shape] = {"markdown": str(path), "baseline": base.to_dict(), "patched": patched.to_dict()}
+    return out
+
+
 def _result_dict(r) -> dict:
     if hasattr(r, "model_dump"):
         return r.model_dump()
@@ -471,21 +630,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fa", default="0,1")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--jobs", type=int, default=2, help="parallel compile jobs")
-    ap.add_argument("--only", choices=["ops", "perf", "bench"], default=None)
+    ap.add_argument("--only", choices=["ops", "perf", "bench", "logits", "profile"], default=None)
+    ap.add_argument("--shape", default="tinyllama", help=f"model for bench: {', '.join(SHAPES)}")
+    ap.add_argument("--shapes", default=",".join(SHAPES), help="models for --only logits/profile")
+    ap.add_argument("--logit-layers", type=int, default=4, help="blocks of the logits-check models")
+    ap.add_argument("--profile-layers", type=int, default=0, help="blocks of the profiled models (0: full shape)")
     ap.add_argument("--perf-rounds", type=int, default=4, help="test-backend-ops perf processes per arm")
     ap.add_argument("--ops-baseline", action="store_true", help="also run test-backend-ops on the baseline")
     args = ap.parse_args(argv)
 
     tree = llama_tree.ensure_llama_tree(args.version)
-    prep = prepare(tree, args.workdir, [r for r in args.recipes.split(",") if r] or None)
+    prep = prepare(tree, args.workdir, [r for r in args.recipes.split(",") if r] or None,
+                   profile=args.only == "profile")
+    shapes = [x for x in args.shapes.split(",") if x]
     result: dict = {"tree": str(tree), "version": args.version, "prepare": prep}
     if args.only in (None, "perf"):
         result["perf"] = ab_perf(prep, args.perf_rounds, args.jobs)
     if args.only in (None, "ops"):
         result["ops"] = check_ops(prep, args.jobs, VARIANTS if args.ops_baseline else ("patched",))
+    if args.only in (None, "logits"):
+        result["logits"] = check_logits(prep, shapes, args.logit_layers, args.threads, args.jobs)
+    if args.only == "profile":
+        result["profile"] = profile_report(prep, shapes, args.profile_layers or None, args.threads, args.jobs)
     if args.only in (None, "bench"):
-        model = make_model(llama_tree.cache_dir() / "models" / f"synthetic-tinyllama-{args.layers}L-q4_0.gguf",
-                           n_layer=args.layers)
+        model = make_shape(args.shape, args.layers)
         result["bench"] = ab_bench(prep, model, args.rounds, [int(f) for f in args.fa.split(",")],
                                    args.threads, args.jobs)
         result["bench"]["model"] = str(model)
@@ -502,9 +670,20 @@ def main(argv: list[str] | None = None) -> int:
         for r in result["perf"]["results"]:
             print(f"| {r['name']} | {r['base_mean']:.1f} | {r['head_mean']:.1f} | {r['delta_pct']:+.1f}% | "
                   f"[{r['ci_low_pct']:+.1f}%, {r['ci_high_pct']:+.1f}%] | {r['verdict']} |")
+    logits_ok = True
+    for shape, r in result.get("logits", {}).items():
+        for k in ("fused_vs_unfused", "patched_vs_baseline"):
+            v = r[k]
+            ok = v["argmax_agree"] == 1.0 and v["max_rel"] <= LOGITS_MAX_REL
+            logits_ok &= ok
+            print(f"logits {shape} {k}: max |diff| {v['max_abs']:.3g} ({v['max_rel']:.2g} of max |logit|), "
+                  f"{v['identical_rows']}/{v['rows']} rows identical, argmax {100 * v['argmax_agree']:.1f}% "
+                  f"{'OK' if ok else 'FAIL'}")
+    for shape, r in result.get("profile", {}).items():
+        print(Path(r["markdown"]).read_text())
     if "bench" in result:
         print_report(result)
-    return 0 if result.get("ops", {"ok": True})["ok"] else 1
+    return 0 if result.get("ops", {"ok": True})["ok"] and logits_ok else 1
 
 
 if __name__ == "__main__":
