@@ -7,6 +7,8 @@ touched ops with test-backend-ops, and A/B llama-bench on a synthetic TinyLlama-
     python tests/kernels/llama_ab.py --only perf                      # op-level A/B (test-backend-ops perf)
     python tests/kernels/llama_ab.py --only logits                    # whole-model logits, fused vs unfused
     python tests/kernels/llama_ab.py --only profile --threads 1       # op profile per model shape
+    python tests/kernels/llama_ab.py --only neon                      # AArch64 cross build, checks under qemu
+    python tests/kernels/llama_ab.py --only ops --isa avx2            # the AVX2 (or x86-64 scalar) paths
     python tests/kernels/llama_ab.py --shape qwen3 --layers 28 --fa 1 # A/B on the Qwen3-0.6B shape
 
 Steps (each reuses what a previous run left in --workdir):
@@ -168,8 +170,21 @@ def prepare(tree: Path, workdir: Path, recipe_ids: list[str] | None = None, prof
 
 # ---------------------------------------------------------------------------- 2. build
 
-def build(workdir: Path, variant: str, jobs: int = 2) -> Path:
-    src, bld = workdir / variant / "src", workdir / variant / "build"
+# x86 builds besides the native one (-march=native: AVX-512 here), so the AVX2 and the scalar
+# paths of the recipes run too: GGML_NATIVE=OFF with ggml's own ISA switches.
+_X86_OFF = ["-DGGML_SSE42=OFF", "-DGGML_AVX=OFF", "-DGGML_AVX2=OFF", "-DGGML_BMI2=OFF", "-DGGML_FMA=OFF",
+            "-DGGML_F16C=OFF", "-DGGML_AVX512=OFF", "-DGGML_AVX_VNNI=OFF"]
+ISA_FLAGS = {
+    "native": ["-DGGML_NATIVE=ON"],
+    "avx2": ["-DGGML_NATIVE=OFF", *_X86_OFF, "-DGGML_SSE42=ON", "-DGGML_AVX=ON", "-DGGML_AVX2=ON",
+             "-DGGML_BMI2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON"],
+    "x86-64": ["-DGGML_NATIVE=OFF", *_X86_OFF],
+}
+
+
+def build(workdir: Path, variant: str, jobs: int = 2, isa: str = "native") -> Path:
+    src = workdir / variant / "src"
+    bld = workdir / variant / ("build" if isa == "native" else f"build-{isa}")
     env = dict(os.environ)
     launcher = []
     if shutil.which("ccache"):
@@ -179,14 +194,14 @@ def build(workdir: Path, variant: str, jobs: int = 2) -> Path:
     if not (bld / "build.ninja").is_file() and not (bld / "Makefile").is_file():
         gen = ["-G", "Ninja"] if shutil.which("ninja") else []
         cmd = ["cmake", "-S", str(src), "-B", str(bld), *gen, "-DCMAKE_BUILD_TYPE=Release",
-               "-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=ON",
+               *ISA_FLAGS[isa], "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=ON",
                "-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF",
                "-DLLAMA_BUILD_APP=OFF", "-DBUILD_SHARED_LIBS=OFF", *launcher, *NO_AMX]
-        log(f"configure {variant}")
-        _run(cmd, env, bld.parent / "configure.log")
+        log(f"configure {variant} ({isa})")
+        _run(cmd, env, bld.parent / f"configure-{isa}.log")
     t0 = time.time()
-    _run(["cmake", "--build", str(bld), "-j", str(jobs), "--target", *TARGETS], env, bld.parent / "build.log")
-    log(f"built {variant} in {time.time() - t0:.0f}s")
+    _run(["cmake", "--build", str(bld), "-j", str(jobs), "--target", *TARGETS], env, bld.parent / f"build-{isa}.log")
+    log(f"built {variant} ({isa}) in {time.time() - t0:.0f}s")
     return bld / "bin"
 
 
@@ -201,8 +216,8 @@ def _run(cmd: list[str], env: dict, logfile: Path) -> None:
 
 # ---------------------------------------------------------------------------- 3. ops
 
-def run_backend_ops(bin_dir: Path, op: str, timeout: int = 1800) -> dict:
-    cmd = [str(bin_dir / "test-backend-ops"), "test", "-b", "CPU", "-o", op]
+def run_backend_ops(bin_dir: Path, op: str, timeout: int = 1800, prefix: list[str] | None = None) -> dict:
+    cmd = [*(prefix or []), str(bin_dir / "test-backend-ops"), "test", "-b", "CPU", "-o", op]
     if op in OP_PARAMS:
         cmd += ["-p", OP_PARAMS[op]]
     t0 = time.time()
@@ -217,12 +232,12 @@ def run_backend_ops(bin_dir: Path, op: str, timeout: int = 1800) -> dict:
             "returncode": proc.returncode, "fails": fails}
 
 
-def check_ops(prep: dict, jobs: int = 2, variants: tuple[str, ...] = ("patched",)) -> dict:
+def check_ops(prep: dict, jobs: int = 2, variants: tuple[str, ...] = ("patched",), isa: str = "native") -> dict:
     """test-backend-ops on the touched ops (patched build by default; the baseline as a control)."""
     workdir = Path(prep["workdir"])
     results = {}
     for variant in variants:
-        bins = build(workdir, variant, jobs)
+        bins = build(workdir, variant, jobs, isa)
         results[variant] = [run_backend_ops(bins, op) for op in prep["ops"]]
         for r in results[variant]:
             log(f"test-backend-ops {variant} {r['op']}: {r['passed']}/{r['total']} "
@@ -482,9 +497,10 @@ LOGITS_SRC = Path(__file__).with_name("logits_dump.cpp")
 LOGITS_MAX_REL = 1e-3
 
 
-def build_logits_dump(workdir: Path, variant: str) -> Path:
+def build_logits_dump(workdir: Path, variant: str, isa: str = "native") -> Path:
     """tests/kernels/logits_dump.cpp linked against <variant>'s static llama/ggml libraries."""
-    src, bld = workdir / variant / "src", workdir / variant / "build"
+    src = workdir / variant / "src"
+    bld = workdir / variant / ("build" if isa == "native" else f"build-{isa}")
     libs = [bld / "src" / "libllama.a", bld / "ggml" / "src" / "libggml.a",
             bld / "ggml" / "src" / "libggml-cpu.a", bld / "ggml" / "src" / "libggml-base.a"]
     out = bld / "bin" / "logits-dump"
@@ -518,22 +534,22 @@ def compare_logits(head, base) -> dict:
 
 
 def check_logits(prep: dict, shapes: list[str], layers: int, threads: int, jobs: int = 2,
-                 n_prompt: int = 64, n_gen: int = 8) -> dict:
+                 n_prompt: int = 64, n_gen: int = 8, isa: str = "native") -> dict:
     """Per model shape: patched with its fusions vs the same binary with GGML_CPU_DISABLE_FUSION=1
     (the unfused nodes), and vs the baseline build; one batch of n_prompt tokens (prompt graphs)
     then n_gen single tokens (generation graphs)."""
     workdir = Path(prep["workdir"])
     dumps = {}
     for variant in VARIANTS:
-        build(workdir, variant, jobs)
-        dumps[variant] = build_logits_dump(workdir, variant)
+        build(workdir, variant, jobs, isa)
+        dumps[variant] = build_logits_dump(workdir, variant, isa)
     out: dict = {}
     for shape in shapes:
         model = make_shape(shape, layers)
         files = {}
         for label, variant, env_extra in (("fused", "patched", {}), ("unfused", "patched", {"GGML_CPU_DISABLE_FUSION": "1"}),
                                           ("baseline", "baseline", {})):
-            files[label] = workdir / f"logits-{shape}-{label}.bin"
+            files[label] = workdir / f"logits-{shape}-{isa}-{label}.bin"
             cmd = [str(dumps[variant]), str(model), str(files[label]), str(n_prompt), str(n_gen), str(threads)]
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env={**os.environ, **env_extra})
             if proc.returncode != 0:
@@ -598,6 +614,77 @@ def profile_report(prep: dict, shapes: list[str], layers: int | None, threads: i
     return out
 
 
+# ---------------------------------------------------------------------------- 8. NEON under qemu
+
+AARCH64_ARCH = "armv8.2-a+dotprod+fp16"     # NEON + dot product, as the study's Graviton3 runs
+# FLASH_ATTN_EXT's 1307 cases take ~140 s natively and far longer emulated; fuse-fa-kq-tile's NEON
+# branch is checked by kernels/tests under qemu (make -C kernels test-aarch64) instead
+NEON_SKIP_OPS = {"FLASH_ATTN_EXT"}
+
+
+def build_aarch64(workdir: Path, variant: str = "patched", jobs: int = 2) -> Path:
+    """Cross-build <variant> for AArch64 (static, no OpenMP) with aarch64-linux-gnu-gcc; the
+    binaries run under qemu-aarch64-static, so the recipes' NEON branches really execute."""
+    for tool in ("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++", "qemu-aarch64-static"):
+        if not shutil.which(tool):
+            raise RuntimeError(f"{tool} not found (Debian: gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user-static)")
+    src, bld = workdir / variant / "src", workdir / variant / "build-aarch64"
+    env = dict(os.environ)
+    launcher = []
+    if shutil.which("ccache"):
+        env.update(CCACHE_BASEDIR=str(workdir), CCACHE_NOHASHDIR="1")
+        env.setdefault("CCACHE_DIR", str(llama_tree.cache_dir() / "ccache"))
+        launcher = ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
+    if not (bld / "build.ninja").is_file() and not (bld / "Makefile").is_file():
+        gen = ["-G", "Ninja"] if shutil.which("ninja") else []
+        cmd = ["cmake", "-S", str(src), "-B", str(bld), *gen, "-DCMAKE_BUILD_TYPE=Release",
+               "-DCMAKE_SYSTEM_NAME=Linux", "-DCMAKE_SYSTEM_PROCESSOR=aarch64",
+               "-DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc", "-DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++",
+               "-DGGML_NATIVE=OFF", f"-DGGML_CPU_ARM_ARCH={AARCH64_ARCH}", "-DGGML_OPENMP=OFF",
+               "-DCMAKE_EXE_LINKER_FLAGS=-static", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_CURL=OFF",
+               "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=ON", "-DLLAMA_BUILD_TOOLS=OFF",
+               "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_APP=OFF", *launcher]
+        log(f"configure {variant} for aarch64")
+        _run(cmd, env, bld.parent / "configure-aarch64.log")
+    t0 = time.time()
+    _run(["cmake", "--build", str(bld), "-j", str(jobs), "--target", "test-backend-ops", "llama"], env,
+         bld.parent / "build-aarch64.log")
+    log(f"built {variant} for aarch64 in {time.time() - t0:.0f}s")
+    libs = [bld / "src" / "libllama.a", bld / "ggml" / "src" / "libggml.a",
+            bld / "ggml" / "src" / "libggml-cpu.a", bld / "ggml" / "src" / "libggml-base.a"]
+    _run(["aarch64-linux-gnu-g++", "-O2", "-std=c++17", "-static", str(LOGITS_SRC), f"-I{src / 'include'}",
+          f"-I{src / 'ggml' / 'include'}", "-o", str(bld / "bin" / "logits-dump"), *map(str, libs), "-lpthread"],
+         env, bld.parent / "logits-dump-aarch64.log")
+    return bld / "bin"
+
+
+def check_neon(prep: dict, shapes: list[str], jobs: int = 2, layers: int = 2) -> dict:
+    """test-backend-ops on the touched ops and the fused-vs-unfused logits, all under qemu."""
+    workdir = Path(prep["workdir"])
+    bins = build_aarch64(workdir, "patched", jobs)
+    qemu = shutil.which("qemu-aarch64-static")
+    ops = []
+    for op in [o for o in prep["ops"] if o not in NEON_SKIP_OPS]:
+        r = run_backend_ops(bins, op, timeout=7200, prefix=[qemu])
+        log(f"aarch64 (qemu) test-backend-ops {op}: {r['passed']}/{r['total']} {'OK' if r['ok'] else 'FAIL'} ({r['seconds']}s)")
+        ops.append(r)
+    logits = {}
+    for shape in shapes:
+        model = make_shape(shape, layers)
+        files = {}
+        for label, extra in (("fused", {}), ("unfused", {"GGML_CPU_DISABLE_FUSION": "1"})):
+            files[label] = workdir / f"logits-aarch64-{shape}-{label}.bin"
+            cmd = [qemu, str(bins / "logits-dump"), str(model), str(files[label]), "16", "4", "2"]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=7200, env={**os.environ, **extra})
+            if proc.returncode != 0:
+                raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-1500:]}")
+        logits[shape] = compare_logits(read_logits(files["fused"]), read_logits(files["unfused"]))
+        v = logits[shape]
+        log(f"aarch64 (qemu) logits {shape} fused vs unfused: max |diff| {v['max_abs']:.3g}, "
+            f"{v['identical_rows']}/{v['rows']} rows identical, argmax {100 * v['argmax_agree']:.1f}%")
+    return {"ok": all(r["ok"] for r in ops), "ops": ops, "logits": logits}
+
+
 def _result_dict(r) -> dict:
     if hasattr(r, "model_dump"):
         return r.model_dump()
@@ -630,11 +717,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fa", default="0,1")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--jobs", type=int, default=2, help="parallel compile jobs")
-    ap.add_argument("--only", choices=["ops", "perf", "bench", "logits", "profile"], default=None)
+    ap.add_argument("--only", choices=["ops", "perf", "bench", "logits", "profile", "neon"], default=None)
     ap.add_argument("--shape", default="tinyllama", help=f"model for bench: {', '.join(SHAPES)}")
     ap.add_argument("--shapes", default=",".join(SHAPES), help="models for --only logits/profile")
     ap.add_argument("--logit-layers", type=int, default=4, help="blocks of the logits-check models")
     ap.add_argument("--profile-layers", type=int, default=0, help="blocks of the profiled models (0: full shape)")
+    ap.add_argument("--isa", choices=sorted(ISA_FLAGS), default="native",
+                    help="x86 build for --only ops/logits: native (-march=native), avx2, x86-64 (scalar paths)")
     ap.add_argument("--perf-rounds", type=int, default=4, help="test-backend-ops perf processes per arm")
     ap.add_argument("--ops-baseline", action="store_true", help="also run test-backend-ops on the baseline")
     args = ap.parse_args(argv)
@@ -647,9 +736,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.only in (None, "perf"):
         result["perf"] = ab_perf(prep, args.perf_rounds, args.jobs)
     if args.only in (None, "ops"):
-        result["ops"] = check_ops(prep, args.jobs, VARIANTS if args.ops_baseline else ("patched",))
+        result["ops"] = check_ops(prep, args.jobs, VARIANTS if args.ops_baseline else ("patched",), args.isa)
     if args.only in (None, "logits"):
-        result["logits"] = check_logits(prep, shapes, args.logit_layers, args.threads, args.jobs)
+        result["logits"] = check_logits(prep, shapes, args.logit_layers, args.threads, args.jobs, isa=args.isa)
+    if args.only == "neon":
+        result["neon"] = check_neon(prep, shapes, args.jobs)
     if args.only == "profile":
         result["profile"] = profile_report(prep, shapes, args.profile_layers or None, args.threads, args.jobs)
     if args.only in (None, "bench"):
@@ -679,11 +770,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"logits {shape} {k}: max |diff| {v['max_abs']:.3g} ({v['max_rel']:.2g} of max |logit|), "
                   f"{v['identical_rows']}/{v['rows']} rows identical, argmax {100 * v['argmax_agree']:.1f}% "
                   f"{'OK' if ok else 'FAIL'}")
+    if "neon" in result:
+        for r in result["neon"]["ops"]:
+            print(f"aarch64 (qemu) test-backend-ops patched {r['op']}: {r['passed']}/{r['total']} {'OK' if r['ok'] else 'FAIL'}")
+        for shape, v in result["neon"]["logits"].items():
+            ok = v["argmax_agree"] == 1.0 and v["max_rel"] <= LOGITS_MAX_REL
+            logits_ok &= ok
+            print(f"aarch64 (qemu) logits {shape} fused_vs_unfused: max |diff| {v['max_abs']:.3g}, "
+                  f"{v['identical_rows']}/{v['rows']} rows identical, argmax {100 * v['argmax_agree']:.1f}% {'OK' if ok else 'FAIL'}")
     for shape, r in result.get("profile", {}).items():
         print(Path(r["markdown"]).read_text())
     if "bench" in result:
         print_report(result)
-    return 0 if result.get("ops", {"ok": True})["ok"] and logits_ok else 1
+    return 0 if result.get("ops", {"ok": True})["ok"] and result.get("neon", {"ok": True})["ok"] and logits_ok else 1
 
 
 if __name__ == "__main__":
