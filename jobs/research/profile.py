@@ -11,8 +11,9 @@ file holds one block per evaluated graph:
 (`sK`: how many nodes back src[K] was produced, -1 for a leaf or weight). Graphs are grouped
 into workloads by their token count (a 512-token prompt is one graph of 512 tokens; generating
 128 tokens is 128 graphs of one), and each workload gets the share of time per op type and per
-node sequence a hypothesis would fuse. The share bounds the hypothesis (Amdahl): if the sequence
-took no time at all, the workload would get at most 1/(1 - share) faster.
+node sequence a hypothesis would fuse. The share bounds the hypothesis (Amdahl): if the part of
+the sequence a change can remove took no time at all, the workload would get at most
+1/(1 - share) faster (in a chain of several ops the matmul and attention nodes stay: KEPT_OPS).
 
 Everything here is pure (text in, numbers and Markdown out) except `measure`, the adapter that
 builds the instrumented copy and runs the process through `jobs.runner.run_step`.
@@ -24,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-VIEW_OPS = frozenset({"VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE", "NONE"})
 # Ops whose arithmetic a graph-level fusion keeps: fusing MUL_MAT+MUL_MAT+GLU can share the
 # input's quantization and drop the GLU pass, not make the matmuls cheaper. In a sequence of
 # two or more ops their time is not counted as removable; a one-op hypothesis (a faster
@@ -49,11 +49,6 @@ class Node:
     ne: tuple[int, int, int, int]
     src: tuple[int, int, int]      # absolute node index of src[0..2], -1 when not a recent node
     name: str
-
-    @property
-    def label(self) -> str:
-        """Op name as the gap scan spells it (UNARY and GLU stay themselves; desc says which)."""
-        return self.op
 
 
 @dataclass
