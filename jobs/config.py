@@ -147,6 +147,27 @@ class Roofline(Strict):
     bandwidth_gbs: float | None = Field(None, gt=0)
 
 
+class Profile(Strict):
+    """A per-op profile of one benchmark process (research source, jobs/research/profile.py): the
+    target is built with an instrumentation recipe and the benchmark runs once with `variable`
+    naming the file the hook writes."""
+
+    instrument: str = Field(pattern=r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*\.yml$",
+                            description="recipe-format file under kernels/, e.g. llama/op-profile.yml")
+    variable: str = Field("GGML_CPU_OP_PROFILE", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    command: str | None = Field(None, description="the profiled process; default: the benchmark command")
+    workloads: dict[str, int] = Field(default_factory=dict,
+                                      description="metric -> tokens per graph; default ppN -> N, tgN -> 1")
+    timeout: float = Field(1800, gt=0, description="seconds for the instrumented build and for the run")
+
+    @field_validator("instrument")
+    @classmethod
+    def _inside_kernels(cls, value: str) -> str:
+        if ".." in value.split("/"):
+            raise ValueError(f"{value!r}: a path under kernels/ without '..'")
+        return value
+
+
 class Research(Strict):
     recipes: list[str] = Field(default_factory=list, description="recipe sets under kernels/recipes")
     backends: list[str] = Field(default_factory=list, description="folders of other backends")
@@ -154,6 +175,7 @@ class Research(Strict):
     fork_count: int = Field(5, ge=0, description="most-starred forks to compare")
     papers: list[str] = Field(default_factory=list, description="arXiv search queries")
     roofline: Roofline | None = None
+    profile: Profile | None = None
     max_hypotheses: int = Field(8, ge=1)
 
 

@@ -28,7 +28,7 @@ from .executors import Executor, ExecutorUnavailable, make_executors
 from .model import ExperimentRecord, Hypothesis, SkipCause, Status
 from .report import render_pr, render_research
 from .research.offline import Research, candidate_hypothesis, research
-from .runner import Isolation, IsolationError
+from .runner import Isolation, IsolationError, run_step
 from .sequential import mde, slot_alpha
 from .spec import ExperimentSpec, RawResult, SandboxSpec, StopRule
 from .verdict import Judgement, Plan, judge
@@ -197,7 +197,11 @@ class Run:
             if found:
                 from .research.offline import merge_sources, model_research
                 from .research.sources import gather
-                sources = gather(tree, self.config)          # gap scan; forks/papers when configured
+                # Gap scan; forks/papers when configured; the op profile builds and runs target code,
+                # so it runs in this run's sandbox like every other step.
+                isolation = Isolation.from_spec(self._sandbox_spec())
+                sources = gather(tree, self.config, profile_runner=lambda command, cwd, timeout: run_step(
+                    command, cwd, timeout, isolation=isolation, step="build"))
                 found = merge_sources(found, sources, self.config)
                 if hasattr(self.agent, "research"):           # a model researcher ranks from the digests
                     found.hypotheses, extra = model_research(self.agent, found, sources)
@@ -213,7 +217,8 @@ class Run:
             self.o.agent) + ("\n" + sources.markdown() if sources else ""), encoding="utf-8")
         (self.out / "hypotheses.json").write_text(
             json.dumps([h.to_dict() for h in hypotheses], indent=2), encoding="utf-8")
-        self._save(hypotheses=[h.to_dict() for h in hypotheses], phase="calibrate")
+        profile = sources.profile.to_dict() if sources is not None and sources.profile is not None else None
+        self._save(hypotheses=[h.to_dict() for h in hypotheses], phase="calibrate", profile=profile)
         self.emit({"type": "research_done", "hypotheses": [h.id for h in hypotheses]})
         return hypotheses
 
@@ -575,6 +580,7 @@ class Run:
             "attribution": [{k: v for k, v in r.items() if k != "log"}
                             for r in ledger.read(self.out) if r.get("kind") == "attribution"],
             "sandboxed": self.state.get("sandboxed", True),
+            "profile": self.state.get("profile"),
             "error_control": {"alpha": self.config.thresholds.alpha,
                               "family": self.config.budget.max_experiments,
                               "platforms": len(self.executors)},

@@ -51,6 +51,8 @@ class Recipe(_Strict):
     title: str
     kind: Literal["fusion", "parallelism", "micro"]
     ops: list[str] = []
+    covers: list[list[str]] = Field(default_factory=list,
+                                    description="further op sequences the same edits fuse (longer chains)")
     why: str
     expected: str = ""
     detect: Detect

@@ -40,6 +40,35 @@ def _pct(value: float | None) -> str:
     return "?" if value is None else f"{value:+.1f}%"
 
 
+PROFILE_EVIDENCE = "profile:"      # evidence rows jobs.research.offline.apply_profile adds
+
+
+def amdahl_lines(h: Hypothesis) -> list[str]:
+    """'Amdahl bound: …' from the op profile's evidence rows of a hypothesis (none without a profile)."""
+    rows = [e for e in h.evidence if e.where.startswith(PROFILE_EVIDENCE)]
+    if not rows:
+        return []
+    return ["Amdahl bound (op profile): " + "; ".join(
+        f"{e.where[len(PROFILE_EVIDENCE):]}: {e.note}" for e in rows)]
+
+
+def profile_section(profile: dict[str, Any] | None, top: int = 8) -> list[str]:
+    """pr.md's view of the op profile (jobs.research.profile.Profile.to_dict()): where each
+    workload's time went, so a reader can set each kept change against its Amdahl bound."""
+    if not profile or not profile.get("workloads"):
+        return []
+    out = ["## Where the time goes (op profile of the base commit)", ""]
+    if profile.get("command"):
+        out += [f"One process of `{profile['command']}`" + (f" on {profile['cpu']}" if profile.get("cpu") else "")
+                + "; share of graph-evaluation time per op:", ""]
+    for w in profile["workloads"]:
+        ops = ", ".join(f"{op} {100 * share:.1f}%" for op, share in list(w["by_op"].items())[:top])
+        out.append(f"- **{w['name']}** ({w['graphs']} graph(s) of {w['tokens']} token(s), {w['total_ms']:.1f} ms, "
+                   f"{w['threads']} thread(s)): {ops}")
+    out.append("")
+    return out
+
+
 def render_research(target: str, base_commit: str, hypotheses: list[Hypothesis], notes: list[str],
                     findings: list[str], agent: str) -> str:
     out = [f"# Research: {target} @ {base_commit[:12]}", "",
@@ -54,8 +83,9 @@ def render_research(target: str, base_commit: str, hypotheses: list[Hypothesis],
         out.append(f"Why: {h.rationale}")
         if h.expected:
             out.append(f"Expected: {h.expected}")
+        out += amdahl_lines(h)
         out.append("Evidence:")
-        out += [f"- `{e.where}` {e.note}" for e in h.evidence]
+        out += [f"- `{e.where}` {e.note}" for e in h.evidence if not e.where.startswith(PROFILE_EVIDENCE)]
         out.append("Implementation: " + (f"recipe `{h.recipe}`" if h.recipe else
                                         "maintainer patch" if h.patch else "none available offline"))
         out.append("")
@@ -179,6 +209,7 @@ def render_pr(summary: dict[str, Any]) -> str:
         out += ab_table(stack["metrics"]) + [""]
 
     out += _calibration(summary)
+    out += profile_section(summary.get("profile"))
     out += ["## Per optimization", "", f"| experiment | platform | kind | status | {primary} Δ% | p | level | why |",
             "|---|---|---|---|---|---|---|---|"]
     for e in experiments:

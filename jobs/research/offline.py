@@ -146,6 +146,10 @@ def merge_sources(found: Research, sources, config: TargetConfig) -> Research:
                 evidence=[Evidence(*(e.split(": ", 1) if ": " in e else (e, "recipe probe"))) for e in det.evidence],
                 score=KIND_WEIGHT[recipe.kind], recipe=recipe.id))
     by_ops = {tuple(h.ops): h for h in hypotheses if h.ops}
+    for h in list(by_ops.values()):     # a recipe also implements the longer chains it covers
+        recipe = found.recipes.get(h.recipe or "")
+        for seq in (recipe.covers if recipe else []):
+            by_ops.setdefault(tuple(seq), h)
     if sources is not None and sources.gaps is not None:
         for gap in sources.gaps.gaps[:GAP_HYPOTHESES]:
             same = by_ops.get(tuple(gap.ops))
@@ -156,6 +160,8 @@ def merge_sources(found: Research, sources, config: TargetConfig) -> Research:
     verdict = sources.roofline if sources is not None else None
     for h in hypotheses:
         h.score = adjust(h.score, h.kind, verdict)
+    if sources is not None and getattr(sources, "profile", None) is not None:
+        apply_profile(hypotheses, sources, found.recipes, config)
     # Slots go first to what can be implemented (recipes, maintainer patches), so a lead from
     # another backend never pushes out a change the offline agent could have measured.
     limit = config.research.max_hypotheses
@@ -164,6 +170,43 @@ def merge_sources(found: Research, sources, config: TargetConfig) -> Research:
     leads = sorted((h for h in hypotheses if not (h.recipe or h.patch)), key=rank)[: limit - len(doable)]
     notes = list(found.notes) + (list(sources.notes) if sources is not None else [])
     return Research(sorted(doable + leads, key=rank), found.findings, found.detections, found.recipes, notes)
+
+
+def hypothesis_sequences(h: Hypothesis, recipes: dict[str, Recipe]) -> list[tuple[str, ...]]:
+    """The node sequences a hypothesis would change: its ops, plus the longer chains its recipe covers."""
+    recipe = recipes.get(h.recipe or "")
+    return [tuple(h.ops)] + [tuple(s) for s in (recipe.covers if recipe else [])] if h.ops else []
+
+
+def sequence_label(seqs: list[tuple[str, ...]]) -> str:
+    first = "+".join(seqs[0])
+    extra = ["+".join(s[len(seqs[0]):]) if s[:len(seqs[0])] == seqs[0] else "+".join(s) for s in seqs[1:]]
+    return first + "".join(f" (+{e})" for e in extra)
+
+
+def apply_profile(hypotheses: list[Hypothesis], sources, recipes: dict[str, Recipe], config: TargetConfig) -> None:
+    """Each hypothesis gets its Amdahl bound per profiled workload as evidence (`profile:<workload>`),
+    and its score the profile's weight on the primary metric's workload (profile.rank_factor: a
+    bound below the effect floor cannot yield a kept result). Registers the sequences so the
+    profile table in research.md lists them."""
+    from . import profile as profile_mod
+    prof = sources.profile
+    primary = prof.workload(config.primary.name)
+    if primary is None:
+        sources.notes.append(f"profile: no workload is named after the primary metric {config.primary.name} "
+                             f"(profiled: {', '.join(w.name for w in prof.workloads)}); ranking unchanged")
+    for h in hypotheses:
+        seqs = hypothesis_sequences(h, recipes)
+        if not seqs:
+            continue
+        label = sequence_label(seqs)
+        sources.profile_sequences.setdefault(label, seqs)
+        bounds = prof.bounds(seqs)
+        h.evidence += [Evidence(f"profile:{b.workload}", b.sentence(label)) for b in bounds]
+        if primary is not None:
+            bound = next(b for b in bounds if b.workload == primary.name)
+            h.score = round(h.score * profile_mod.rank_factor(bound.pct, config.thresholds.min_effect_pct)
+                            + profile_mod.rank_bonus(bound.pct), 3)
 
 
 def model_digests(found: Research, sources) -> dict[str, str]:

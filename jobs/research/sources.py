@@ -5,7 +5,9 @@ config names them (`research.forks`, `research.papers`); the GitHub token is rea
 githubkit only, and never appears in a digest. API base URLs follow `GITHUB_API_URL` (set by
 GitHub Actions) and `AUTORESEARCH_ARXIV_URL`, so tests point them at fakes on loopback. The
 roofline needs the model size and a measured tokens/s: it runs when the config supplies them
-(`research.roofline`), measuring this machine's bandwidth when none is given.
+(`research.roofline`), measuring this machine's bandwidth when none is given. The op profile
+(`research.profile`) builds an instrumented copy of the research worktree and runs one
+benchmark process (jobs/research/profile.py); a failure becomes a note, never a failed run.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from typing import Any
 from .. import gitops
 from ..config import TargetConfig
 from . import forks as forks_mod
-from . import gapscan, papers as papers_mod
+from . import gapscan, papers as papers_mod, profile as profile_mod
 from .roofline import Roofline, measure_bandwidth, roofline
 
 
@@ -27,12 +29,18 @@ class Sources:
     leads: list[forks_mod.Lead] = field(default_factory=list)
     papers: list[papers_mod.Paper] = field(default_factory=list)
     roofline: Roofline | None = None
+    profile: profile_mod.Profile | None = None
+    # op sequence label -> the sequences it stands for; filled by offline.merge_sources with the
+    # hypotheses' sequences so the profile table shows what each one could gain
+    profile_sequences: dict[str, list[tuple[str, ...]]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     def markdown(self) -> str:
         out: list[str] = []
         if self.roofline:
             out += ["## Roofline", "", self.roofline.summary(), ""]
+        if self.profile:
+            out += profile_mod.render(self.profile, self.profile_sequences)
         if self.gaps:
             out += gapscan.render(self.gaps)
         out += forks_mod.render(self.leads, [])
@@ -46,6 +54,9 @@ class Sources:
         d: dict[str, str] = {}
         if self.roofline:
             d["roofline"] = self.roofline.summary()
+        if self.profile:
+            d["op profile (share of each workload's time; Amdahl bounds)"] = profile_mod.digest(
+                self.profile, self.profile_sequences)
         if self.gaps and self.gaps.cpu_dir:
             lines = ["CPU fuses: " + ", ".join(f"{'+'.join(s.ops)} at {s.where}"
                                               for s in self.gaps.fused.get(gapscan.CPU, []))]
@@ -80,8 +91,38 @@ def _roofline(config: TargetConfig, notes: list[str]) -> Roofline | None:
     return roofline(float(model_bytes), float(tps), float(bw))
 
 
+KERNELS_DIR = Path(__file__).resolve().parents[2] / "kernels"
+
+
+def _profile(tree: Path, config: TargetConfig, notes: list[str], run=None) -> profile_mod.Profile | None:
+    """The op profile of one benchmark process, or None with a note saying why not. Runs last:
+    it edits the (throw-away) research worktree."""
+    spec = getattr(config.research, "profile", None)
+    if spec is None:
+        return None
+    from ..recipes import RecipeError, load_recipe
+    from ..runner import cpu_model
+    path = (KERNELS_DIR / spec.instrument).resolve()
+    if not path.is_file() or KERNELS_DIR.resolve() not in path.parents:
+        notes.append(f"profile: instrumentation kernels/{spec.instrument} not found")
+        return None
+    try:
+        instrument = load_recipe(path)
+        prof = profile_mod.measure(
+            tree, instrument, build=config.build, command=spec.command or config.benchmark,
+            variable=spec.variable, metric_names=[m.name for m in config.metrics], explicit=spec.workloads,
+            build_timeout=spec.timeout, run_timeout=spec.timeout, run=run)
+    except (RecipeError, profile_mod.ProfileError) as exc:
+        notes.append(f"profile: not measured ({exc})")
+        return None
+    prof.cpu = cpu_model()
+    return prof
+
+
 def gather(tree: Path, config: TargetConfig, *, upstream: str | None = None, github: Any = None,
-           arxiv_base: str | None = None, arxiv_pause: float = 3.0) -> Sources:
+           arxiv_base: str | None = None, arxiv_pause: float = 3.0, profile_runner=None) -> Sources:
+    """Every configured source. `profile_runner` runs the profile's build and benchmark commands
+    (default jobs.runner.run_step; a sandboxing runner goes here)."""
     tree = Path(tree)
     src = Sources()
     src.gaps = gapscan.scan_tree(tree, list(config.research.backends))
@@ -104,4 +145,5 @@ def gather(tree: Path, config: TargetConfig, *, upstream: str | None = None, git
         base = arxiv_base or os.environ.get("AUTORESEARCH_ARXIV_URL") or papers_mod.ARXIV
         found, notes = papers_mod.search(list(r.papers), base=base, pause=arxiv_pause)
         src.papers, src.notes = found, src.notes + notes
+    src.profile = _profile(tree, config, src.notes, profile_runner)
     return src

@@ -5,6 +5,11 @@ touched ops with test-backend-ops, and A/B llama-bench on a synthetic TinyLlama-
     python tests/kernels/llama_ab.py --layers 22 --rounds 5           # confirm on the full-size shape
     python tests/kernels/llama_ab.py --only ops                       # build + test-backend-ops only
     python tests/kernels/llama_ab.py --only perf                      # op-level A/B (test-backend-ops perf)
+    python tests/kernels/llama_ab.py --only logits                    # whole-model logits, fused vs unfused
+    python tests/kernels/llama_ab.py --only profile --threads 1       # op profile per model shape
+    python tests/kernels/llama_ab.py --only neon                      # AArch64 cross build, checks under qemu
+    python tests/kernels/llama_ab.py --only ops --isa avx2            # the AVX2 (or x86-64 scalar) paths
+    python tests/kernels/llama_ab.py --shape qwen3 --layers 28 --fa 1 # A/B on the Qwen3-0.6B shape
 
 Steps (each reuses what a previous run left in --workdir):
 1. source: the llama.cpp tree vendored by the llama-cpp-python sdist (llama_tree.py, cached);
@@ -34,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -47,6 +53,12 @@ sys.path.insert(0, str(ROOT))
 import llama_tree  # noqa: E402
 
 VARIANTS = ("baseline", "patched")
+# -march=native on a CPU that reports AMX compiles ggml's AMX buffer type, whose Q4_0 matmul
+# segfaults on this machine's VM (ggml_backend_amx_mul_mat, llama-cpp-python 0.3.36); without it
+# Q4_0 weights take the AVX-512 repack path, as on the study's machines. Harmless without AMX.
+NO_AMX = (["-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16",
+           "-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"]
+          if platform.machine() in ("x86_64", "AMD64") else [])
 TARGETS = ("llama-bench", "test-backend-ops")
 # test-backend-ops params filters: MUL_MAT has thousands of cases; the recipe touching it (the
 # from_float split of the repacked Q4_0 path) only matters for q4_0 x f32. Note that
@@ -86,24 +98,39 @@ def _sync_file(src: Path, dst: Path, text: str | None = None) -> bool:
     return True
 
 
-def prepare(tree: Path, workdir: Path, recipe_ids: list[str] | None = None) -> dict:
-    """Create/refresh baseline/src and patched/src; return what was applied."""
+# Beside the recipes: the op-profile hook (kernels/llama/op-profile.yml, for the profile-*
+# variants) and extra test-backend-ops cases for the fused paths (tests/kernels/backend_ops_cases.yml,
+# applied to every patched variant; verification only, never part of a recipe).
+OP_PROFILE = ROOT / "kernels" / "llama" / "op-profile.yml"
+BACKEND_OPS_CASES = Path(__file__).with_name("backend_ops_cases.yml")
+# test-backend-ops names of the fused graphs each graph-level fusion recipe changes (its single
+# ops, e.g. MUL or ADD, have thousands of unrelated cases)
+FUSION_CHECKS = {"fuse-rmsnorm-mul-add": ["RMS_NORM_MUL_ADD"],
+                 "fuse-rmsnorm-mul-rope": ["RMS_NORM_MUL_ROPE"],
+                 "fuse-mul-mat-glu": ["MUL_MAT_VEC_FUSION"]}
+
+
+def _extras() -> list:
+    from jobs.recipes import load_recipe
+    return [load_recipe(OP_PROFILE), load_recipe(BACKEND_OPS_CASES)]
+
+
+def stage_variant(tree: Path, workdir: Path, variant: str, recipes: list, extras: list) -> tuple[list, dict, set]:
+    """Apply `recipes` then `extras` to a scratch copy of the pristine tree's ggml/ and tests/,
+    and sync every file any of them could touch into <variant>/src (rewritten only on change)."""
     from jobs.recipes import detect, load_recipe_set, planned_edits
 
-    workdir.mkdir(parents=True, exist_ok=True)
-    for variant in VARIANTS:
-        src = workdir / variant / "src"
-        if not (src / "CMakeLists.txt").is_file():
-            log(f"copying {tree} -> {src}")
-            shutil.copytree(tree, src, ignore=SKIP_DIRS, dirs_exist_ok=True)
-    recipes = [r for r in load_recipe_set("llama.cpp") if not recipe_ids or r.id in recipe_ids]
-    # apply the recipes in order to a scratch copy of the pristine ggml/ (recipes only edit ggml/)
-    stage = workdir / ".stage"
+    src = workdir / variant / "src"
+    if not (src / "CMakeLists.txt").is_file():
+        log(f"copying {tree} -> {src}")
+        shutil.copytree(tree, src, ignore=SKIP_DIRS, dirs_exist_ok=True)
+    stage = workdir / f".stage-{variant}"
     if stage.exists():
         shutil.rmtree(stage)
     shutil.copytree(tree / "ggml", stage / "ggml", ignore=SKIP_DIRS)
+    shutil.copytree(tree / "tests", stage / "tests")
     applied, statuses, touched = [], {}, set()
-    for r in recipes:
+    for r in [*recipes, *extras]:
         d = detect(r, stage)
         statuses[r.id] = {"status": d.status, "evidence": d.evidence, "reason": d.reason}
         if d.status == "applicable":
@@ -111,23 +138,53 @@ def prepare(tree: Path, workdir: Path, recipe_ids: list[str] | None = None) -> d
                 (stage / rel).write_text(text, encoding="utf-8")
                 touched.add(rel)
             applied.append(r.id)
-    # every file any recipe could touch: patched gets the staged text, baseline the pristine one
-    candidates = {e.file for r in load_recipe_set("llama.cpp") for e in r.edits if (tree / e.file).is_file()}
-    changed = [rel for rel in sorted(candidates)
-               if _sync_file(stage / rel, workdir / "patched" / "src" / rel)]
-    for rel in candidates:
-        _sync_file(tree / rel, workdir / "baseline" / "src" / rel)
+    candidates = {e.file for r in [*load_recipe_set("llama.cpp"), *_extras()] for e in r.edits
+                  if (tree / e.file).is_file()}
+    changed = [rel for rel in sorted(candidates) if _sync_file(stage / rel, src / rel)]
     shutil.rmtree(stage)
-    ops = sorted({op for r in recipes if r.id in applied for op in r.ops})
-    log(f"recipes applied: {applied or 'none'}; rewritten: {changed or 'nothing'}")
-    return {"workdir": str(workdir), "applied": applied, "detection": statuses, "ops": ops,
+    log(f"{variant}: applied {applied or 'nothing'}; rewritten: {changed or 'nothing'}")
+    return applied, statuses, touched
+
+
+def prepare(tree: Path, workdir: Path, recipe_ids: list[str] | None = None, profile: bool = False) -> dict:
+    """Create/refresh baseline/src and patched/src (plus profile-baseline and profile-patched
+    with the op-profile hook when `profile`); return what was applied."""
+    from jobs.recipes import load_recipe_set
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    recipes = [r for r in load_recipe_set("llama.cpp") if not recipe_ids or r.id in recipe_ids]
+    op_profile, cases = _extras()
+    stage_variant(tree, workdir, "baseline", [], [])
+    applied, statuses, touched = stage_variant(tree, workdir, "patched", recipes, [cases])
+    if profile:
+        stage_variant(tree, workdir, "profile-baseline", [], [op_profile])
+        stage_variant(tree, workdir, "profile-patched", recipes, [op_profile])
+    applied = [a for a in applied if a != cases.id]
+    by_id = {r.id: r for r in recipes}
+    ops = sorted({name for rid in applied
+                  for name in (FUSION_CHECKS.get(rid) or (by_id[rid].ops if len(by_id[rid].ops) == 1 else []))})
+    return {"workdir": str(workdir), "applied": applied,
+            "detection": {k: v for k, v in statuses.items() if k != cases.id}, "ops": ops,
             "touched": sorted(touched)}
 
 
 # ---------------------------------------------------------------------------- 2. build
 
-def build(workdir: Path, variant: str, jobs: int = 2) -> Path:
-    src, bld = workdir / variant / "src", workdir / variant / "build"
+# x86 builds besides the native one (-march=native: AVX-512 here), so the AVX2 and the scalar
+# paths of the recipes run too: GGML_NATIVE=OFF with ggml's own ISA switches.
+_X86_OFF = ["-DGGML_SSE42=OFF", "-DGGML_AVX=OFF", "-DGGML_AVX2=OFF", "-DGGML_BMI2=OFF", "-DGGML_FMA=OFF",
+            "-DGGML_F16C=OFF", "-DGGML_AVX512=OFF", "-DGGML_AVX_VNNI=OFF"]
+ISA_FLAGS = {
+    "native": ["-DGGML_NATIVE=ON"],
+    "avx2": ["-DGGML_NATIVE=OFF", *_X86_OFF, "-DGGML_SSE42=ON", "-DGGML_AVX=ON", "-DGGML_AVX2=ON",
+             "-DGGML_BMI2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON"],
+    "x86-64": ["-DGGML_NATIVE=OFF", *_X86_OFF],
+}
+
+
+def build(workdir: Path, variant: str, jobs: int = 2, isa: str = "native") -> Path:
+    src = workdir / variant / "src"
+    bld = workdir / variant / ("build" if isa == "native" else f"build-{isa}")
     env = dict(os.environ)
     launcher = []
     if shutil.which("ccache"):
@@ -137,14 +194,14 @@ def build(workdir: Path, variant: str, jobs: int = 2) -> Path:
     if not (bld / "build.ninja").is_file() and not (bld / "Makefile").is_file():
         gen = ["-G", "Ninja"] if shutil.which("ninja") else []
         cmd = ["cmake", "-S", str(src), "-B", str(bld), *gen, "-DCMAKE_BUILD_TYPE=Release",
-               "-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=ON",
+               *ISA_FLAGS[isa], "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=ON",
                "-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF",
-               "-DLLAMA_BUILD_APP=OFF", "-DBUILD_SHARED_LIBS=OFF", *launcher]
-        log(f"configure {variant}")
-        _run(cmd, env, bld.parent / "configure.log")
+               "-DLLAMA_BUILD_APP=OFF", "-DBUILD_SHARED_LIBS=OFF", *launcher, *NO_AMX]
+        log(f"configure {variant} ({isa})")
+        _run(cmd, env, bld.parent / f"configure-{isa}.log")
     t0 = time.time()
-    _run(["cmake", "--build", str(bld), "-j", str(jobs), "--target", *TARGETS], env, bld.parent / "build.log")
-    log(f"built {variant} in {time.time() - t0:.0f}s")
+    _run(["cmake", "--build", str(bld), "-j", str(jobs), "--target", *TARGETS], env, bld.parent / f"build-{isa}.log")
+    log(f"built {variant} ({isa}) in {time.time() - t0:.0f}s")
     return bld / "bin"
 
 
@@ -159,8 +216,8 @@ def _run(cmd: list[str], env: dict, logfile: Path) -> None:
 
 # ---------------------------------------------------------------------------- 3. ops
 
-def run_backend_ops(bin_dir: Path, op: str, timeout: int = 1800) -> dict:
-    cmd = [str(bin_dir / "test-backend-ops"), "test", "-b", "CPU", "-o", op]
+def run_backend_ops(bin_dir: Path, op: str, timeout: int = 1800, prefix: list[str] | None = None) -> dict:
+    cmd = [*(prefix or []), str(bin_dir / "test-backend-ops"), "test", "-b", "CPU", "-o", op]
     if op in OP_PARAMS:
         cmd += ["-p", OP_PARAMS[op]]
     t0 = time.time()
@@ -175,12 +232,12 @@ def run_backend_ops(bin_dir: Path, op: str, timeout: int = 1800) -> dict:
             "returncode": proc.returncode, "fails": fails}
 
 
-def check_ops(prep: dict, jobs: int = 2, variants: tuple[str, ...] = ("patched",)) -> dict:
+def check_ops(prep: dict, jobs: int = 2, variants: tuple[str, ...] = ("patched",), isa: str = "native") -> dict:
     """test-backend-ops on the touched ops (patched build by default; the baseline as a control)."""
     workdir = Path(prep["workdir"])
     results = {}
     for variant in variants:
-        bins = build(workdir, variant, jobs)
+        bins = build(workdir, variant, jobs, isa)
         results[variant] = [run_backend_ops(bins, op) for op in prep["ops"]]
         for r in results[variant]:
             log(f"test-backend-ops {variant} {r['op']}: {r['passed']}/{r['total']} "
@@ -236,14 +293,50 @@ def ab_perf(prep: dict, rounds: int, jobs: int = 2) -> dict:
 
 # ---------------------------------------------------------------------------- 4. model
 
+# Model shapes the synthetic writer knows (GGUF architecture + hyper-parameters). Vocabularies
+# are cut to 32000 (the real ones: Qwen3 151936, Gemma3 262144): the embedding lookup and the
+# output projection stay the same kind of work at a size this 2-core machine benchmarks quickly.
+SHAPES: dict[str, dict] = {
+    # TinyLlama-1.1B: no QK-norm, no post-norms (RMS_NORM+MUL, MUL_MAT+MUL_MAT+GLU only)
+    "tinyllama": dict(arch="llama", n_layer=22, n_embd=2048, n_head=32, n_head_kv=4, n_ff=5632),
+    # Qwen3-0.6B: QK-norm (RMS_NORM+MUL+ROPE on Q, +VIEW+SET_ROWS on K), head_dim 128 != n_embd/n_head
+    "qwen3": dict(arch="qwen3", n_layer=28, n_embd=1024, n_head=16, n_head_kv=8, head_dim=128, n_ff=3072,
+                  rope_base=1e6, eps=1e-6),
+    # Gemma3-1B without sliding window: QK-norm and post-norms with a residual ADD, GELU FFN
+    "gemma3": dict(arch="gemma3", n_layer=26, n_embd=1152, n_head=4, n_head_kv=1, head_dim=256, n_ff=6912,
+                   rope_base=1e6, eps=1e-6),
+}
+
+
+def model_path(shape: str, n_layer: int | None = None) -> Path:
+    """Where the synthetic model of a shape lives in the cache (one file per shape and depth)."""
+    spec = SHAPES[shape]
+    layers = n_layer or spec["n_layer"]
+    name = "synthetic-tinyllama" if shape == "tinyllama" else f"synthetic-{shape}"
+    return llama_tree.cache_dir() / "models" / f"{name}-{layers}L-q4_0.gguf"
+
+
 def make_model(path: Path, n_layer: int = 22, n_vocab: int = 32000, n_embd: int = 2048, n_head: int = 32,
-               n_head_kv: int = 4, n_ff: int = 5632, seed: int = 0) -> Path:
-    """Synthetic TinyLlama-shaped Q4_0 GGUF (random nibbles, fixed block scale)."""
+               n_head_kv: int = 4, n_ff: int = 5632, seed: int = 0, arch: str = "llama",
+               head_dim: int | None = None, rope_base: float = 10000.0, eps: float = 1e-5) -> Path:
+    """Synthetic Q4_0 GGUF of a llama / qwen3 / gemma3 shape (random nibbles, fixed block scale).
+
+    arch "llama": TinyLlama's layer (attn_norm, q/k/v/o, ffn_norm, gate/up/down).
+    arch "qwen3": the same plus attn_q_norm / attn_k_norm ([head_dim] weights: QK-norm).
+    arch "gemma3": QK-norm plus post_attention_norm and post_ffw_norm (RMS_NORM+MUL, then the
+    residual ADD), no sliding window, embeddings tied to the output (no output.weight).
+    head_dim defaults to n_embd / n_head; Qwen3 and Gemma3 use a larger one (key_length)."""
     import numpy as np
     import gguf
 
+    if arch not in ("llama", "qwen3", "gemma3"):
+        raise ValueError(f"make_model: unknown arch {arch!r} (llama, qwen3, gemma3)")
     if path.is_file():
         return path
+    head_dim = head_dim or n_embd // n_head
+    for name, rows in (("n_embd", n_embd), ("n_ff", n_ff), ("n_head*head_dim", n_head * head_dim)):
+        if rows % 32:
+            raise ValueError(f"make_model: {name}={rows} must be a multiple of 32 (Q4_0 blocks)")
     path.parent.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     q4 = gguf.GGMLQuantizationType.Q4_0
@@ -257,17 +350,20 @@ def make_model(path: Path, n_layer: int = 22, n_vocab: int = 32000, n_embd: int 
         return blocks.reshape(rows, nb * 18)
 
     tmp = path.with_suffix(".tmp")
-    w = gguf.GGUFWriter(str(tmp), "llama")
-    w.add_name(f"synthetic-tinyllama-{n_layer}L-q4_0")
+    w = gguf.GGUFWriter(str(tmp), arch)
+    w.add_name(f"synthetic-{'tinyllama' if arch == 'llama' else arch}-{n_layer}L-q4_0")
     w.add_context_length(2048)
     w.add_embedding_length(n_embd)
     w.add_block_count(n_layer)
     w.add_feed_forward_length(n_ff)
     w.add_head_count(n_head)
     w.add_head_count_kv(n_head_kv)
-    w.add_rope_dimension_count(n_embd // n_head)
-    w.add_rope_freq_base(10000.0)
-    w.add_layer_norm_rms_eps(1e-5)
+    if head_dim != n_embd // n_head or arch != "llama":
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
+    w.add_rope_dimension_count(head_dim)
+    w.add_rope_freq_base(rope_base)
+    w.add_layer_norm_rms_eps(eps)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_0)
     w.add_vocab_size(n_vocab)
     w.add_tokenizer_model("llama")
@@ -280,20 +376,28 @@ def make_model(path: Path, n_layer: int = 22, n_vocab: int = 32000, n_embd: int 
     w.add_eos_token_id(2)
     w.add_unk_token_id(0)
     ones = np.ones(n_embd, dtype=np.float32)
-    kv = n_head_kv * (n_embd // n_head)
+    head_ones = np.ones(head_dim, dtype=np.float32)
+    q_dim, kv_dim = n_head * head_dim, n_head_kv * head_dim
     w.add_tensor("token_embd.weight", q4_0(n_vocab, n_embd), raw_dtype=q4)
     for i in range(n_layer):
         w.add_tensor(f"blk.{i}.attn_norm.weight", ones)
-        w.add_tensor(f"blk.{i}.attn_q.weight", q4_0(n_embd, n_embd), raw_dtype=q4)
-        w.add_tensor(f"blk.{i}.attn_k.weight", q4_0(kv, n_embd), raw_dtype=q4)
-        w.add_tensor(f"blk.{i}.attn_v.weight", q4_0(kv, n_embd), raw_dtype=q4)
-        w.add_tensor(f"blk.{i}.attn_output.weight", q4_0(n_embd, n_embd), raw_dtype=q4)
+        w.add_tensor(f"blk.{i}.attn_q.weight", q4_0(q_dim, n_embd), raw_dtype=q4)
+        w.add_tensor(f"blk.{i}.attn_k.weight", q4_0(kv_dim, n_embd), raw_dtype=q4)
+        w.add_tensor(f"blk.{i}.attn_v.weight", q4_0(kv_dim, n_embd), raw_dtype=q4)
+        w.add_tensor(f"blk.{i}.attn_output.weight", q4_0(n_embd, q_dim), raw_dtype=q4)
+        if arch in ("qwen3", "gemma3"):
+            w.add_tensor(f"blk.{i}.attn_q_norm.weight", head_ones)
+            w.add_tensor(f"blk.{i}.attn_k_norm.weight", head_ones)
+        if arch == "gemma3":
+            w.add_tensor(f"blk.{i}.post_attention_norm.weight", ones)
+            w.add_tensor(f"blk.{i}.post_ffw_norm.weight", ones)
         w.add_tensor(f"blk.{i}.ffn_norm.weight", ones)
         w.add_tensor(f"blk.{i}.ffn_gate.weight", q4_0(n_ff, n_embd), raw_dtype=q4)
         w.add_tensor(f"blk.{i}.ffn_up.weight", q4_0(n_ff, n_embd), raw_dtype=q4)
         w.add_tensor(f"blk.{i}.ffn_down.weight", q4_0(n_embd, n_ff), raw_dtype=q4)
     w.add_tensor("output_norm.weight", ones)
-    w.add_tensor("output.weight", q4_0(n_vocab, n_embd), raw_dtype=q4)
+    if arch != "gemma3":
+        w.add_tensor("output.weight", q4_0(n_vocab, n_embd), raw_dtype=q4)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -301,6 +405,16 @@ def make_model(path: Path, n_layer: int = 22, n_vocab: int = 32000, n_embd: int 
     tmp.rename(path)
     log(f"wrote {path} ({path.stat().st_size / 2**20:.0f} MiB)")
     return path
+
+
+def make_shape(shape: str, n_layer: int | None = None) -> Path:
+    """The cached synthetic model of a named shape (written once)."""
+    if shape not in SHAPES:
+        raise ValueError(f"unknown model shape {shape!r} (known: {', '.join(SHAPES)})")
+    spec = dict(SHAPES[shape])
+    if n_layer:
+        spec["n_layer"] = n_layer
+    return make_model(model_path(shape, spec["n_layer"]), **spec)
 
 
 # ---------------------------------------------------------------------------- 5. bench
@@ -375,6 +489,202 @@ def ab_bench(prep: dict, model: Path, rounds: int, fas: list[int], threads: int,
     return {"samples": samples, "results": results}
 
 
+# ---------------------------------------------------------------------------- 6. whole-model logits
+
+LOGITS_SRC = Path(__file__).with_name("logits_dump.cpp")
+# fused vs unfused logits: same argmax everywhere and at most this relative difference (the fused
+# kernels round some products once where the separate nodes round twice)
+LOGITS_MAX_REL = 1e-3
+
+
+def build_logits_dump(workdir: Path, variant: str, isa: str = "native") -> Path:
+    """tests/kernels/logits_dump.cpp linked against <variant>'s static llama/ggml libraries."""
+    src = workdir / variant / "src"
+    bld = workdir / variant / ("build" if isa == "native" else f"build-{isa}")
+    libs = [bld / "src" / "libllama.a", bld / "ggml" / "src" / "libggml.a",
+            bld / "ggml" / "src" / "libggml-cpu.a", bld / "ggml" / "src" / "libggml-base.a"]
+    out = bld / "bin" / "logits-dump"
+    cmd = [shutil.which("g++") or "c++", "-O2", "-std=c++17", str(LOGITS_SRC), f"-I{src / 'include'}",
+           f"-I{src / 'ggml' / 'include'}", "-o", str(out), *map(str, libs), "-fopenmp", "-lpthread", "-ldl"]
+    _run(cmd, dict(os.environ), bld.parent / "logits-dump.log")
+    return out
+
+
+def read_logits(path: Path):
+    import numpy as np
+    n_vocab, n_rows = (int(v) for v in np.fromfile(path, dtype=np.int32, count=2))
+    data = np.fromfile(path, dtype=np.float32, offset=8)
+    if n_vocab <= 0 or data.size != n_vocab * n_rows:
+        raise ValueError(f"{path}: header says {n_rows} x {n_vocab}, file holds {data.size} floats")
+    return data.reshape(n_rows, n_vocab)
+
+
+def compare_logits(head, base) -> dict:
+    """How far two logit dumps of the same inputs are apart (rows = token positions)."""
+    import numpy as np
+    if head.shape != base.shape:
+        raise ValueError(f"logit shapes differ: {head.shape} vs {base.shape}")
+    if not (np.isfinite(head).all() and np.isfinite(base).all()):
+        raise ValueError("non-finite logits")
+    diff = np.abs(head.astype(np.float64) - base.astype(np.float64))
+    scale = float(np.abs(base).max()) or 1.0
+    return {"rows": int(head.shape[0]), "max_abs": float(diff.max()), "max_rel": float(diff.max()) / scale,
+            "identical_rows": int((diff.max(axis=1) == 0).sum()),
+            "argmax_agree": float((head.argmax(axis=1) == base.argmax(axis=1)).mean())}
+
+
+def check_logits(prep: dict, shapes: list[str], layers: int, threads: int, jobs: int = 2,
+                 n_prompt: int = 64, n_gen: int = 8, isa: str = "native") -> dict:
+    """Per model shape: patched with its fusions vs the same binary with GGML_CPU_DISABLE_FUSION=1
+    (the unfused nodes), and vs the baseline build; one batch of n_prompt tokens (prompt graphs)
+    then n_gen single tokens (generation graphs)."""
+    workdir = Path(prep["workdir"])
+    dumps = {}
+    for variant in VARIANTS:
+        build(workdir, variant, jobs, isa)
+        dumps[variant] = build_logits_dump(workdir, variant, isa)
+    out: dict = {}
+    for shape in shapes:
+        model = make_shape(shape, layers)
+        files = {}
+        for label, variant, env_extra in (("fused", "patched", {}), ("unfused", "patched", {"GGML_CPU_DISABLE_FUSION": "1"}),
+                                          ("baseline", "baseline", {})):
+            files[label] = workdir / f"logits-{shape}-{isa}-{label}.bin"
+            cmd = [str(dumps[variant]), str(model), str(files[label]), str(n_prompt), str(n_gen), str(threads)]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env={**os.environ, **env_extra})
+            if proc.returncode != 0:
+                raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-1500:]}")
+        logits = {k: read_logits(v) for k, v in files.items()}
+        out[shape] = {"model": str(model), "fused_vs_unfused": compare_logits(logits["fused"], logits["unfused"]),
+                      "patched_vs_baseline": compare_logits(logits["fused"], logits["baseline"])}
+        for k, v in out[shape].items():
+            if k != "model":
+                log(f"logits {shape} {k}: max |diff| {v['max_abs']:.3g} ({v['max_rel']:.2g} of max |logit|), "
+                    f"{v['identical_rows']}/{v['rows']} rows identical, argmax agrees {100 * v['argmax_agree']:.1f}%")
+    return out
+
+
+# ---------------------------------------------------------------------------- 7. op profile
+
+def profile_bench(workdir: Path, variant: str, model: Path, threads: int, jobs: int = 2, fa: str = "auto") -> str:
+    """The op-profile file of one llama-bench -p 512 -n 128 -r 1 process of a profile-* variant."""
+    bins = build(workdir, variant, jobs)
+    out = workdir / f"{variant}-{model.stem}-t{threads}.prof"
+    out.unlink(missing_ok=True)
+    cmd = [str(bins / "llama-bench"), "-m", str(model), "-p", "512", "-n", "128", "-r", "1", "-o", "json",
+           "-t", str(threads), "-fa", fa]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600,
+                          env={**os.environ, "GGML_CPU_OP_PROFILE": str(out)})
+    if proc.returncode != 0 or not out.is_file():
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-1500:]}")
+    return out.read_text()
+
+
+def profile_report(prep: dict, shapes: list[str], layers: int | None, threads: int, jobs: int = 2) -> dict:
+    """Per model shape: where pp512/tg128 time goes on the baseline (with every recipe's Amdahl
+    bound) and which fusions run how often per graph on the patched tree. Markdown per shape in
+    <workdir>/profile-<shape>-t<threads>.md."""
+    from jobs.recipes import load_recipe_set
+    from jobs.research import profile as P
+    from jobs.research.offline import sequence_label
+
+    workdir = Path(prep["workdir"])
+    recipes = [r for r in load_recipe_set("llama.cpp") if r.id in prep["applied"]]
+    sequences = {}
+    for r in recipes:
+        seqs = [tuple(r.ops)] + [tuple(c) for c in r.covers]
+        sequences[sequence_label(seqs) + f" (`{r.id}`)"] = seqs
+    out = {}
+    for shape in shapes:
+        model = make_shape(shape, layers)
+        base = P.from_text(profile_bench(workdir, "profile-baseline", model, threads, jobs), ["pp512", "tg128"])
+        patched = P.from_text(profile_bench(workdir, "profile-patched", model, threads, jobs), ["pp512", "tg128"])
+        base.command = f"llama-bench -m {model.name} -p 512 -n 128 -r 1 -t {threads} (baseline + op-profile hook)"
+        md = [f"# Op profile: {model.name}, -t {threads}", ""] + P.render(base, sequences)
+        md += ["## Fusions that ran on the patched tree (kernels computing several nodes, per graph)", ""]
+        md += [f"- {w.name}: " + (", ".join(f"{k} ×{v:g}" for k, v in w.fused_groups().items()) or "none")
+               for w in patched.workloads]
+        md += [f"- graph evaluation: " + ", ".join(
+            f"{w.name} {w.total_ns / 1e6:.1f} ms baseline vs {pw.total_ns / 1e6:.1f} ms patched (one process each)"
+            for w, pw in zip(base.workloads, patched.workloads)), ""]
+        path = workdir / f"profile-{shape}-t{threads}.md"
+        path.write_text("\n".join(md))
+        log(f"profile of {shape}: {path}")
+        out[shape] = {"markdown": str(path), "baseline": base.to_dict(), "patched": patched.to_dict()}
+    return out
+
+
+# ---------------------------------------------------------------------------- 8. NEON under qemu
+
+AARCH64_ARCH = "armv8.2-a+dotprod+fp16"     # NEON + dot product, as the study's Graviton3 runs
+# FLASH_ATTN_EXT's 1307 cases take ~140 s natively and far longer emulated; fuse-fa-kq-tile's NEON
+# branch is checked by kernels/tests under qemu (make -C kernels test-aarch64) instead
+NEON_SKIP_OPS = {"FLASH_ATTN_EXT"}
+
+
+def build_aarch64(workdir: Path, variant: str = "patched", jobs: int = 2) -> Path:
+    """Cross-build <variant> for AArch64 (static, no OpenMP) with aarch64-linux-gnu-gcc; the
+    binaries run under qemu-aarch64-static, so the recipes' NEON branches really execute."""
+    for tool in ("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++", "qemu-aarch64-static"):
+        if not shutil.which(tool):
+            raise RuntimeError(f"{tool} not found (Debian: gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user-static)")
+    src, bld = workdir / variant / "src", workdir / variant / "build-aarch64"
+    env = dict(os.environ)
+    launcher = []
+    if shutil.which("ccache"):
+        env.update(CCACHE_BASEDIR=str(workdir), CCACHE_NOHASHDIR="1")
+        env.setdefault("CCACHE_DIR", str(llama_tree.cache_dir() / "ccache"))
+        launcher = ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
+    if not (bld / "build.ninja").is_file() and not (bld / "Makefile").is_file():
+        gen = ["-G", "Ninja"] if shutil.which("ninja") else []
+        cmd = ["cmake", "-S", str(src), "-B", str(bld), *gen, "-DCMAKE_BUILD_TYPE=Release",
+               "-DCMAKE_SYSTEM_NAME=Linux", "-DCMAKE_SYSTEM_PROCESSOR=aarch64",
+               "-DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc", "-DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++",
+               "-DGGML_NATIVE=OFF", f"-DGGML_CPU_ARM_ARCH={AARCH64_ARCH}", "-DGGML_OPENMP=OFF",
+               "-DCMAKE_EXE_LINKER_FLAGS=-static", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_CURL=OFF",
+               "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=ON", "-DLLAMA_BUILD_TOOLS=OFF",
+               "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_APP=OFF", *launcher]
+        log(f"configure {variant} for aarch64")
+        _run(cmd, env, bld.parent / "configure-aarch64.log")
+    t0 = time.time()
+    _run(["cmake", "--build", str(bld), "-j", str(jobs), "--target", "test-backend-ops", "llama"], env,
+         bld.parent / "build-aarch64.log")
+    log(f"built {variant} for aarch64 in {time.time() - t0:.0f}s")
+    libs = [bld / "src" / "libllama.a", bld / "ggml" / "src" / "libggml.a",
+            bld / "ggml" / "src" / "libggml-cpu.a", bld / "ggml" / "src" / "libggml-base.a"]
+    _run(["aarch64-linux-gnu-g++", "-O2", "-std=c++17", "-static", str(LOGITS_SRC), f"-I{src / 'include'}",
+          f"-I{src / 'ggml' / 'include'}", "-o", str(bld / "bin" / "logits-dump"), *map(str, libs), "-lpthread"],
+         env, bld.parent / "logits-dump-aarch64.log")
+    return bld / "bin"
+
+
+def check_neon(prep: dict, shapes: list[str], jobs: int = 2, layers: int = 2) -> dict:
+    """test-backend-ops on the touched ops and the fused-vs-unfused logits, all under qemu."""
+    workdir = Path(prep["workdir"])
+    bins = build_aarch64(workdir, "patched", jobs)
+    qemu = shutil.which("qemu-aarch64-static")
+    ops = []
+    for op in [o for o in prep["ops"] if o not in NEON_SKIP_OPS]:
+        r = run_backend_ops(bins, op, timeout=7200, prefix=[qemu])
+        log(f"aarch64 (qemu) test-backend-ops {op}: {r['passed']}/{r['total']} {'OK' if r['ok'] else 'FAIL'} ({r['seconds']}s)")
+        ops.append(r)
+    logits = {}
+    for shape in shapes:
+        model = make_shape(shape, layers)
+        files = {}
+        for label, extra in (("fused", {}), ("unfused", {"GGML_CPU_DISABLE_FUSION": "1"})):
+            files[label] = workdir / f"logits-aarch64-{shape}-{label}.bin"
+            cmd = [qemu, str(bins / "logits-dump"), str(model), str(files[label]), "16", "4", "2"]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=7200, env={**os.environ, **extra})
+            if proc.returncode != 0:
+                raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-1500:]}")
+        logits[shape] = compare_logits(read_logits(files["fused"]), read_logits(files["unfused"]))
+        v = logits[shape]
+        log(f"aarch64 (qemu) logits {shape} fused vs unfused: max |diff| {v['max_abs']:.3g}, "
+            f"{v['identical_rows']}/{v['rows']} rows identical, argmax {100 * v['argmax_agree']:.1f}%")
+    return {"ok": all(r["ok"] for r in ops), "ops": ops, "logits": logits}
+
+
 def _result_dict(r) -> dict:
     if hasattr(r, "model_dump"):
         return r.model_dump()
@@ -407,21 +717,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fa", default="0,1")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--jobs", type=int, default=2, help="parallel compile jobs")
-    ap.add_argument("--only", choices=["ops", "perf", "bench"], default=None)
+    ap.add_argument("--only", choices=["ops", "perf", "bench", "logits", "profile", "neon"], default=None)
+    ap.add_argument("--shape", default="tinyllama", help=f"model for bench: {', '.join(SHAPES)}")
+    ap.add_argument("--shapes", default=",".join(SHAPES), help="models for --only logits/profile")
+    ap.add_argument("--logit-layers", type=int, default=4, help="blocks of the logits-check models")
+    ap.add_argument("--profile-layers", type=int, default=0, help="blocks of the profiled models (0: full shape)")
+    ap.add_argument("--isa", choices=sorted(ISA_FLAGS), default="native",
+                    help="x86 build for --only ops/logits: native (-march=native), avx2, x86-64 (scalar paths)")
     ap.add_argument("--perf-rounds", type=int, default=4, help="test-backend-ops perf processes per arm")
     ap.add_argument("--ops-baseline", action="store_true", help="also run test-backend-ops on the baseline")
     args = ap.parse_args(argv)
 
     tree = llama_tree.ensure_llama_tree(args.version)
-    prep = prepare(tree, args.workdir, [r for r in args.recipes.split(",") if r] or None)
+    prep = prepare(tree, args.workdir, [r for r in args.recipes.split(",") if r] or None,
+                   profile=args.only == "profile")
+    shapes = [x for x in args.shapes.split(",") if x]
     result: dict = {"tree": str(tree), "version": args.version, "prepare": prep}
     if args.only in (None, "perf"):
         result["perf"] = ab_perf(prep, args.perf_rounds, args.jobs)
     if args.only in (None, "ops"):
-        result["ops"] = check_ops(prep, args.jobs, VARIANTS if args.ops_baseline else ("patched",))
+        result["ops"] = check_ops(prep, args.jobs, VARIANTS if args.ops_baseline else ("patched",), args.isa)
+    if args.only in (None, "logits"):
+        result["logits"] = check_logits(prep, shapes, args.logit_layers, args.threads, args.jobs, isa=args.isa)
+    if args.only == "neon":
+        result["neon"] = check_neon(prep, shapes, args.jobs)
+    if args.only == "profile":
+        result["profile"] = profile_report(prep, shapes, args.profile_layers or None, args.threads, args.jobs)
     if args.only in (None, "bench"):
-        model = make_model(llama_tree.cache_dir() / "models" / f"synthetic-tinyllama-{args.layers}L-q4_0.gguf",
-                           n_layer=args.layers)
+        model = make_shape(args.shape, args.layers)
         result["bench"] = ab_bench(prep, model, args.rounds, [int(f) for f in args.fa.split(",")],
                                    args.threads, args.jobs)
         result["bench"]["model"] = str(model)
@@ -438,9 +761,28 @@ def main(argv: list[str] | None = None) -> int:
         for r in result["perf"]["results"]:
             print(f"| {r['name']} | {r['base_mean']:.1f} | {r['head_mean']:.1f} | {r['delta_pct']:+.1f}% | "
                   f"[{r['ci_low_pct']:+.1f}%, {r['ci_high_pct']:+.1f}%] | {r['verdict']} |")
+    logits_ok = True
+    for shape, r in result.get("logits", {}).items():
+        for k in ("fused_vs_unfused", "patched_vs_baseline"):
+            v = r[k]
+            ok = v["argmax_agree"] == 1.0 and v["max_rel"] <= LOGITS_MAX_REL
+            logits_ok &= ok
+            print(f"logits {shape} {k}: max |diff| {v['max_abs']:.3g} ({v['max_rel']:.2g} of max |logit|), "
+                  f"{v['identical_rows']}/{v['rows']} rows identical, argmax {100 * v['argmax_agree']:.1f}% "
+                  f"{'OK' if ok else 'FAIL'}")
+    if "neon" in result:
+        for r in result["neon"]["ops"]:
+            print(f"aarch64 (qemu) test-backend-ops patched {r['op']}: {r['passed']}/{r['total']} {'OK' if r['ok'] else 'FAIL'}")
+        for shape, v in result["neon"]["logits"].items():
+            ok = v["argmax_agree"] == 1.0 and v["max_rel"] <= LOGITS_MAX_REL
+            logits_ok &= ok
+            print(f"aarch64 (qemu) logits {shape} fused_vs_unfused: max |diff| {v['max_abs']:.3g}, "
+                  f"{v['identical_rows']}/{v['rows']} rows identical, argmax {100 * v['argmax_agree']:.1f}% {'OK' if ok else 'FAIL'}")
+    for shape, r in result.get("profile", {}).items():
+        print(Path(r["markdown"]).read_text())
     if "bench" in result:
         print_report(result)
-    return 0 if result.get("ops", {"ok": True})["ok"] else 1
+    return 0 if result.get("ops", {"ok": True})["ok"] and result.get("neon", {"ok": True})["ok"] and logits_ok else 1
 
 
 if __name__ == "__main__":

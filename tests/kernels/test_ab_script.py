@@ -61,3 +61,70 @@ def test_synthetic_model_has_llama_shapes_and_q4_0_weights(tmp_path):
     raw = q.data.reshape(-1, 18)
     import numpy as np
     assert np.all(raw[:, :2].copy().view(np.float16) == np.float16(0.02))
+
+
+def test_synthetic_qwen3_has_qk_norm_and_its_own_head_dim(tmp_path):
+    gguf = pytest.importorskip("gguf")
+    path = ab.make_model(tmp_path / "q.gguf", arch="qwen3", n_layer=2, n_vocab=300, n_embd=64, n_head=4,
+                         n_head_kv=2, head_dim=32, n_ff=96)
+    reader = gguf.GGUFReader(str(path))
+    tensors = {t.name: t for t in reader.tensors}
+    assert len(tensors) == 2 * 11 + 3
+    assert list(tensors["blk.0.attn_q_norm.weight"].shape) == [32]
+    assert list(tensors["blk.1.attn_k_norm.weight"].shape) == [32]
+    assert list(tensors["blk.0.attn_q.weight"].shape) == [64, 128]        # n_head * head_dim rows
+    assert list(tensors["blk.0.attn_output.weight"].shape) == [128, 64]
+    fields = reader.fields
+    assert bytes(fields["general.architecture"].parts[-1]).decode() == "qwen3"
+    assert int(fields["qwen3.attention.key_length"].parts[-1][0]) == 32
+
+
+def test_synthetic_gemma3_has_post_norms_and_tied_embeddings(tmp_path):
+    gguf = pytest.importorskip("gguf")
+    path = ab.make_model(tmp_path / "g.gguf", arch="gemma3", n_layer=1, n_vocab=300, n_embd=64, n_head=2,
+                         n_head_kv=1, head_dim=64, n_ff=96)
+    tensors = {t.name for t in gguf.GGUFReader(str(path)).tensors}
+    assert {"blk.0.post_attention_norm.weight", "blk.0.post_ffw_norm.weight", "blk.0.attn_q_norm.weight"} <= tensors
+    assert "output.weight" not in tensors and "token_embd.weight" in tensors
+
+
+def test_model_writer_rejects_unknown_arch_and_non_block_sizes(tmp_path):
+    with pytest.raises(ValueError, match="unknown arch"):
+        ab.make_model(tmp_path / "x.gguf", arch="mamba")
+    with pytest.raises(ValueError, match="n_ff=100 must be a multiple of 32"):
+        ab.make_model(tmp_path / "x.gguf", n_layer=1, n_vocab=300, n_embd=64, n_head=2, n_head_kv=1, n_ff=100)
+    assert not (tmp_path / "x.gguf").exists()
+
+
+def test_named_shapes_are_the_real_layer_shapes():
+    assert ab.SHAPES["qwen3"]["head_dim"] * ab.SHAPES["qwen3"]["n_head"] == 2048     # Qwen3-0.6B q_proj
+    assert ab.SHAPES["gemma3"]["n_head_kv"] == 1 and ab.SHAPES["gemma3"]["head_dim"] == 256
+    assert ab.model_path("tinyllama", 22).name == "synthetic-tinyllama-22L-q4_0.gguf"
+    with pytest.raises(ValueError, match="unknown model shape"):
+        ab.make_shape("llama4")
+
+
+def _dump(path, rows):
+    import numpy as np
+    rows = np.asarray(rows, dtype=np.float32)
+    with open(path, "wb") as fh:
+        np.array([rows.shape[1], rows.shape[0]], dtype=np.int32).tofile(fh)
+        rows.tofile(fh)
+    return path
+
+
+def test_logits_comparison_counts_differences_and_argmax(tmp_path):
+    base = ab.read_logits(_dump(tmp_path / "b.bin", [[1.0, 2.0, 3.0], [4.0, 0.0, 1.0]]))
+    same = ab.read_logits(_dump(tmp_path / "s.bin", [[1.0, 2.0, 3.0], [4.0, 0.0, 1.0]]))
+    off = ab.read_logits(_dump(tmp_path / "o.bin", [[1.0, 2.0, 3.0], [4.0, 4.5, 1.0]]))
+    assert ab.compare_logits(same, base) == {"rows": 2, "max_abs": 0.0, "max_rel": 0.0, "identical_rows": 2,
+                                             "argmax_agree": 1.0}
+    r = ab.compare_logits(off, base)
+    assert r["max_abs"] == pytest.approx(4.5) and r["identical_rows"] == 1 and r["argmax_agree"] == 0.5
+
+
+def test_logits_reader_rejects_a_truncated_dump(tmp_path):
+    path = _dump(tmp_path / "t.bin", [[1.0, 2.0], [3.0, 4.0]])
+    path.write_bytes(path.read_bytes()[:-4])
+    with pytest.raises(ValueError, match="header says 2 x 2"):
+        ab.read_logits(path)

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# End-to-end runs of the loop on real llama.cpp (issue 14, part 4): `autoresearch run` on the
+# llama.cpp that llama-cpp-python vendors, one run per cell = model x threads x primary metric.
+#
+#   examples/llama.cpp/matrix.sh setup            # target repos + synthetic models (once, ~2 min)
+#   examples/llama.cpp/matrix.sh cells            # list the cells and their commands
+#   examples/llama.cpp/matrix.sh run CELL [ARGS]  # one cell, e.g. qwen3-t1-pp512 (ARGS go to autoresearch run)
+#   examples/llama.cpp/matrix.sh all [ARGS]       # every cell, one after the other
+#   examples/llama.cpp/matrix.sh smoke            # the short smoke run (gemma3 4 layers, -t 1, --repeats 3)
+#
+# Cells: {tinyllama = TinyLlama-1.1B shape, 22 layers; qwen3 = Qwen3-0.6B shape, 28 layers}
+#        x {-t 1, -t 2} x {primary pp512, primary tg128}; every run measures both metrics, the
+#        primary one decides keep/discard. Reports go to examples/llama.cpp/results/<cell>/
+#        (pr.md, research.md, summary.json, hypotheses.json, experiments.jsonl, command.txt).
+#
+# Environment: WORK (default ~/.cache/autoresearch/matrix) holds the target repos and run dirs;
+# AUTORESEARCH (default: autoresearch on PATH, else this checkout's .venv/bin/autoresearch);
+# AUTORESEARCH_CFLAGS is passed to the build (see autoresearch.yml; on an AMX VM whose AMX path
+# crashes set it to "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"). Runs are niced (shared machine).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+WORK="${WORK:-$HOME/.cache/autoresearch/matrix}"
+PY="${PYTHON:-$ROOT/.venv/bin/python}"
+AR="${AUTORESEARCH:-$(command -v autoresearch || echo "$ROOT/.venv/bin/autoresearch")}"
+RESULTS="${RESULTS:-$HERE/results}"
+
+MODELS_DIR="${AUTORESEARCH_CACHE:-$HOME/.cache/autoresearch}/models"
+declare -A MODEL=(
+  [tinyllama]="$MODELS_DIR/synthetic-tinyllama-22L-q4_0.gguf"
+  [qwen3]="$MODELS_DIR/synthetic-qwen3-28L-q4_0.gguf"
+  [gemma3-4L]="$MODELS_DIR/synthetic-gemma3-4L-q4_0.gguf"
+)
+
+cells() {
+  for m in tinyllama qwen3; do for t in 1 2; do for p in pp512 tg128; do echo "$m-t$t-$p"; done; done; done
+}
+
+# A llama.cpp git repo whose committed .github/autoresearch.yml has `primary` as its primary metric.
+make_target() {
+  local primary="$1" dir="$WORK/target-$1"
+  [ -d "$dir/.git" ] && return 0
+  local tree
+  tree="$("$PY" "$ROOT/kernels/llama/llama_tree.py")"
+  mkdir -p "$dir"
+  # everything but the vocab models, docs and media (the GPU backends stay: the gap scan reads them)
+  tar -C "$tree" --exclude=./.git --exclude=./models --exclude=./docs --exclude=./media -cf - . | tar -C "$dir" -xf -
+  mkdir -p "$dir/.github/autoresearch"
+  cp "$HERE/bench.sh" "$dir/.github/autoresearch/bench.sh"
+  if [ "$primary" = pp512 ]; then
+    cp "$HERE/autoresearch.yml" "$dir/.github/autoresearch.yml"
+  else
+    sed -e 's/{name: pp512, direction: higher, primary: true, unit: "t\/s"}/{name: pp512, direction: higher, unit: "t\/s"}/' \
+        -e 's/{name: tg128, direction: higher, unit: "t\/s"}/{name: tg128, direction: higher, primary: true, unit: "t\/s"}/' \
+        "$HERE/autoresearch.yml" > "$dir/.github/autoresearch.yml"
+    grep -q 'name: tg128, direction: higher, primary: true' "$dir/.github/autoresearch.yml" || {
+      echo "matrix.sh: could not make tg128 primary in $dir/.github/autoresearch.yml" >&2; exit 2; }
+  fi
+  git -C "$dir" init -q -b main
+  git -C "$dir" add -A
+  git -C "$dir" -c user.email=matrix@autoresearch -c user.name=matrix commit -qm "llama.cpp (llama-cpp-python vendor) + autoresearch contract, primary $primary"
+  echo "target $dir"
+}
+
+setup() {
+  make_target pp512
+  make_target tg128
+  "$PY" - "$ROOT" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1] + "/tests/kernels")
+import llama_ab
+for shape, layers in (("tinyllama", 22), ("qwen3", 28), ("gemma3", 4)):
+    print(llama_ab.make_shape(shape, layers))
+PY
+}
+
+# run_cell NAME MODEL THREADS PRIMARY [autoresearch args...]
+run_cell() {
+  local name="$1" model="$2" threads="$3" primary="$4"
+  shift 4
+  local target="$WORK/target-$primary" out="$WORK/runs/$name" dest="$RESULTS/$name"
+  [ -d "$target/.git" ] || { echo "matrix.sh: run '$0 setup' first ($target missing)" >&2; exit 2; }
+  [ -f "$model" ] || { echo "matrix.sh: model $model missing; run '$0 setup'" >&2; exit 2; }
+  mkdir -p "$dest"
+  local cmd=(nice -n 10 "$AR" run "$target" --out "$out" "$@")
+  {
+    echo "# $(date -u +%Y-%m-%dT%H:%MZ) on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) ($(nproc) cpus)"
+    echo "AUTORESEARCH_MODEL=$model AUTORESEARCH_THREADS=$threads AUTORESEARCH_CFLAGS='${AUTORESEARCH_CFLAGS:-}' ${cmd[*]}"
+  } > "$dest/command.txt"
+  local started=$SECONDS rc=0
+  AUTORESEARCH_MODEL="$model" AUTORESEARCH_THREADS="$threads" "${cmd[@]}" || rc=$?
+  echo "# exit $rc after $((SECONDS - started)) s" >> "$dest/command.txt"
+  for f in pr.md research.md summary.json hypotheses.json experiments.jsonl; do
+    [ -f "$out/$f" ] && cp "$out/$f" "$dest/$f"
+  done
+  echo "results in $dest (exit $rc)"
+  return $rc
+}
+
+case "${1:-}" in
+  setup) setup ;;
+  cells)
+    for c in $(cells); do
+      IFS=- read -r m t p <<< "$c"
+      echo "$c: AUTORESEARCH_MODEL=${MODEL[$m]} AUTORESEARCH_THREADS=${t#t} $AR run $WORK/target-$p --out $WORK/runs/$c"
+    done ;;
+  run)
+    [ $# -ge 2 ] || { echo "usage: $0 run CELL [autoresearch args]" >&2; exit 2; }
+    cell="$2"; shift 2
+    IFS=- read -r m t p <<< "$cell"
+    [ -n "${MODEL[$m]:-}" ] && [[ "$t" =~ ^t[0-9]+$ ]] && [[ "$p" =~ ^(pp512|tg128)$ ]] || {
+      echo "matrix.sh: unknown cell '$cell' (see '$0 cells')" >&2; exit 2; }
+    run_cell "$cell" "${MODEL[$m]}" "${t#t}" "$p" "$@" ;;
+  all)
+    shift
+    for c in $(cells); do "$0" run "$c" "$@" || echo "cell $c exited non-zero; continuing" >&2; done ;;
+  smoke)
+    shift
+    run_cell "smoke-gemma3-4L-t1" "${MODEL[gemma3-4L]}" 1 pp512 --repeats 3 "$@" ;;
+  *) sed -n '2,20p' "$0"; exit 2 ;;
+esac
