@@ -19,6 +19,7 @@ Workdir layout (`RunLayout`), one folder per run, `<workdir>/<owner>/<repo>/<run
   only without the sandbox, whose init already kills its stragglers) stays in this process's tree,
   and at the end every process of that tree that the run started is killed and reaped. A caller
   publishes only with `start`'s summary in hand, so nothing of the target runs at that moment.
+- `clean_worktrees(layout)`: the worktrees a dead run left behind, removed; `drop_branches` its refs.
 - `list_runs(workdir)` / `read_run(workdir, run_id, repo)`: the run folders' contents as plain data
   (`RunFiles`), so readers such as the dashboard never need to know this layout.
 """
@@ -35,7 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from . import ledger
+from . import gitops, ledger
 from .cloud import catalog
 from .config import ConfigError, Overrides, TargetConfig, load_config
 from .errors import RunError
@@ -188,6 +189,25 @@ def start(layout: RunLayout, *, executor: str, overrides: Overrides = Overrides(
         return Run(options, on_event=on_event, should_stop=should_stop).execute()
 
 
+
+# -- what a dead run leaves behind ----------------------------------------------------------------
+def clean_worktrees(layout: RunLayout) -> list[Path]:
+    """Remove the worktrees a run's dead process left in its clone (all live under `out/work`)
+    and that folder; the ledger and state stay. Returns the worktrees removed."""
+    if not (layout.clone / ".git").is_dir():
+        return []
+    gone = gitops.remove_worktrees_under(layout.clone, layout.out / "work")
+    shutil.rmtree(layout.out / "work", ignore_errors=True)
+    return gone
+
+
+def drop_branches(layout: RunLayout) -> list[str]:
+    """Delete the run's local branches (`autoresearch/<run-id>` and its experiments' refs) from its
+    clone: for a run that has ended without publishing them."""
+    if not (layout.clone / ".git").is_dir():
+        return []
+    rid = layout.run_id
+    return gitops.delete_branches(layout.clone, f"autoresearch/{rid}", f"autoresearch/{rid}-exp/")
 
 # -- the run's processes -------------------------------------------------------------------------
 PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37      # <linux/prctl.h>
