@@ -31,8 +31,6 @@ def cmd_serve(args) -> int:
 
 
 def cmd_worker(args) -> int:
-    from rq import Worker
-
     from . import jobqueue
     from . import tasks  # noqa: F401  preload: every forked work horse starts warm (imports take ~2 s)
     from .settings import Settings
@@ -45,8 +43,9 @@ def cmd_worker(args) -> int:
     sweeper = jobqueue.Sweeper(settings.redis_url)
     sweeper.sweep_once()
     sweeper.start()
-    worker = Worker(args.queues or list(jobqueue.ALL), connection=connect(settings.redis_url),
-                    name=args.name or None)
+    jobqueue.ignore_handover()
+    worker = jobqueue.HandingOverWorker(args.queues or list(jobqueue.ALL), connection=connect(settings.redis_url),
+                                        name=args.name or None)
     try:
         worker.work(burst=args.burst, with_scheduler=True)
     finally:

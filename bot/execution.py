@@ -38,7 +38,8 @@ def execute(flow: Any, rec: RunRecord, prep: api.Preparation, lease: Lease) -> O
     """`flow` (a `bot.flow.Flow`) runs the pipeline of `rec`, which this process holds by `lease`,
     then publishes it; the lease goes at the end."""
     run_id = rec.run_id
-    lost = Outcome(ap.RUNNING, run_id, step="lost", message="another worker took this run over")
+    lost = Outcome(ap.RUNNING, run_id, step="lost", message="this process no longer holds the run (its lease was "
+                   "lost or handed back); the next worker resumes it")
     try:
         try:
             flow.refresh_status(run_id)

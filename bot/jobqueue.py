@@ -21,11 +21,17 @@ no substitute here: it moves a dead worker's job to the failed registry only at 
 maintenance pass (every 10 minutes), after RQ's 90 s heartbeat expiry, and knows nothing of the
 run's ledger. A horse that cannot renew its lease for `LEASE_S - BEAT_S` seconds treats it as lost
 and stops at its next step, before anyone else can have taken the run over.
+
+A worker asked to stop (SIGTERM from a redeploy) does not sit out the grace period on a three-hour
+run: `HandingOverWorker` signals its horse, whose run stops at the next step and hands its lease
+back, and the worker exits; the next sweep (any worker's, the new container's at its start) queues
+the resume. A step that outlasts the grace period is SIGKILLed, and the lease lapses instead.
 """
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -34,7 +40,7 @@ from datetime import timezone
 from typing import Any
 
 import redis
-from rq import Queue, Retry
+from rq import Queue, Retry, Worker
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
@@ -53,6 +59,7 @@ ALL = (COMMANDS, RUNS)
 LEASE_S = 30.0          # a run's lease lives this long after its last heartbeat
 BEAT_S = 5.0            # the heartbeat's period
 SWEEP_S = 10.0          # how often a worker looks for running runs without a lease
+HANDOVER_SIGNAL = signal.SIGUSR1    # worker -> its work horse: hand the run back (ignored elsewhere)
 
 
 def configure(lease_s: float | None = None, sweep_s: float | None = None) -> None:
@@ -123,10 +130,12 @@ class RunLease:
         self.store, self.repo, self.run_id = store, repo, run_id
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.lease_s, self.beat_s = LEASE_S, BEAT_S
-        self._lost = threading.Event()
+        self._lost = threading.Event()           # no longer ours (expired, or someone else's)
+        self._leaving = threading.Event()        # ours, being handed back (the worker shuts down)
         self._done = threading.Event()
         self._renewed = time.monotonic()
         self._thread: threading.Thread | None = None
+        self._previous_handler: Any = None
 
     def take(self) -> bool:
         if not self.store.take_lease(self.repo, self.run_id, self.holder, self.lease_s):
@@ -134,17 +143,25 @@ class RunLease:
         self._renewed = time.monotonic()
         self._thread = threading.Thread(target=self._beat, name=f"lease {self.run_id}", daemon=True)
         self._thread.start()
+        if threading.current_thread() is threading.main_thread():     # the work horse's job thread
+            self._previous_handler = signal.signal(HANDOVER_SIGNAL, lambda *_: self.hand_over())
         return True
+
+    def hand_over(self) -> None:
+        """The worker is shutting down: stop at the next step and give the run back at once (the
+        next sweep, in any worker, queues its resume) rather than let it be killed mid-step."""
+        log.warning("run %s is handed back: its worker is shutting down", self.run_id)
+        self._leaving.set()
 
     @property
     def lost(self) -> bool:
         if not self._lost.is_set() and time.monotonic() - self._renewed > self.lease_s - self.beat_s:
             self._lost.set()             # fenced: by now the sweeper may consider the worker gone
-        return self._lost.is_set()
+        return self._lost.is_set() or self._leaving.is_set()
 
     def _beat(self) -> None:
         while not self._done.wait(self.beat_s):
-            if self.lost:
+            if self._lost.is_set():
                 return
             try:
                 held = self.store.renew_lease(self.repo, self.run_id, self.holder, self.lease_s)
@@ -161,6 +178,8 @@ class RunLease:
         self._done.set()
         if self._thread is not None:
             self._thread.join(timeout=self.beat_s + 5)
+        if self._previous_handler is not None:
+            signal.signal(HANDOVER_SIGNAL, self._previous_handler)
         if not self._lost.is_set():
             try:
                 self.store.release_lease(self.repo, self.run_id, self.holder)
@@ -275,3 +294,24 @@ class Sweeper:
 
     def stop(self) -> None:
         self._stop.set()
+
+
+class HandingOverWorker(Worker):
+    """RQ's forking worker that, asked to stop (SIGTERM: a redeploy; SIGINT), first tells its work
+    horse to hand its run back at the next step (`RunLease.hand_over`), then shuts down warm as RQ
+    does: the run is resumed by the next worker within a sweep instead of being killed when the
+    grace period ends. Horses that hold no run ignore the signal (`ignore_handover`)."""
+
+    def request_stop(self, signum, frame):
+        if self.horse_pid:
+            try:
+                os.kill(self.horse_pid, HANDOVER_SIGNAL)
+            except ProcessLookupError:
+                pass
+        super().request_stop(signum, frame)
+
+
+def ignore_handover() -> None:
+    """In the worker, before any horse is forked: a horse inherits this, so the handover signal is
+    a no-op wherever no run has installed its handler."""
+    signal.signal(HANDOVER_SIGNAL, signal.SIG_IGN)

@@ -42,7 +42,8 @@ def state_words(r: RunRecord) -> str:
 
 def lost_message(r: RunRecord, lease_s: float) -> str:
     """What the status says while a run whose worker died waits for the next one."""
-    return (f"⚠️ the worker running this run stopped answering (no heartbeat for {lease_s:g} s) during "
+    return (f"⚠️ the worker running this run is gone (killed, out of memory, or shut down for a redeploy: its "
+            f"lease lapsed or was handed back; leases last {lease_s:g} s after the last heartbeat) during "
             f"{r.phase or 'the run'}; {r.experiments_done} finished experiment(s) are on record in its ledger. "
             f"The next free worker resumes it from there (worker loss {r.losses + 1} of at most {MAX_LOSSES}).")
 

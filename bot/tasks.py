@@ -61,7 +61,7 @@ def _held(repo: str, run_id: str, state: str, how: str) -> str:
     if o.error is not None and not (o.step == "run" and isinstance(o.error, (RunError, ConfigError))):
         raise o.error                 # the run is marked failed; RQ records the crash
     if o.step in ("approval", "lost"):
-        return {"approval": "replanned", "lost": "lost: another worker took it over"}[o.step]
+        return {"approval": "replanned", "lost": "given up: the next worker resumes it"}[o.step]
     if o.step == "start":
         return f"not started: run is {o.state}"
     return {ap.FAILED: "failed", ap.CANCELLED: "cancelled", ap.DONE: "done"}[o.state]

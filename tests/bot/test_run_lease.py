@@ -96,7 +96,7 @@ def test_sweep_marks_a_running_run_without_lease_lost_and_queues_its_resume_once
     assert jobqueue.sweep(conn, now=now) == [lost.run_id]
     rec = store.get_run(REPO, lost.run_id)
     assert rec.state == ap.RUNNING and rec.lost_at == now and rec.losses == 1 and rec.worker == ""
-    assert "no heartbeat for 2 s" in rec.message and "2 finished experiment(s)" in rec.message
+    assert "leases last 2 s" in rec.message and "2 finished experiment(s)" in rec.message
     runs = Queue(jobqueue.RUNS, connection=conn)
     assert runs.job_ids == [rec.jobs[-1]] and rec.jobs[0] == "the-dead-job"
     job = runs.fetch_job(rec.jobs[-1])
