@@ -41,7 +41,7 @@ def cmd_worker(args) -> int:
     # Runs whose worker died are found here: once now (a restarted worker's predecessor may be the
     # one that died), then every --sweep-seconds (see bot.jobqueue).
     sweeper = jobqueue.Sweeper(settings.redis_url)
-    sweeper.sweep_once()
+    sweeper.sweep_once(reindex=True)
     sweeper.start()
     jobqueue.ignore_handover()
     worker = jobqueue.HandingOverWorker(args.queues or list(jobqueue.ALL), connection=connect(settings.redis_url),

@@ -277,8 +277,12 @@ class Sweeper:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="autoresearch sweeper", daemon=True)
 
-    def sweep_once(self) -> list[str]:
+    def sweep_once(self, reindex: bool = False) -> list[str]:
+        """One sweep; `reindex` first rebuilds the index of running runs from their records (a
+        worker does it when it starts, so runs stranded before there was an index are found too)."""
         try:
+            if reindex:
+                Store(self.conn).index_running_runs()
             return sweep(self.conn)
         except (redis.RedisError, OSError) as exc:       # Redis away: try again next period
             log.warning("sweep failed: %s", exc)

@@ -82,6 +82,16 @@ class Store:
     def forget_running(self, repo: str, run_id: str) -> None:
         self.r.srem("ar:running", f"{repo} {run_id}")
 
+    def index_running_runs(self) -> int:
+        """Rebuild the index from the records themselves (records written before it existed, or by
+        hand); returns how many running runs it holds."""
+        for key in self.r.scan_iter(match="ar:run:*", count=500):
+            raw = self.r.hget(key, "state")
+            if raw is not None and json.loads(raw) == RUNNING:
+                repo, _, run_id = key.decode()[len("ar:run:"):].rpartition(":")
+                self.r.sadd("ar:running", f"{repo} {run_id}")
+        return int(self.r.scard("ar:running"))
+
     # -- leases (who runs a run now) --------------------------------------------------------------
     @staticmethod
     def _lease_key(repo: str, run_id: str) -> str:

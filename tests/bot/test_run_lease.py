@@ -3,6 +3,8 @@ the sweeper that finds running runs without one, what a cancel does to such a ru
 run is not resumed, and the status text at each step."""
 from __future__ import annotations
 
+import os
+import signal
 import time
 from types import SimpleNamespace
 
@@ -50,6 +52,16 @@ def test_the_store_indexes_running_runs_by_their_state(conn):
     assert store.running_runs() == []
 
 
+def test_runs_stranded_before_the_index_existed_are_found_when_a_worker_starts(conn, redis_url):
+    store = Store(conn)
+    running(store, run_id="5-old0000")
+    store.replace_run(record(repo=REPO, run_id="6-done000", state=ap.DONE))
+    conn.delete("ar:running")                               # as written by an older version
+    assert jobqueue.sweep(conn) == []
+    assert jobqueue.Sweeper(redis_url).sweep_once(reindex=True) == ["5-old0000"]
+    assert store.get_run(REPO, "5-old0000").lost_at and store.get_run(REPO, "6-done000").lost_at == 0
+
+
 def test_a_heartbeat_keeps_the_lease_and_only_its_holder_releases_it(conn):
     store = Store(conn)
     lease = jobqueue.RunLease(store, REPO, "7-abc1234")
@@ -85,6 +97,22 @@ def test_a_holder_that_cannot_renew_fences_itself_before_its_lease_runs_out(conn
     lease._done.set()                                   # the heartbeat stops (a stalled process, Redis away)
     time.sleep(jobqueue.LEASE_S - jobqueue.BEAT_S + 0.2)
     assert lease.lost and store.lease_holder(REPO, "7-abc1234") == lease.holder   # lost before it expired
+    lease.release()
+
+
+def test_the_handover_signal_makes_the_holder_stop_and_give_the_lease_back_at_once(conn):
+    store = Store(conn)
+    before = signal.getsignal(jobqueue.HANDOVER_SIGNAL)
+    lease = jobqueue.RunLease(store, REPO, "7-abc1234")
+    assert lease.take()                                  # in the main thread: it listens for the signal
+    os.kill(os.getpid(), jobqueue.HANDOVER_SIGNAL)       # what HandingOverWorker sends its horse
+    deadline = time.monotonic() + 5
+    while not lease.lost and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert lease.lost and store.lease_holder(REPO, "7-abc1234") == lease.holder
+    lease.release()
+    assert store.lease_holder(REPO, "7-abc1234") is None        # handed back, not left to lapse
+    assert signal.getsignal(jobqueue.HANDOVER_SIGNAL) == before           # the job's handler is gone
 
 
 def test_sweep_marks_a_running_run_without_lease_lost_and_queues_its_resume_once(conn):
