@@ -17,7 +17,8 @@ A run, from the comment to the draft PR:
    the new base is a new run, planned and awaiting approval. The approval must name this plan
    digest at this base. The job's environment is scrubbed of secrets, then the pipeline runs with
    the research handed over; a cancel stops it within one step; `Progress` keeps the record and
-   the status comment current.
+   the status comment current. The process running it holds its lease (`Launcher.hold`); a run
+   whose worker was lost is resumed from its ledger by the next one (`resume`, `bot.execution`).
 3. `publish`: `autoresearch/<run-id>` is pushed (to the configured fork, else the repository) and
    the issue's draft PR opened or updated; with nothing kept, the report becomes a comment.
 
@@ -302,9 +303,13 @@ class Flow:
                 lease = self.launcher.hold(cur)       # before `running`: a running run always has a holder
             if lease is None:
                 return Outcome(cur.state, run_id, step="start")
-            self.store.update_run(self.repo, run_id, state=ap.transition(cur.state, "start"), phase="starting",
-                                  platforms=list(prep.plan.platforms), message="", worker=lease.holder,
-                                  **self.launcher.running_fields())
+            try:
+                self.store.update_run(self.repo, run_id, state=ap.transition(cur.state, "start"), phase="starting",
+                                      platforms=list(prep.plan.platforms), message="", worker=lease.holder,
+                                      **self.launcher.running_fields())
+            except BaseException:
+                lease.release()
+                raise
         return self.execute(self.store.get_run(self.repo, run_id), prep, lease)
 
     def resume(self, rec: RunRecord) -> Outcome:

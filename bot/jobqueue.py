@@ -209,7 +209,8 @@ class QueueLauncher:
 
     def stop(self, record: RunRecord) -> str:
         if Store(self.conn).lease_holder(record.repo, record.run_id) is None:
-            raise StopFailed(f"no worker runs it any more (its worker sent no heartbeat for {LEASE_S:g} s)")
+            raise StopFailed("no worker runs it any more (its worker died, or handed it back while shutting "
+                             "down, and no other has taken it over yet)")
         return "the running step"
 
     def launch_bench(self, command: CommentCommand) -> None:

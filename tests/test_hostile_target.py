@@ -21,10 +21,12 @@ from synthetic import patch_for, synthetic_target
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None,
                                 reason="bubblewrap is installed by `make test` (tests/system-deps.sh)")
 
-# What the build tries, each attempt reported in one line to `attempts.txt`, in the one place
-# outside its tree a sandboxed build may write: a cache directory its config declares.
+# What the build tries (in the first build of the run), each attempt reported in one line to
+# `attempts.txt`, in the one place outside its tree a sandboxed build may write: a cache directory
+# its config declares.
 HOSTILE_BUILD = r"""
 R={report}/attempts.txt
+if [ ! -e $R ]; then      # once per run: the first build (later builds are the same attacker)
 # 1. the App's private key, by its path and by a bounded search
 if head -c 200 {secret} >/dev/null 2>&1; then echo "key: READ $(sed -n 2p {secret})" >> $R; else echo "key: denied" >> $R; fi
 found=$(timeout 30 find / \( -path /proc -o -path /sys \) -prune -o -name '{secret_name}' -print 2>/dev/null | head -3)
@@ -41,6 +43,7 @@ setsid nohup bash -c 'exec -a hostile-daemon-{marker} sleep 600' >/dev/null 2>&1
 echo "daemon: started" >> $R
 # 5. the host's /tmp
 echo pwned > /tmp/hostile-{marker} && echo "tmp: written" >> $R
+fi
 true
 """
 

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 from flask import request
+from rq import Queue
 
-from bot.jobqueue import COMMANDS
+from bot.jobqueue import COMMANDS, RUNS, sweep
 from bot.store import Store
 from botfixtures import app_key, bot_env, webhook_examples  # noqa: F401  (fixtures)
 from conftest import ROOT, git
@@ -73,13 +74,10 @@ def wait_until(what, timeout: float, proc: subprocess.Popen | None = None, why: 
     pytest.fail(f"timed out: {why}")
 
 
-@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
-def test_a_worker_lost_during_the_experiments_is_replaced_and_the_run_resumes_to_a_draft_pr(bot_env, tmp_path, how):
-    """SIGKILL: the container dies at once; its lease lapses. SIGTERM: a redeploy asks the worker to
-    stop; its horse hands the run back at the next step and the worker exits without waiting for
-    the run (nor for the grace period to end in a SIGKILL)."""
+def start_a_run_in_a_worker(bot_env, tmp_path):
+    """A run with two maintainer candidates, in a real worker, until its first experiment is on
+    record and the second is building (slowly): (store, run record, out dir, status bodies, worker)."""
     target = synthetic_target(tmp_path / "target")
-    # The second candidate builds slowly: the worker is killed while it builds, mid-experiment.
     build = target / "build.sh"
     build.write_text("[ -e src/slow-build ] && sleep 3\n" + build.read_text())
     git(target, "commit", "-qam", "a build that can be slow")
@@ -102,34 +100,35 @@ def test_a_worker_lost_during_the_experiments_is_replaced_and_the_run_resumes_to
     rec = store.current_run(REPO, 1)
     assert rec.state == "queued", rec
     out = bot_env.workdir / "octo" / "synth" / rec.run_id / "out"
-
     first = worker(bot_env)
     try:
         wait_until(lambda: (r := store.current_run(REPO, 1)).experiments_done >= 1 and "experiments" in r.phase,
                    240, first, "the first experiment did not finish")
-        assert store.lease_holder(REPO, rec.run_id)
-        tree = [first.pid, *api.descendants(first.pid)]
-        if how == "SIGKILL":
-            # The container dies: every process of the worker at once (its work horse, the sandbox
-            # of the experiment being built, RQ's scheduler) gets SIGKILL.
-            for pid in tree:
-                with contextlib.suppress(ProcessLookupError):       # a short-lived step ended meanwhile
-                    os.kill(pid, signal.SIGKILL)
-        else:
-            os.kill(first.pid, signal.SIGTERM)      # what `docker compose` sends the worker (PID 1)
-        killed_at = time.time()
-        first.wait(timeout=60)
-    finally:
-        if first.poll() is None:
-            for pid in [first.pid, *api.descendants(first.pid)]:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+    except BaseException:
+        end_worker(first)
+        raise
+    assert store.lease_holder(REPO, rec.run_id)
+    return store, rec, out, bodies, first
+
+
+def end_worker(proc: subprocess.Popen) -> list[int]:
+    """SIGKILL a worker and every process it has at once (a container dying); returns their pids."""
+    tree = [proc.pid, *api.descendants(proc.pid)]
+    for pid in tree:
+        with contextlib.suppress(ProcessLookupError):       # a short-lived step ended meanwhile
+            os.kill(pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    return tree
+
+
+def test_a_worker_sigkilled_during_the_experiments_is_replaced_and_the_run_resumes_to_a_draft_pr(bot_env, tmp_path):
+    store, rec, out, bodies, first = start_a_run_in_a_worker(bot_env, tmp_path)
+    # The container dies: every process of the worker at once (its work horse, the sandbox of the
+    # experiment being built, RQ's scheduler) gets SIGKILL.
+    tree = end_worker(first)
+    killed_at = time.time()
     time.sleep(0.5)
     assert not [pid for pid in tree if alive(pid)]
-    if how == "SIGTERM":
-        assert first.returncode == 0
-        assert store.lease_holder(REPO, rec.run_id) is None          # handed back, not left to lapse
-        assert store.current_run(REPO, 1).state == "running"         # and not ended: it is to be resumed
     before = api.read_records(out)
     assert [r["name"] for r in before if r.get("kind") == "experiment"] == ["1-faster"]
     assert "🏃 running" in state_row(bodies[-1][1])              # what the issue showed when the worker died
@@ -137,7 +136,7 @@ def test_a_worker_lost_during_the_experiments_is_replaced_and_the_run_resumes_to
     second = worker(bot_env)
     try:
         lost = wait_until(lambda: store.current_run(REPO, 1).lost_at, LEASE_S + 60, second, "the loss was not noticed")
-        print(f"METRIC lost_noticed_{how.lower()}_s={lost - killed_at:.2f}")
+        print(f"METRIC lost_noticed_s={lost - killed_at:.2f}")
         final = wait_until(lambda: (r := store.current_run(REPO, 1)).state in ("done", "failed") and r, 300, second,
                            "the resumed run did not end")
     finally:
@@ -174,6 +173,30 @@ def test_a_worker_lost_during_the_experiments_is_replaced_and_the_run_resumes_to
     assert not store.lease_holder(REPO, rec.run_id) and store.running_runs() == []
 
 
+def test_a_worker_asked_to_stop_hands_its_run_back_at_the_next_step(bot_env, tmp_path):
+    """A redeploy: `docker compose` sends the worker (PID 1) SIGTERM. RQ alone would wait for the
+    whole run and lose it to the SIGKILL at the end of the grace period; here the horse stops at the
+    next step, hands the lease back and the worker exits, so the next sweep queues the resume at once
+    (the resume itself is the test above)."""
+    store, rec, out, bodies, first = start_a_run_in_a_worker(bot_env, tmp_path)
+    tree = [first.pid, *api.descendants(first.pid)]
+    os.kill(first.pid, signal.SIGTERM)
+    try:
+        first.wait(timeout=60)                      # one step (the 3 s build), not the whole run
+    finally:
+        if first.poll() is None:
+            end_worker(first)
+    time.sleep(0.5)
+    assert first.returncode == 0 and not [pid for pid in tree if alive(pid)]
+    assert store.lease_holder(REPO, rec.run_id) is None             # handed back, not left to lapse
+    cur = store.current_run(REPO, 1)
+    assert cur.state == "running" and not cur.lost_at                # not ended: it is to be resumed
+    assert [r["name"] for r in api.read_records(out) if r.get("kind") == "experiment"] == ["1-faster"]
+    assert sweep(bot_env.redis) == [rec.run_id]                      # the very next sweep finds it
+    assert Queue(RUNS, connection=bot_env.redis).fetch_job(store.current_run(REPO, 1).jobs[-1]).func_name == \
+        "bot.tasks.resume_run"
+
+
 def test_a_lost_run_whose_folder_is_gone_ends_failed_with_the_reason_and_the_issue_is_free_again(bot_env, tmp_path):
     """A resume that cannot be: the run ends as failed, says why, and `optimize` works again."""
     target = synthetic_target(tmp_path / "target")
@@ -187,7 +210,6 @@ def test_a_lost_run_whose_folder_is_gone_ends_failed_with_the_reason_and_the_iss
     store.update_run(REPO, rec.run_id, state="running", phase="experiments")
     import shutil
     shutil.rmtree(bot_env.workdir / "octo" / "synth" / rec.run_id)
-    from bot.jobqueue import sweep
     assert sweep(bot_env.redis) == [rec.run_id]
     bot_env.work()
     rec = store.current_run(REPO, 2)
