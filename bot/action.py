@@ -34,7 +34,7 @@ from . import gitclone
 from .flow import Flow
 from .github import RepoClient
 from .issuestore import IssueStateStore
-from .ports import Outcome, Reply, StopFailed
+from .ports import Outcome, Reply, StopFailed, Unleased
 from .record import RunRecord
 from .routing import CommentCommand, Ignored, route_workflow_event
 from .settings import Settings, SettingsError
@@ -86,6 +86,9 @@ class RunNow:
 
     def running_fields(self) -> dict[str, Any]:
         return {"workflow_run_id": self.workflow_run_id}       # what `cancel` cancels
+
+    def hold(self, record: RunRecord) -> Unleased:
+        return Unleased()                  # the run lives and dies with this workflow run
 
 
 def write_outputs(path: str | None, outputs: dict[str, str]) -> None:

@@ -31,17 +31,25 @@ def cmd_serve(args) -> int:
 
 
 def cmd_worker(args) -> int:
-    from rq import Worker
-
+    from . import jobqueue
     from . import tasks  # noqa: F401  preload: every forked work horse starts warm (imports take ~2 s)
-    from .jobqueue import ALL
     from .settings import Settings
     from .store import connect
     settings = Settings.from_env()
     settings.private_key()          # fail at start, not at the first job
-    worker = Worker(args.queues or list(ALL), connection=connect(settings.redis_url),
-                    name=args.name or None)
-    worker.work(burst=args.burst, with_scheduler=True)
+    jobqueue.configure(args.lease_seconds, args.sweep_seconds)     # the work horses inherit it
+    # Runs whose worker died are found here: once now (a restarted worker's predecessor may be the
+    # one that died), then every --sweep-seconds (see bot.jobqueue).
+    sweeper = jobqueue.Sweeper(settings.redis_url)
+    sweeper.sweep_once(reindex=True)
+    sweeper.start()
+    jobqueue.ignore_handover()
+    worker = jobqueue.HandingOverWorker(args.queues or list(jobqueue.ALL), connection=connect(settings.redis_url),
+                                        name=args.name or None)
+    try:
+        worker.work(burst=args.burst, with_scheduler=True)
+    finally:
+        sweeper.stop()
     return 0
 
 
@@ -60,6 +68,10 @@ def register(sub) -> None:
     worker.add_argument("--queues", nargs="*", help="queues in priority order (default: commands, runs)")
     worker.add_argument("--burst", action="store_true", help="exit when the queues are empty")
     worker.add_argument("--name")
+    worker.add_argument("--lease-seconds", type=float, default=None,
+                        help="a run's lease outlives its last heartbeat by this long (default 30)")
+    worker.add_argument("--sweep-seconds", type=float, default=None,
+                        help="how often to look for runs whose worker died (default 10)")
     worker.set_defaults(func=cmd_worker)
 
     from .action import register as register_action

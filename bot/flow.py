@@ -17,7 +17,8 @@ A run, from the comment to the draft PR:
    the new base is a new run, planned and awaiting approval. The approval must name this plan
    digest at this base. The job's environment is scrubbed of secrets, then the pipeline runs with
    the research handed over; a cancel stops it within one step; `Progress` keeps the record and
-   the status comment current.
+   the status comment current. The process running it holds its lease (`Launcher.hold`); a run
+   whose worker was lost is resumed from its ledger by the next one (`resume`, `bot.execution`).
 3. `publish`: `autoresearch/<run-id>` is pushed (to the configured fork, else the repository) and
    the issue's draft PR opened or updated; with nothing kept, the report becomes a comment.
 
@@ -35,11 +36,11 @@ from dataclasses import dataclass
 
 from jobs import api, secrets
 from jobs.config import CONFIG_PATH, ConfigError, Overrides, TargetConfig, parse_config
-from jobs.errors import OverrideError, RunError, cancellation
+from jobs.errors import OverrideError, RunError
 
 from . import approval as ap
-from .ports import GitRemote, Launcher, Outcome, Place, RepoHost, Reply, RunStore, StopFailed, TokenProvider
-from .progress import Progress
+from . import execution
+from .ports import GitRemote, Launcher, Lease, Outcome, Place, RepoHost, Reply, RunStore, StopFailed, TokenProvider
 from .record import RunRecord
 from .routing import CommentCommand
 from .status import (config_error_reply, help_reply, plan_body, plan_marker, pr_body, pr_title, status_body,
@@ -167,10 +168,12 @@ class Flow:
                 try:
                     what = self.launcher.stop(cur)
                 except StopFailed as exc:
-                    # Nothing of ours is running it any more (or we may not stop it): say so, and do
-                    # not leave the issue blocked by a run that no longer runs.
+                    # Nothing of ours is running it any more (or we may not stop it): say so, do not
+                    # leave the issue blocked by a run that no longer runs, nor its leftovers here.
                     self.store.update_run(self.repo, run_id, state=ap.transition(cur.state, "cancel"),
                                           phase="cancelled", message=f"cancelled by @{by}; {exc}")
+                    api.clean_worktrees(self.layout(run_id))
+                    api.drop_branches(self.layout(run_id))
                 else:
                     self.store.update_run(self.repo, run_id, message=f"cancelling (requested by @{by}): {what} "
                                           "is being stopped and its machines released")
@@ -295,41 +298,32 @@ class Flow:
             return self.replan(rec, prep, why)
         with self.store.locked(self.repo, run_id):
             cur = self.store.get_run(self.repo, run_id)
-            if cur.state != ap.QUEUED or self.store.cancel_requested(self.repo, run_id):
+            lease = None
+            if cur.state == ap.QUEUED and not self.store.cancel_requested(self.repo, run_id):
+                lease = self.launcher.hold(cur)       # before `running`: a running run always has a holder
+            if lease is None:
                 return Outcome(cur.state, run_id, step="start")
-            self.store.update_run(self.repo, run_id, state=ap.transition(cur.state, "start"), phase="starting",
-                                  platforms=list(prep.plan.platforms), message="", **self.launcher.running_fields())
-        rec = self.store.get_run(self.repo, run_id)
-        self.refresh_status(run_id)
-        secrets.scrub_environment()       # target code runs next, in this process's children
-        ends_run = (Exception, KeyboardInterrupt) if self.launcher.interrupts_cancel else (Exception,)
-        try:
-            summary = api.start(prep.layout, executor=self.place.executor, overrides=rec.overrides,
-                                agent=prep.config.agent, candidates=prep.candidates, research=prep.research,
-                                on_event=Progress(self.store, self.refresh_status, rec, prep.layout.out,
-                                                  prep.config.primary.name),
-                                should_stop=lambda: self.store.cancel_requested(self.repo, run_id))
-        except ends_run as exc:
-            if not cancellation(exc, interrupts=self.launcher.interrupts_cancel):
-                self.finish(rec, "fail", message=f"❌ the run failed: {str(exc)[:1500]}")
-                return Outcome(ap.FAILED, run_id, step="run", error=exc, message=str(exc)[:500])
-            done = api.finished_experiments(prep.layout.out)
-            self.finish(rec, "cancelled", phase="cancelled",
-                        message=f"🛑 cancelled: jobs stopped and machines released; {done} finished experiment(s) "
-                                "stay on record in the ledger")
-            return Outcome(ap.CANCELLED, run_id, step="run")
-        try:
-            fields = self.publish(rec, prep, summary)
-        except Exception as exc:
-            self.finish(rec, "fail", message=f"❌ publishing the result failed: {str(exc)[:1500]}")
-            return Outcome(ap.FAILED, run_id, step="publish", error=exc, message=str(exc)[:500])
-        self.finish(rec, "finish", phase="done", cost_usd=summary.get("cost_usd", 0.0), **fields)
-        return Outcome(ap.DONE, run_id, step="done", summary=summary, out=prep.layout.out,
-                       pr_url=fields.get("pr_url", ""), fields=fields)
+            try:
+                self.store.update_run(self.repo, run_id, state=ap.transition(cur.state, "start"), phase="starting",
+                                      platforms=list(prep.plan.platforms), message="", worker=lease.holder,
+                                      **self.launcher.running_fields())
+            except BaseException:
+                lease.release()
+                raise
+        return self.execute(self.store.get_run(self.repo, run_id), prep, lease)
+
+    def resume(self, rec: RunRecord) -> Outcome:
+        """A running run whose worker was lost: taken over from its ledger, or ended (`bot.execution`)."""
+        return execution.resume(self, rec)
+
+    def execute(self, rec: RunRecord, prep: api.Preparation, lease: Lease) -> Outcome:
+        """The pipeline of a run this process holds, then its publication (`bot.execution`)."""
+        return execution.execute(self, rec, prep, lease)
 
     def publish(self, rec: RunRecord, prep: api.Preparation, summary: dict) -> dict:
         """Push the run's branch and open (or update) the issue's draft PR; or report without a PR.
-        Returns the record fields to set."""
+        Returns the record fields to set. `summary` comes from `api.start`, which returns only once
+        every process the run started is gone: the token's git push never runs next to target code."""
         report = (prep.layout.out / "pr.md").read_text(encoding="utf-8")
         kept = any(st.get("status") == "keep" for st in summary.get("stacks", {}).values())
         if not kept:

@@ -1,5 +1,5 @@
 """RQ adapter: which queue, timeouts, retries and cancellation — declared at enqueue time — and
-the App's `Launcher` (bot.ports) built on them.
+the App's `Launcher` (bot.ports) built on them; and how a run whose worker died is found again.
 
 Two queues so that a `cancel` or `approve` is never stuck behind a three-hour run:
 `autoresearch-commands` (short jobs: replies, plans, approvals) and `autoresearch-runs`
@@ -7,23 +7,70 @@ Two queues so that a `cancel` or `approve` is never stuck behind a three-hour ru
 
 A job's argument is the routed `CommentCommand` itself (RQ pickles it): the worker acts on exactly
 what the webhook parsed, overrides included.
+
+No stranded run. A run that starts or resumes takes a *lease* in Redis (`RunLease`: `SET NX` with a
+TTL of `LEASE_S`), which a thread of the work horse renews every `BEAT_S`. A worker that dies
+(SIGKILL, OOM, a redeploy that outlasts the grace period) stops renewing it, and the lease expires
+at most `LEASE_S` after its last heartbeat. Every `autoresearch worker` runs a `Sweeper` that looks
+at the running runs every `SWEEP_S` (and once when it starts): a running run without a lease is
+marked lost in its record (`lost_at`, `losses`) and a `resume_run` job goes to the front of the runs
+queue, so the next free worker resumes it from its ledger (`Flow.resume`). A dead worker's run is
+therefore marked lost within `LEASE_S + SWEEP_S` seconds (40 s by default) of its last heartbeat,
+as long as any worker is up (a restarted container's is). RQ's own abandoned-job handling is
+no substitute here: it moves a dead worker's job to the failed registry only at a worker's
+maintenance pass (every 10 minutes), after RQ's 90 s heartbeat expiry, and knows nothing of the
+run's ledger. A horse that cannot renew its lease for `LEASE_S - BEAT_S` seconds treats it as lost
+and stops at its next step, before anyone else can have taken the run over.
+
+A worker asked to stop (SIGTERM from a redeploy) does not sit out the grace period on a three-hour
+run: `HandingOverWorker` signals its horse, whose run stops at the next step and hands its lease
+back, and the worker exits; the next sweep (any worker's, the new container's at its start) queues
+the resume. A step that outlasts the grace period is SIGKILLed, and the lease lapses instead.
 """
 from __future__ import annotations
 
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from datetime import timezone
 from typing import Any
 
 import redis
-from rq import Queue, Retry
+from rq import Queue, Retry, Worker
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
-from .ports import Outcome
+from . import approval as ap
+from .ports import Outcome, StopFailed
 from .record import RunRecord
 from .routing import CommentCommand
+from .status import lost_message
+from .store import Store
+
+log = logging.getLogger("autoresearch.bot")
 
 COMMANDS = "autoresearch-commands"
 RUNS = "autoresearch-runs"
 ALL = (COMMANDS, RUNS)
+LEASE_S = 30.0          # a run's lease lives this long after its last heartbeat
+BEAT_S = 5.0            # the heartbeat's period
+SWEEP_S = 10.0          # how often a worker looks for running runs without a lease
+HANDOVER_SIGNAL = signal.SIGUSR1    # worker -> its work horse: hand the run back (ignored elsewhere)
+
+
+def configure(lease_s: float | None = None, sweep_s: float | None = None) -> None:
+    """Set the lease and sweep periods of this worker (and of the work horses it forks)."""
+    global LEASE_S, BEAT_S, SWEEP_S
+    if lease_s is not None:
+        if lease_s < 2:
+            raise ValueError("the lease must last at least 2 seconds")
+        LEASE_S, BEAT_S = float(lease_s), max(0.5, float(lease_s) / 6)
+    if sweep_s is not None:
+        SWEEP_S = max(0.2, float(sweep_s))
 
 
 def enqueue_command(conn: redis.Redis, command: CommentCommand) -> str:
@@ -33,11 +80,23 @@ def enqueue_command(conn: redis.Redis, command: CommentCommand) -> str:
     return job.id
 
 
-def enqueue_run(conn: redis.Redis, repo: str, run_id: str, wall_hours: float) -> str:
+def _run_timeout(wall_hours: float) -> int:
     # The pipeline enforces wall_hours itself; the job timeout is the backstop for a hung worker.
+    return int(wall_hours * 3600 * 1.5) + 1800
+
+
+def enqueue_run(conn: redis.Redis, repo: str, run_id: str, wall_hours: float) -> str:
     job = Queue(RUNS, connection=conn).enqueue(
-        "bot.tasks.execute_run", repo, run_id, job_timeout=int(wall_hours * 3600 * 1.5) + 1800,
+        "bot.tasks.execute_run", repo, run_id, job_timeout=_run_timeout(wall_hours),
         result_ttl=7 * 24 * 3600, failure_ttl=30 * 24 * 3600, description=f"run {repo} {run_id}")
+    return job.id
+
+
+def enqueue_resume(conn: redis.Redis, repo: str, run_id: str, wall_hours: float) -> str:
+    """A lost run goes before every queued run: it was approved, started and paid for first."""
+    job = Queue(RUNS, connection=conn).enqueue(
+        "bot.tasks.resume_run", repo, run_id, job_timeout=_run_timeout(wall_hours), at_front=True,
+        result_ttl=7 * 24 * 3600, failure_ttl=30 * 24 * 3600, description=f"resume {repo} {run_id}")
     return job.id
 
 
@@ -62,10 +121,78 @@ def cancel_queued(conn: redis.Redis, job_ids: list[str]) -> list[str]:
     return cancelled
 
 
+class RunLease:
+    """This process runs `repo`/`run_id`: a Redis lease, renewed by a daemon thread every `BEAT_S`
+    (see the module docstring). `lost` turns true, for good, when a renewal finds the lease gone or
+    someone else's, or when no renewal has succeeded for `LEASE_S - BEAT_S` seconds."""
+
+    def __init__(self, store: Store, repo: str, run_id: str):
+        self.store, self.repo, self.run_id = store, repo, run_id
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.lease_s, self.beat_s = LEASE_S, BEAT_S
+        self._lost = threading.Event()           # no longer ours (expired, or someone else's)
+        self._leaving = threading.Event()        # ours, being handed back (the worker shuts down)
+        self._done = threading.Event()
+        self._renewed = time.monotonic()
+        self._thread: threading.Thread | None = None
+        self._previous_handler: Any = None
+
+    def take(self) -> bool:
+        if not self.store.take_lease(self.repo, self.run_id, self.holder, self.lease_s):
+            return False
+        self._renewed = time.monotonic()
+        self._thread = threading.Thread(target=self._beat, name=f"lease {self.run_id}", daemon=True)
+        self._thread.start()
+        if threading.current_thread() is threading.main_thread():     # the work horse's job thread
+            self._previous_handler = signal.signal(HANDOVER_SIGNAL, lambda *_: self.hand_over())
+        return True
+
+    def hand_over(self) -> None:
+        """The worker is shutting down: stop at the next step and give the run back at once (the
+        next sweep, in any worker, queues its resume) rather than let it be killed mid-step."""
+        log.warning("run %s is handed back: its worker is shutting down", self.run_id)
+        self._leaving.set()
+
+    @property
+    def lost(self) -> bool:
+        if not self._lost.is_set() and time.monotonic() - self._renewed > self.lease_s - self.beat_s:
+            self._lost.set()             # fenced: by now the sweeper may consider the worker gone
+        return self._lost.is_set() or self._leaving.is_set()
+
+    def _beat(self) -> None:
+        while not self._done.wait(self.beat_s):
+            if self._lost.is_set():
+                return
+            try:
+                held = self.store.renew_lease(self.repo, self.run_id, self.holder, self.lease_s)
+            except redis.RedisError as exc:      # a blip: `lost` decides once the lease may have run out
+                log.warning("lease of run %s not renewed: %s", self.run_id, exc)
+                continue
+            if not held:
+                log.warning("lease of run %s lost: another worker holds it, or it expired", self.run_id)
+                self._lost.set()
+                return
+            self._renewed = time.monotonic()
+
+    def release(self) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.beat_s + 5)
+        if self._previous_handler is not None:
+            signal.signal(HANDOVER_SIGNAL, self._previous_handler)
+        if not self._lost.is_set():
+            try:
+                self.store.release_lease(self.repo, self.run_id, self.holder)
+            except redis.RedisError as exc:       # it expires on its own
+                log.warning("lease of run %s not released: %s", self.run_id, exc)
+
+
 class QueueLauncher:
     """The App's Launcher: an approved run becomes a job on the runs queue (its id kept on the
     record); a cancel removes the jobs that have not started, and a running pipeline stops itself
-    at its next step because it reads the cancel flag the flow has set."""
+    at its next step because it reads the cancel flag the flow has set. The process that runs a
+    run holds its lease (`hold`); a running run whose lease is gone has no worker any more, and a
+    cancel ends it at once (`stop` raises StopFailed)."""
 
     interrupts_cancel = False
 
@@ -81,6 +208,9 @@ class QueueLauncher:
         cancel_queued(self.conn, record.jobs)
 
     def stop(self, record: RunRecord) -> str:
+        if Store(self.conn).lease_holder(record.repo, record.run_id) is None:
+            raise StopFailed("no worker runs it any more (its worker died, or handed it back while shutting "
+                             "down, and no other has taken it over yet)")
         return "the running step"
 
     def launch_bench(self, command: CommentCommand) -> None:
@@ -88,3 +218,105 @@ class QueueLauncher:
 
     def running_fields(self) -> dict[str, Any]:
         return {}
+
+    def hold(self, record: RunRecord) -> RunLease | None:
+        lease = RunLease(Store(self.conn), record.repo, record.run_id)
+        return lease if lease.take() else None
+
+
+# -- finding runs whose worker died ---------------------------------------------------------------
+PENDING = (JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED)
+
+
+def _resume_pending(conn: redis.Redis, record: RunRecord, now: float) -> bool:
+    """Is the resume job queued for this lost run still to come (queued, or started so recently
+    that it may be about to take the lease)?"""
+    if not record.jobs:
+        return False
+    try:
+        job = Job.fetch(record.jobs[-1], connection=conn)
+    except NoSuchJobError:
+        return False
+    status = job.get_status()
+    if status in PENDING:
+        return True
+    at = job.started_at
+    started = (at if at.tzinfo else at.replace(tzinfo=timezone.utc)).timestamp() if at else 0.0
+    return status == JobStatus.STARTED and now - started < LEASE_S
+
+
+def sweep(conn: redis.Redis, now: float | None = None) -> list[str]:
+    """Mark every running run that has no lease as lost and queue its resume (once: a run already
+    marked whose resume job is still to come is left alone). Returns the run ids queued."""
+    store, queued = Store(conn), []
+    for repo, run_id in store.running_runs():
+        if store.lease_holder(repo, run_id):
+            continue
+        with store.locked(repo, run_id):
+            rec = store.get_run(repo, run_id)
+            if rec is None or rec.state != ap.RUNNING:
+                store.forget_running(repo, run_id)
+                continue
+            t = time.time() if now is None else now
+            if store.lease_holder(repo, run_id) or (rec.lost_at and _resume_pending(conn, rec, t)):
+                continue
+            store.update_run(repo, run_id, lost_at=t, losses=rec.losses + 1, worker="",
+                             message=lost_message(rec, LEASE_S))
+            job_id = enqueue_resume(conn, repo, run_id, rec.wall_hours)
+            store.update_run(repo, run_id, jobs=[*rec.jobs, job_id])
+        log.warning("run %s of %s lost its worker (no lease); resume queued as job %s", run_id, repo, job_id)
+        queued.append(run_id)
+    return queued
+
+
+class Sweeper:
+    """`sweep` every `SWEEP_S` seconds in a daemon thread of the worker, on its own connection
+    (the work horses the worker forks never touch it)."""
+
+    def __init__(self, url: str):
+        self.conn = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=10)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="autoresearch sweeper", daemon=True)
+
+    def sweep_once(self, reindex: bool = False) -> list[str]:
+        """One sweep; `reindex` first rebuilds the index of running runs from their records (a
+        worker does it when it starts, so runs stranded before there was an index are found too)."""
+        try:
+            if reindex:
+                Store(self.conn).index_running_runs()
+            return sweep(self.conn)
+        except (redis.RedisError, OSError) as exc:       # Redis away: try again next period
+            log.warning("sweep failed: %s", exc)
+            return []
+
+    def start(self) -> "Sweeper":
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.wait(SWEEP_S):
+            self.sweep_once()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+class HandingOverWorker(Worker):
+    """RQ's forking worker that, asked to stop (SIGTERM: a redeploy; SIGINT), first tells its work
+    horse to hand its run back at the next step (`RunLease.hand_over`), then shuts down warm as RQ
+    does: the run is resumed by the next worker within a sweep instead of being killed when the
+    grace period ends. Horses that hold no run ignore the signal (`ignore_handover`)."""
+
+    def request_stop(self, signum, frame):
+        if self.horse_pid:
+            try:
+                os.kill(self.horse_pid, HANDOVER_SIGNAL)
+            except ProcessLookupError:
+                pass
+        super().request_stop(signum, frame)
+
+
+def ignore_handover() -> None:
+    """In the worker, before any horse is forked: a horse inherits this, so the handover signal is
+    a no-op wherever no run has installed its handler."""
+    signal.signal(HANDOVER_SIGNAL, signal.SIG_IGN)

@@ -128,6 +128,28 @@ class Place(Protocol):
     def clone_url(self, owner: str, repo: str) -> str: ...
 
 
+class Lease(Protocol):
+    """This process runs the run (`Launcher.hold`). `lost` turns true when that is no longer so (its
+    heartbeat could not be renewed in time, or another worker took the run over): the run must then
+    stop at its next step and write nothing more, the new holder owns the record."""
+    holder: str
+
+    @property
+    def lost(self) -> bool: ...
+
+    def release(self) -> None: ...
+
+
+class Unleased:
+    """The lease of a face whose process cannot be lost without the run ending with it (the Action:
+    the workflow run is the run)."""
+    holder = ""
+    lost = False
+
+    def release(self) -> None:
+        pass
+
+
 class Launcher(Protocol):
     """What makes an approved run happen, and stop."""
 
@@ -148,3 +170,7 @@ class Launcher(Protocol):
 
     def running_fields(self) -> dict[str, Any]:
         """Record fields that say where the run runs (written when it starts)."""
+
+    def hold(self, record: RunRecord) -> Lease | None:
+        """Claim the run for this process (heartbeat included) when it starts or resumes; None
+        when another process holds it."""

@@ -54,6 +54,9 @@ class RunRecord:
     # where it runs, and what it left behind
     jobs: list[str] = field(default_factory=list)          # RQ job ids (the App)
     workflow_run_id: str = ""                              # the workflow run (the Action)
+    worker: str = ""                                       # who holds the run's lease (the App: host:pid)
+    lost_at: float = 0.0                                   # when its worker was found gone; 0 once resumed
+    losses: int = 0                                        # how many of its workers were lost
     status_comment_id: int | None = None
     pr_url: str = ""
     pr_number: int | None = None

@@ -30,10 +30,38 @@ def status_marker(run_id: str) -> str:
     return STATUS_MARKER.format(run_id=run_id)
 
 
+MAX_LOSSES = 3                 # a run whose worker was lost this often is ended, not resumed again
+LOST_WORDS = "⚠️ worker lost — resuming"
+
+
+def state_words(r: RunRecord) -> str:
+    if r.state == "running" and r.lost_at:
+        return LOST_WORDS
+    return STATE_WORDS.get(r.state, r.state)
+
+
+def lost_message(r: RunRecord, lease_s: float) -> str:
+    """What the status says while a run whose worker died waits for the next one."""
+    return (f"⚠️ the worker running this run is gone (killed, out of memory, or shut down for a redeploy: its "
+            f"lease lapsed or was handed back; leases last {lease_s:g} s after the last heartbeat) during "
+            f"{r.phase or 'the run'}; {r.experiments_done} finished experiment(s) are on record in its ledger. "
+            f"The next free worker resumes it from there (worker loss {r.losses + 1} of at most {MAX_LOSSES}).")
+
+
+def resumed_message(r: RunRecord) -> str:
+    return (f"🔁 resumed from its ledger after {'its worker was' if r.losses == 1 else f'{r.losses} workers were'} "
+            "lost: finished experiments are not run again.")
+
+
+def unresumable_message(reason: str, done: int) -> str:
+    return (f"❌ the run's worker was lost and the run cannot be resumed: {reason}. {done} finished "
+            "experiment(s) stay on record in its ledger; `/autoresearch optimize cpu` starts it again from there.")
+
+
 def status_body(r: RunRecord) -> str:
     total = r.experiments_total
     rows = [
-        ("state", STATE_WORDS.get(r.state, r.state)),
+        ("state", state_words(r)),
         ("phase", r.phase or "—"),
         ("experiments", f"{r.experiments_done}/{total}" if total is not None else "—"),
         ("current best", r.best or "—"),

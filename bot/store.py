@@ -1,4 +1,5 @@
-"""Redis adapter: delivery dedupe, and the App's `RunStore` (run records, cancel flags, an issue's PR).
+"""Redis adapter: delivery dedupe, and the App's `RunStore` (run records, cancel flags, an issue's PR,
+which runs are running and who holds them).
 
 Keys (all under `ar:`):
 - `ar:delivery:<X-GitHub-Delivery>`   SET NX with TTL: the first delivery wins, redeliveries are no-ops
@@ -7,6 +8,10 @@ Keys (all under `ar:`):
 - `ar:issue:<owner/repo>#<n>`        the issue's current run id
 - `ar:cancel:<owner/repo>:<run_id>`  set by `cancel`; the worker's `should_stop` reads it
 - `ar:pr:<owner/repo>#<n>`           JSON {number, url, branch}: reruns update this PR
+- `ar:running`                       set of `<owner/repo> <run_id>` whose record is `running` (kept by
+                                     every write of a record's state): what the worker's sweeper checks
+- `ar:lease:<owner/repo>:<run_id>`   who runs it now (`host:pid:nonce`), with a TTL its heartbeat renews;
+                                     a `running` run without one has lost its worker
 
 Every write is durable when the call returns (a Redis command), as `bot.ports.RunStore` asks.
 """
@@ -18,7 +23,12 @@ from typing import Any, Iterator
 
 import redis
 
+from .approval import RUNNING
 from .record import RunRecord, changes, from_fields, to_fields
+
+# Compare-and-set on the lease: only its holder renews or releases it.
+_RENEW = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"
+_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
 
 
 def connect(url: str) -> redis.Redis:
@@ -47,14 +57,59 @@ class Store:
 
     def update_run(self, repo: str, run_id: str, **fields: Any) -> None:
         if fields:
-            self.r.hset(self._run_key(repo, run_id), mapping={k: json.dumps(v) for k, v in changes(**fields).items()})
+            pipe = self.r.pipeline()
+            pipe.hset(self._run_key(repo, run_id), mapping={k: json.dumps(v) for k, v in changes(**fields).items()})
+            if "state" in fields:
+                self._index(pipe, repo, run_id, fields["state"])
+            pipe.execute()
 
     def replace_run(self, record: RunRecord) -> None:
         key = self._run_key(record.repo, record.run_id)
         pipe = self.r.pipeline()
         pipe.delete(key)
         pipe.hset(key, mapping={k: json.dumps(v) for k, v in to_fields(record).items()})
+        self._index(pipe, record.repo, record.run_id, record.state)
         pipe.execute()
+
+    @staticmethod
+    def _index(pipe: Any, repo: str, run_id: str, state: str) -> None:
+        (pipe.sadd if state == RUNNING else pipe.srem)("ar:running", f"{repo} {run_id}")
+
+    def running_runs(self) -> list[tuple[str, str]]:
+        """(repo, run_id) of every run whose record says it is running."""
+        return sorted(tuple(m.decode().split(" ", 1)) for m in self.r.smembers("ar:running"))
+
+    def forget_running(self, repo: str, run_id: str) -> None:
+        self.r.srem("ar:running", f"{repo} {run_id}")
+
+    def index_running_runs(self) -> int:
+        """Rebuild the index from the records themselves (records written before it existed, or by
+        hand); returns how many running runs it holds."""
+        for key in self.r.scan_iter(match="ar:run:*", count=500):
+            raw = self.r.hget(key, "state")
+            if raw is not None and json.loads(raw) == RUNNING:
+                repo, _, run_id = key.decode()[len("ar:run:"):].rpartition(":")
+                self.r.sadd("ar:running", f"{repo} {run_id}")
+        return int(self.r.scard("ar:running"))
+
+    # -- leases (who runs a run now) --------------------------------------------------------------
+    @staticmethod
+    def _lease_key(repo: str, run_id: str) -> str:
+        return f"ar:lease:{repo}:{run_id}"
+
+    def take_lease(self, repo: str, run_id: str, holder: str, ttl_s: float) -> bool:
+        return bool(self.r.set(self._lease_key(repo, run_id), holder, nx=True, px=int(ttl_s * 1000)))
+
+    def renew_lease(self, repo: str, run_id: str, holder: str, ttl_s: float) -> bool:
+        """Extend the lease if `holder` still holds it; False when it does not (expired, taken over)."""
+        return bool(self.r.eval(_RENEW, 1, self._lease_key(repo, run_id), holder, int(ttl_s * 1000)))
+
+    def release_lease(self, repo: str, run_id: str, holder: str) -> None:
+        self.r.eval(_RELEASE, 1, self._lease_key(repo, run_id), holder)
+
+    def lease_holder(self, repo: str, run_id: str) -> str | None:
+        raw = self.r.get(self._lease_key(repo, run_id))
+        return raw.decode() if raw else None
 
     @contextmanager
     def locked(self, repo: str, run_id: str) -> Iterator[None]:

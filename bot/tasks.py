@@ -4,6 +4,7 @@
 |---|---|---|
 | `handle_comment(command)` | commands | one comment command: 👀, then optimize / approve / cancel / status / bench |
 | `execute_run(repo, run_id)` | runs | one approved run, from its preparation to the draft PR |
+| `resume_run(repo, run_id)` | runs (front) | a running run whose worker was lost, from its ledger (`bot.jobqueue` sweeps) |
 | `execute_bench(command)` | runs | re-measure a bot PR's head against its base |
 
 Jobs are plain importable functions of plain data (RQ style); the App's adapters come from the
@@ -40,17 +41,27 @@ def handle_comment(command: CommentCommand) -> str:
 
 def execute_run(repo: str, run_id: str) -> str:
     """RQ job: one approved run, from clone to draft PR."""
+    return _held(repo, run_id, ap.QUEUED, "run")
+
+
+def resume_run(repo: str, run_id: str) -> str:
+    """RQ job: a running run whose worker was lost, resumed from its ledger (or ended, with the reason)."""
+    return _held(repo, run_id, ap.RUNNING, "resume")
+
+
+def _held(repo: str, run_id: str, state: str, how: str) -> str:
     s = Settings.from_env()
     s.private_key()                                   # fail early, before any spending
     store = Store(connect(s.redis_url))
     rec = store.get_run(repo, run_id)
-    if rec is None or rec.state != ap.QUEUED:
+    if rec is None or rec.state != state:
         return f"not started: run is {rec.state if rec else 'unknown'}"
-    o = app_flow(s, rec.installation_id, rec.owner, rec.name, store).run(rec)
+    flow = app_flow(s, rec.installation_id, rec.owner, rec.name, store)
+    o = flow.run(rec) if how == "run" else flow.resume(rec)
     if o.error is not None and not (o.step == "run" and isinstance(o.error, (RunError, ConfigError))):
         raise o.error                 # the run is marked failed; RQ records the crash
-    if o.step == "approval":
-        return "replanned"
+    if o.step in ("approval", "lost"):
+        return {"approval": "replanned", "lost": "given up: the next worker resumes it"}[o.step]
     if o.step == "start":
         return f"not started: run is {o.state}"
     return {ap.FAILED: "failed", ap.CANCELLED: "cancelled", ap.DONE: "done"}[o.state]

@@ -13,20 +13,30 @@ Workdir layout (`RunLayout`), one folder per run, `<workdir>/<owner>/<repo>/<run
   once (offline: deterministic and free, nothing is spent before approval) and plan. Saved to
   `prepared.json`, so the run, perhaps in another process, hands that research to the pipeline
   instead of scanning again (`start(..., research=...)`); `load_preparation` reads it back.
-- `start(layout, ...)`: the pipeline on the clone (`jobs.pipeline.Run`).
+- `start(layout, ...)`: the pipeline on the clone (`jobs.pipeline.Run`). When it returns or raises,
+  no process the run started is alive (`ended_processes`): while it runs, the calling process is
+  a child subreaper, so even a daemon that target code detached (`setsid`, double fork; possible
+  only without the sandbox, whose init already kills its stragglers) stays in this process's tree,
+  and at the end every process of that tree that the run started is killed and reaped. A caller
+  publishes only with `start`'s summary in hand, so nothing of the target runs at that moment.
+- `clean_worktrees(layout)`: the worktrees a dead run left behind, removed; `drop_branches` its refs.
 - `list_runs(workdir)` / `read_run(workdir, run_id, repo)`: the run folders' contents as plain data
   (`RunFiles`), so readers such as the dashboard never need to know this layout.
 """
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
 import shutil
+import signal
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-from . import ledger
+from . import gitops, ledger
 from .cloud import catalog
 from .config import ConfigError, Overrides, TargetConfig, load_config
 from .errors import RunError
@@ -175,7 +185,117 @@ def start(layout: RunLayout, *, executor: str, overrides: Overrides = Overrides(
                          candidates=list(candidates), executor=executor, primary=overrides.metric,
                          platforms=list(overrides.platforms) if overrides.platforms else None,
                          budget_usd=overrides.budget, research=research)
-    return Run(options, on_event=on_event, should_stop=should_stop).execute()
+    with ended_processes():
+        return Run(options, on_event=on_event, should_stop=should_stop).execute()
+
+
+
+# -- what a dead run leaves behind ----------------------------------------------------------------
+def clean_worktrees(layout: RunLayout) -> list[Path]:
+    """Remove the worktrees a run's dead process left in its clone (all live under `out/work`)
+    and that folder; the ledger and state stay. Returns the worktrees removed."""
+    if not (layout.clone / ".git").is_dir():
+        return []
+    gone = gitops.remove_worktrees_under(layout.clone, layout.out / "work")
+    shutil.rmtree(layout.out / "work", ignore_errors=True)
+    return gone
+
+
+def drop_branches(layout: RunLayout) -> list[str]:
+    """Delete the run's local branches (`autoresearch/<run-id>` and its experiments' refs) from its
+    clone: for a run that has ended without publishing them."""
+    if not (layout.clone / ".git").is_dir():
+        return []
+    rid = layout.run_id
+    return gitops.delete_branches(layout.clone, f"autoresearch/{rid}", f"autoresearch/{rid}-exp/")
+
+# -- the run's processes -------------------------------------------------------------------------
+PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37      # <linux/prctl.h>
+END_WAIT_S = 10.0                                           # for a process in uninterruptible sleep
+
+
+class ProcessesSurvived(RunError):
+    """Processes the run started could not be ended; nothing may be published next to them."""
+
+
+def _subreaper(on: bool | None = None) -> bool:
+    """This process's child-subreaper flag (set it when `on` is given); False where unsupported."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if on is not None:
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
+    flag = ctypes.c_int(0)
+    return libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) == 0 and bool(flag.value)
+
+
+def _processes() -> dict[int, tuple[int, str, str]]:
+    """pid -> (parent pid, start time, state) of every process on this machine (from /proc)."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as fh:
+                fields = fh.read().rpartition(")")[2].split()     # after the (command), which may hold spaces
+        except OSError:
+            continue                                                # gone meanwhile
+        table[int(entry)] = (int(fields[1]), fields[19], fields[0])
+    return table
+
+
+def descendants(root: int, skip: frozenset[tuple[int, str]] = frozenset()) -> dict[int, tuple[int, str, str]]:
+    """The processes below `root`, leaving out every (pid, start time) in `skip` and what lies below it."""
+    table = _processes()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found, todo = {}, list(children.get(root, ()))
+    while todo:
+        pid = todo.pop()
+        if (pid, table[pid][1]) in skip:
+            continue
+        found[pid] = table[pid]
+        todo += children.get(pid, ())
+    return found
+
+
+def end_processes(skip: frozenset[tuple[int, str]] = frozenset(), wait_s: float = END_WAIT_S) -> list[int]:
+    """SIGKILL every descendant of this process but those in `skip` (and theirs), reap them, and
+    return the pids still alive after `wait_s` (none, unless one cannot die yet)."""
+    me, deadline = os.getpid(), time.monotonic() + wait_s
+    while True:
+        found = descendants(me, skip)
+        for pid, (ppid, _, state) in found.items():
+            if state != "Z":
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            if ppid == me:                      # ours (orphans were re-parented to us): reap it
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+        if not found or time.monotonic() > deadline:
+            return sorted(pid for pid, (_, _, state) in found.items() if state != "Z")
+        time.sleep(0.02)
+
+
+@contextlib.contextmanager
+def ended_processes() -> Iterator[None]:
+    """While the block runs, orphans of what it starts are re-parented to this process (child
+    subreaper) instead of init; when it ends, every process it started is killed and reaped.
+    Raises ProcessesSurvived when one could not be ended (and the block itself did not raise)."""
+    me = os.getpid()
+    before = frozenset((pid, start) for pid, (_, start, _) in descendants(me).items())
+    was = _subreaper()
+    _subreaper(True)
+    try:
+        yield
+    finally:
+        try:
+            left = end_processes(before)
+        finally:
+            if not was:
+                _subreaper(False)
+    if left:
+        raise ProcessesSurvived(f"processes the run started are still alive after SIGKILL ({', '.join(map(str, left))}); "
+                                "nothing is published while they are")
 
 
 # -- reading runs back ---------------------------------------------------------------------------

@@ -67,6 +67,34 @@ def remove_worktree(repo: Path, path: Path) -> None:
     git(repo, "worktree", "prune", check=False)
 
 
+def worktrees(repo: Path) -> list[Path]:
+    """The linked worktrees of `repo` (not its main one), as git lists them (missing ones too)."""
+    listed = [Path(line[len("worktree "):]) for line in git(repo, "worktree", "list", "--porcelain").splitlines()
+              if line.startswith("worktree ")]
+    return listed[1:]
+
+
+def remove_worktrees_under(repo: Path, folder: Path) -> list[Path]:
+    """Remove every linked worktree of `repo` that lives under `folder` (a dead run's leftovers,
+    locked or missing ones included) and prune git's records of them; returns those removed."""
+    folder = Path(folder).resolve()
+    gone = [w for w in worktrees(repo) if w.resolve() == folder or folder in w.resolve().parents]
+    for tree in gone:
+        git(repo, "worktree", "unlock", str(tree), check=False)
+        remove_worktree(repo, tree)
+    git(repo, "worktree", "prune", check=False)
+    return gone
+
+
+def delete_branches(repo: Path, *patterns: str) -> list[str]:
+    """Delete the local branches matching `patterns` (for-each-ref patterns under refs/heads/)."""
+    names = git(repo, "for-each-ref", "--format=%(refname:short)",
+                *[f"refs/heads/{p}" for p in patterns]).splitlines() if patterns else []
+    for name in names:
+        git(repo, "branch", "-D", "-q", name, check=False)
+    return names
+
+
 def commit_all(tree: Path, message: str) -> str:
     git(tree, "add", "-A")
     git(tree, "commit", "-q", "--no-verify", "-m", message)

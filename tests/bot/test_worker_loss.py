@@ -1,0 +1,244 @@
+"""A worker killed mid-run, as a container dies (SIGKILL to every process it has, OOM or a redeploy
+past the grace period): another worker notices within the lease's bound, resumes the run from its
+ledger, and finishes it to a draft PR with every experiment measured once; the sticky status
+comment tells the truth at every step. Real workers (`autoresearch worker`), real Redis, real git,
+the fake GitHub on loopback."""
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from flask import request
+from rq import Queue
+
+from bot.jobqueue import COMMANDS, RUNS, sweep
+from bot.store import Store
+from botfixtures import app_key, bot_env, webhook_examples  # noqa: F401  (fixtures)
+from conftest import ROOT, git
+from jobs import api
+from synthetic import patch_for, synthetic_target
+
+REPO = "octo/synth"
+LEASE_S, SWEEP_S = 3, 0.5
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def record_status_bodies(fake) -> list[tuple[float, str]]:
+    """Every body the bot writes into a status comment, in order (the fake keeps only the last)."""
+    seen: list[tuple[float, str]] = []
+    for endpoint in ("create_comment", "update_comment"):
+        real = fake.app.view_functions[endpoint]
+
+        def spy(*args, _real=real, **kwargs):
+            body = (request.get_json(silent=True) or {}).get("body", "")
+            if "<!-- autoresearch:status" in body:
+                seen.append((time.time(), body))
+            return _real(*args, **kwargs)
+        fake.app.view_functions[endpoint] = spy
+    return seen
+
+
+def state_row(body: str) -> str:
+    return next(line for line in body.splitlines() if line.startswith("| state |"))
+
+
+def worker(bot_env, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "bot.cli", "worker", "--lease-seconds", str(LEASE_S),
+                             "--sweep-seconds", str(SWEEP_S), *extra], cwd=ROOT, env={**os.environ, **bot_env.env},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def wait_until(what, timeout: float, proc: subprocess.Popen | None = None, why: str = ""):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = what()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"the worker exited ({why}): {proc.stdout.read().decode()[-3000:]}")
+        time.sleep(0.1)
+    pytest.fail(f"timed out: {why}")
+
+
+def start_a_run_in_a_worker(bot_env, tmp_path):
+    """A run with two maintainer candidates, in a real worker, until its first experiment is on
+    record and the second is building (slowly): (store, run record, out dir, status bodies, worker)."""
+    target = synthetic_target(tmp_path / "target")
+    build = target / "build.sh"
+    build.write_text("[ -e src/slow-build ] && sleep 3\n" + build.read_text())
+    git(target, "commit", "-qam", "a build that can be slow")
+    patches = {name: patch_for(target, tmp_path / f"{name}.patch", change).read_text() for name, change in
+               (("1-faster", {"src/speed.txt": "130\n"}),
+                ("2-same", {"src/slow-build": "same speed, slower to build\n"}))}
+    cand = target / ".github" / "autoresearch" / "candidates"
+    cand.mkdir(parents=True)
+    for name, text in patches.items():
+        (cand / f"{name}.patch").write_text(text)
+    git(target, "add", "-A")
+    git(target, "commit", "-qm", "two maintainer candidates")
+    bot_env.add_target(REPO, target)
+    bot_env.github.repos[REPO].permissions["alice"] = ("write", "maintain")
+    bodies = record_status_bodies(bot_env.github)
+    store = Store(bot_env.redis)
+
+    bot_env.comment(REPO, 1, "alice", "/autoresearch optimize cpu")
+    bot_env.work(COMMANDS)
+    rec = store.current_run(REPO, 1)
+    assert rec.state == "queued", rec
+    out = bot_env.workdir / "octo" / "synth" / rec.run_id / "out"
+    first = worker(bot_env)
+    try:
+        wait_until(lambda: (r := store.current_run(REPO, 1)).experiments_done >= 1 and "experiments" in r.phase,
+                   240, first, "the first experiment did not finish")
+    except BaseException:
+        end_worker(first)
+        raise
+    assert store.lease_holder(REPO, rec.run_id)
+    return store, rec, out, bodies, first
+
+
+def end_worker(proc: subprocess.Popen) -> list[int]:
+    """SIGKILL a worker and every process it has at once (a container dying); returns their pids."""
+    tree = [proc.pid, *api.descendants(proc.pid)]
+    for pid in tree:
+        with contextlib.suppress(ProcessLookupError):       # a short-lived step ended meanwhile
+            os.kill(pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    return tree
+
+
+def test_a_worker_sigkilled_during_the_experiments_is_replaced_and_the_run_resumes_to_a_draft_pr(bot_env, tmp_path):
+    store, rec, out, bodies, first = start_a_run_in_a_worker(bot_env, tmp_path)
+    # The container dies: every process of the worker at once (its work horse, the sandbox of the
+    # experiment being built, RQ's scheduler) gets SIGKILL.
+    tree = end_worker(first)
+    killed_at = time.time()
+    time.sleep(0.5)
+    assert not [pid for pid in tree if alive(pid)]
+    before = api.read_records(out)
+    assert [r["name"] for r in before if r.get("kind") == "experiment"] == ["1-faster"]
+    assert "🏃 running" in state_row(bodies[-1][1])              # what the issue showed when the worker died
+
+    second = worker(bot_env)
+    try:
+        lost = wait_until(lambda: store.current_run(REPO, 1).lost_at, LEASE_S + 60, second, "the loss was not noticed")
+        print(f"METRIC lost_noticed_s={lost - killed_at:.2f}")
+        final = wait_until(lambda: (r := store.current_run(REPO, 1)).state in ("done", "failed") and r, 300, second,
+                           "the resumed run did not end")
+    finally:
+        second.send_signal(signal.SIGTERM)          # warm shutdown: it is idle by now
+        try:
+            second.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            second.kill()
+    assert final.state == "done", final
+    assert final.losses == 1 and final.lost_at == 0 and final.pr_url
+
+    # Each experiment measured exactly once: the one cut short by the kill left no record and was
+    # measured again from scratch; the finished one was not measured again.
+    records = api.read_records(out)
+    counts = collections.Counter((r.get("kind"), r["name"], r["platform"]) for r in records)
+    assert counts == {("calibration", "calibration", "local"): 1, ("experiment", "1-faster", "local"): 1,
+                      ("experiment", "2-same", "local"): 1, ("stack", "stack", "local"): 1}, counts
+    assert records[:len(before)] == before
+
+    # The sticky comment, edit by edit: running, then the loss, then running again (resumed), then done.
+    states = [state_row(b) for _, b in bodies]
+    lost_at = next(i for i, s in enumerate(states) if "⚠️ worker lost — resuming" in s)
+    assert "🏃 running" in states[lost_at - 1] and "🏃 running" in states[lost_at + 1]
+    assert "leases last 3 s" in bodies[lost_at][1] and "1 finished experiment(s)" in bodies[lost_at][1]
+    assert "🔁 resumed from its ledger" in bodies[lost_at + 1][1]
+    assert "✅ done" in states[-1] and all("✅ done" not in s for s in states[:-1])
+    assert [i for i, s in enumerate(states) if "worker lost" in s] == [lost_at]
+    assert len([c for c in bot_env.bot_comments(REPO, 1) if "<!-- autoresearch:status" in c["body"]]) == 1
+
+    pr = bot_env.github.pulls[(REPO, 100)]
+    assert pr["draft"] and pr["head"] == f"autoresearch/{rec.run_id}"
+    clone = out.parent / "repo"
+    assert git(clone, "worktree", "list").count("\n") == 0          # the dead worker's worktrees are gone
+    assert not store.lease_holder(REPO, rec.run_id) and store.running_runs() == []
+
+
+def test_a_worker_asked_to_stop_hands_its_run_back_at_the_next_step(bot_env, tmp_path):
+    """A redeploy: `docker compose` sends the worker (PID 1) SIGTERM. RQ alone would wait for the
+    whole run and lose it to the SIGKILL at the end of the grace period; here the horse stops at the
+    next step, hands the lease back and the worker exits, so the next sweep queues the resume at once
+    (the resume itself is the test above)."""
+    store, rec, out, bodies, first = start_a_run_in_a_worker(bot_env, tmp_path)
+    tree = [first.pid, *api.descendants(first.pid)]
+    os.kill(first.pid, signal.SIGTERM)
+    try:
+        first.wait(timeout=60)                      # one step (the 3 s build), not the whole run
+    finally:
+        if first.poll() is None:
+            end_worker(first)
+    time.sleep(0.5)
+    assert first.returncode == 0 and not [pid for pid in tree if alive(pid)]
+    assert store.lease_holder(REPO, rec.run_id) is None             # handed back, not left to lapse
+    cur = store.current_run(REPO, 1)
+    assert cur.state == "running" and not cur.lost_at                # not ended: it is to be resumed
+    assert [r["name"] for r in api.read_records(out) if r.get("kind") == "experiment"] == ["1-faster"]
+    assert sweep(bot_env.redis) == [rec.run_id]                      # the very next sweep finds it
+    assert Queue(RUNS, connection=bot_env.redis).fetch_job(store.current_run(REPO, 1).jobs[-1]).func_name == \
+        "bot.tasks.resume_run"
+
+
+def test_a_lost_run_whose_folder_is_gone_ends_failed_with_the_reason_and_the_issue_is_free_again(bot_env, tmp_path):
+    """A resume that cannot be: the run ends as failed, says why, and `optimize` works again."""
+    target = synthetic_target(tmp_path / "target")
+    bot_env.add_target(REPO, target)
+    bot_env.github.repos[REPO].permissions["alice"] = ("write", "maintain")
+    store = Store(bot_env.redis)
+    bot_env.comment(REPO, 2, "alice", "/autoresearch optimize cpu")
+    bot_env.work(COMMANDS)
+    rec = store.current_run(REPO, 2)
+    # Its worker took it and died right away (nothing renews the lease, nothing is in the folder).
+    store.update_run(REPO, rec.run_id, state="running", phase="experiments")
+    import shutil
+    shutil.rmtree(bot_env.workdir / "octo" / "synth" / rec.run_id)
+    assert sweep(bot_env.redis) == [rec.run_id]
+    bot_env.work()
+    rec = store.current_run(REPO, 2)
+    assert rec.state == "failed" and "cannot be resumed: its run folder" in rec.message
+    status = [c for c in bot_env.bot_comments(REPO, 2) if "<!-- autoresearch:status" in c["body"]][0]["body"]
+    assert "❌ failed" in status and "cannot be resumed" in status
+    bot_env.comment(REPO, 2, "alice", "/autoresearch optimize cpu")
+    bot_env.work(COMMANDS)
+    assert store.current_run(REPO, 2).state == "queued"            # not "already running"
+
+
+def test_cancel_of_a_run_whose_worker_died_ends_it_at_once_and_removes_its_leftovers(bot_env, tmp_path):
+    target = synthetic_target(tmp_path / "target")
+    bot_env.add_target(REPO, target)
+    bot_env.github.repos[REPO].permissions["alice"] = ("write", "maintain")
+    store = Store(bot_env.redis)
+    bot_env.comment(REPO, 3, "alice", "/autoresearch optimize cpu")
+    bot_env.work(COMMANDS)
+    rec = store.current_run(REPO, 3)
+    # Its worker started it, made a worktree and an experiment's branch, and died (no lease).
+    store.update_run(REPO, rec.run_id, state="running", phase="experiments")
+    clone = bot_env.workdir / "octo" / "synth" / rec.run_id / "repo"
+    git(clone, "worktree", "add", "-q", "--detach", str(clone.parent / "out" / "work" / "exp-x"), "HEAD")
+    git(clone, "branch", f"autoresearch/{rec.run_id}-exp/x", "HEAD")
+    bot_env.comment(REPO, 3, "alice", "/autoresearch cancel")
+    bot_env.work(COMMANDS)
+    rec = store.current_run(REPO, 3)
+    assert rec.state == "cancelled" and "no worker runs it any more" in rec.message
+    assert git(clone, "worktree", "list").count("\n") == 0 and not (clone.parent / "out" / "work").exists()
+    assert not git(clone, "branch", "--list", "autoresearch/*")
+    bot_env.comment(REPO, 3, "alice", "/autoresearch optimize cpu")
+    bot_env.work(COMMANDS)
+    assert store.current_run(REPO, 3).state == "queued"
