@@ -46,6 +46,7 @@ def cmd_worker(args) -> int:
     jobqueue.ignore_handover()
     worker = jobqueue.HandingOverWorker(args.queues or list(jobqueue.ALL), connection=connect(settings.redis_url),
                                         name=args.name or None)
+    worker.sweeper = sweeper
     try:
         worker.work(burst=args.burst, with_scheduler=True)
     finally:

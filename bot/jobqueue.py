@@ -305,9 +305,15 @@ class HandingOverWorker(Worker):
     """RQ's forking worker that, asked to stop (SIGTERM: a redeploy; SIGINT), first tells its work
     horse to hand its run back at the next step (`RunLease.hand_over`), then shuts down warm as RQ
     does: the run is resumed by the next worker within a sweep instead of being killed when the
-    grace period ends. Horses that hold no run ignore the signal (`ignore_handover`)."""
+    grace period ends. Horses that hold no run ignore the signal (`ignore_handover`).
+    Its own `sweeper` stops first: a run handed back by this redeploy is not a lost run, and a
+    sweep here would count it as one (three losses end a run)."""
+
+    sweeper: "Sweeper | None" = None
 
     def request_stop(self, signum, frame):
+        if self.sweeper is not None:
+            self.sweeper.stop()
         if self.horse_pid:
             try:
                 os.kill(self.horse_pid, HANDOVER_SIGNAL)
