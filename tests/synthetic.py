@@ -25,12 +25,16 @@ FILES = {
     ".github/autoresearch.yml": CONFIG,
     "build.sh": "set -e\nmkdir -p build\n[ ! -e src/broken ]\ncp src/speed.txt build/speed\n"
                 "for f in wrong crash slow nan; do rm -f build/$f; [ -e src/$f ] && touch build/$f; done; true\n",
-    # ~1% noise from bash's RANDOM; the value comes from the built artefact, as a real benchmark's would.
+    # ~1% noise from bash's RANDOM; the value comes from the built artefact, as a real benchmark's
+    # would. The loop is work in proportion to 1/speed (~20 ms at 100), so a faster build really
+    # takes less process time: the runner's clock check (jobs/integrity.py) would rightly call a
+    # score that rises while the process does the same work a cheat.
     "bench.sh": "#!/usr/bin/env bash\n[ -e build/crash ] && { echo boom >&2; exit 3; }\n"
                 "[ -e build/slow ] && sleep 10\n"
                 "[ -e build/nan ] && { echo 'METRIC score=nan'; exit 0; }\n"
                 "s=$(cat build/speed)\n"
-                "awk -v s=$s -v r=$RANDOM 'BEGIN { v = s * (1 + (r % 200 - 100) / 10000);"
+                "awk -v s=$s -v r=$RANDOM 'BEGIN { for (i = 0; i < 6e7 / s; i++) w += i;"
+                " v = s * (1 + (r % 200 - 100) / 10000);"
                 " printf \"METRIC score=%.4f\\nMETRIC ms=%.4f\\n\", v, 1000 / v }'\n",
     "checks.sh": "#!/usr/bin/env bash\n[ ! -e build/wrong ] || { echo 'output differs from reference'; exit 1; }\n",
     "src/speed.txt": "100\n",
