@@ -63,7 +63,17 @@ make_target() {
   echo "target $dir"
 }
 
+# The example's build (autoresearch.yml) uses cmake, Ninja and ccache; say so before a run fails on it.
+need_tools() {
+  local missing=()
+  for tool in cmake ninja ccache; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "matrix.sh: missing ${missing[*]}; fix: apt-get install cmake ninja-build ccache" >&2
+  exit 2
+}
+
 setup() {
+  need_tools
   make_target pp512
   make_target tg128
   "$PY" - "$ROOT" <<'PY'
@@ -80,6 +90,7 @@ run_cell() {
   local name="$1" model="$2" threads="$3" primary="$4"
   shift 4
   local target="$WORK/target-$primary" out="$WORK/runs/$name" dest="$RESULTS/$name"
+  need_tools
   [ -d "$target/.git" ] || { echo "matrix.sh: run '$0 setup' first ($target missing)" >&2; exit 2; }
   [ -f "$model" ] || { echo "matrix.sh: model $model missing; run '$0 setup'" >&2; exit 2; }
   mkdir -p "$dest"

@@ -3,6 +3,7 @@ stack -> report, with the model replaced by a fake Messages API on loopback."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -35,7 +36,9 @@ def test_claude_agent_runs_a_full_local_experiment(tmp_path):
 
     def revise_turn(request):
         prompt = request["messages"][0]["content"]
-        assert '"hypothesis": "raise-speed"' in prompt and '"status": "keep"' in prompt
+        # On failure, say what the run judged (status and reason), not just that the prompt differs.
+        judged = re.findall(r'"(?:hypothesis|status|reason)": "([^"]*)"', prompt)
+        assert '"hypothesis": "raise-speed"' in prompt and '"status": "keep"' in prompt, judged
         return tool_use("submit_revision", {"order": ["tidy-code"], "note": "keep going"})
 
     script = [
