@@ -45,6 +45,15 @@ def redis_url(tmp_path_factory):
     proc.wait(timeout=10)
 
 
+def alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie (a killed child its parent has not reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def git(repo: Path, *args: str) -> str:
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}

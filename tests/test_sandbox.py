@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import alive
 from jobs import sandbox
 
 pytestmark = pytest.mark.skipif(subprocess.run(["which", "bwrap"], capture_output=True).returncode != 0,
@@ -20,13 +21,6 @@ def policy(tree: Path, writable: bool = True, **env) -> sandbox.Policy:
     home = str(Path.home())
     return sandbox.Policy(tree=tree, tree_writable=writable, home=home,
                           env=sandbox.environment([], extra=env, home=home))
-
-
-def alive(pid: int) -> bool:
-    try:
-        return open(f"/proc/{pid}/stat").read().split()[2] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
 
 
 def test_secret_files_outside_the_tree_are_invisible(tmp_path):

@@ -9,16 +9,8 @@ import time
 from pathlib import Path
 
 from jobs import api
-from conftest import git
+from conftest import alive, git
 from synthetic import patch_for, synthetic_target
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def wait_for(path: Path, timeout: float = 10.0) -> int:

@@ -20,20 +20,12 @@ from rq import Queue
 from bot.jobqueue import COMMANDS, RUNS, sweep
 from bot.store import Store
 from botfixtures import app_key, bot_env, webhook_examples  # noqa: F401  (fixtures)
-from conftest import ROOT, git
+from conftest import ROOT, alive, git
 from jobs import api
 from synthetic import patch_for, synthetic_target
 
 REPO = "octo/synth"
 LEASE_S, SWEEP_S = 3, 0.5
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def record_status_bodies(fake) -> list[tuple[float, str]]:

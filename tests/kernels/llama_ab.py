@@ -182,15 +182,21 @@ ISA_FLAGS = {
 }
 
 
+def _ccache(workdir: Path) -> tuple[dict[str, str], list[str]]:
+    """The build's environment and cmake launcher flags: ccache keyed on paths relative to
+    `workdir`, so every variant's tree shares the cache (none when ccache is not installed)."""
+    env = dict(os.environ)
+    if not shutil.which("ccache"):
+        return env, []
+    env.update(CCACHE_BASEDIR=str(workdir), CCACHE_NOHASHDIR="1")
+    env.setdefault("CCACHE_DIR", str(llama_tree.cache_dir() / "ccache"))
+    return env, ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
+
+
 def build(workdir: Path, variant: str, jobs: int = 2, isa: str = "native") -> Path:
     src = workdir / variant / "src"
     bld = workdir / variant / ("build" if isa == "native" else f"build-{isa}")
-    env = dict(os.environ)
-    launcher = []
-    if shutil.which("ccache"):
-        env.update(CCACHE_BASEDIR=str(workdir), CCACHE_NOHASHDIR="1")
-        env.setdefault("CCACHE_DIR", str(llama_tree.cache_dir() / "ccache"))
-        launcher = ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
+    env, launcher = _ccache(workdir)
     if not (bld / "build.ninja").is_file() and not (bld / "Makefile").is_file():
         gen = ["-G", "Ninja"] if shutil.which("ninja") else []
         cmd = ["cmake", "-S", str(src), "-B", str(bld), *gen, "-DCMAKE_BUILD_TYPE=Release",
@@ -629,12 +635,7 @@ def build_aarch64(workdir: Path, variant: str = "patched", jobs: int = 2) -> Pat
         if not shutil.which(tool):
             raise RuntimeError(f"{tool} not found (Debian: gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user-static)")
     src, bld = workdir / variant / "src", workdir / variant / "build-aarch64"
-    env = dict(os.environ)
-    launcher = []
-    if shutil.which("ccache"):
-        env.update(CCACHE_BASEDIR=str(workdir), CCACHE_NOHASHDIR="1")
-        env.setdefault("CCACHE_DIR", str(llama_tree.cache_dir() / "ccache"))
-        launcher = ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
+    env, launcher = _ccache(workdir)
     if not (bld / "build.ninja").is_file() and not (bld / "Makefile").is_file():
         gen = ["-G", "Ninja"] if shutil.which("ninja") else []
         cmd = ["cmake", "-S", str(src), "-B", str(bld), *gen, "-DCMAKE_BUILD_TYPE=Release",
