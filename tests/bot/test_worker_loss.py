@@ -102,6 +102,19 @@ def start_a_run_in_a_worker(bot_env, tmp_path):
     return store, rec, out, bodies, first
 
 
+def a_run_whose_worker_died(bot_env, tmp_path, issue: int):
+    """A run queued by a maintainer's `optimize` on `issue` and marked running, with no worker
+    holding its lease: (store, run record)."""
+    bot_env.add_target(REPO, synthetic_target(tmp_path / "target"))
+    bot_env.github.repos[REPO].permissions["alice"] = ("write", "maintain")
+    store = Store(bot_env.redis)
+    bot_env.comment(REPO, issue, "alice", "/autoresearch optimize cpu")
+    bot_env.work(COMMANDS)
+    rec = store.current_run(REPO, issue)
+    store.update_run(REPO, rec.run_id, state="running", phase="experiments")
+    return store, rec
+
+
 def end_worker(proc: subprocess.Popen) -> list[int]:
     """SIGKILL a worker and every process it has at once (a container dying); returns their pids."""
     tree = [proc.pid, *api.descendants(proc.pid)]
@@ -190,15 +203,8 @@ def test_a_worker_asked_to_stop_hands_its_run_back_at_the_next_step(bot_env, tmp
 
 def test_a_lost_run_whose_folder_is_gone_ends_failed_with_the_reason_and_the_issue_is_free_again(bot_env, tmp_path):
     """A resume that cannot be: the run ends as failed, says why, and `optimize` works again."""
-    target = synthetic_target(tmp_path / "target")
-    bot_env.add_target(REPO, target)
-    bot_env.github.repos[REPO].permissions["alice"] = ("write", "maintain")
-    store = Store(bot_env.redis)
-    bot_env.comment(REPO, 2, "alice", "/autoresearch optimize cpu")
-    bot_env.work(COMMANDS)
-    rec = store.current_run(REPO, 2)
+    store, rec = a_run_whose_worker_died(bot_env, tmp_path, 2)
     # Its worker took it and died right away (nothing renews the lease, nothing is in the folder).
-    store.update_run(REPO, rec.run_id, state="running", phase="experiments")
     import shutil
     shutil.rmtree(bot_env.workdir / "octo" / "synth" / rec.run_id)
     assert sweep(bot_env.redis) == [rec.run_id]
@@ -213,15 +219,8 @@ def test_a_lost_run_whose_folder_is_gone_ends_failed_with_the_reason_and_the_iss
 
 
 def test_cancel_of_a_run_whose_worker_died_ends_it_at_once_and_removes_its_leftovers(bot_env, tmp_path):
-    target = synthetic_target(tmp_path / "target")
-    bot_env.add_target(REPO, target)
-    bot_env.github.repos[REPO].permissions["alice"] = ("write", "maintain")
-    store = Store(bot_env.redis)
-    bot_env.comment(REPO, 3, "alice", "/autoresearch optimize cpu")
-    bot_env.work(COMMANDS)
-    rec = store.current_run(REPO, 3)
+    store, rec = a_run_whose_worker_died(bot_env, tmp_path, 3)
     # Its worker started it, made a worktree and an experiment's branch, and died (no lease).
-    store.update_run(REPO, rec.run_id, state="running", phase="experiments")
     clone = bot_env.workdir / "octo" / "synth" / rec.run_id / "repo"
     git(clone, "worktree", "add", "-q", "--detach", str(clone.parent / "out" / "work" / "exp-x"), "HEAD")
     git(clone, "branch", f"autoresearch/{rec.run_id}-exp/x", "HEAD")
