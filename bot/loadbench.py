@@ -65,7 +65,8 @@ def payload(i: int, command: bool) -> bytes:
     body = "/autoresearch status" if command else f"Thanks, looks good to me ({i})." + " lorem ipsum" * 40
     data = {"action": "created", "issue": {"number": 1 + i % 20, "title": "Speed up the CPU path", "user": user,
                                            "labels": [], "state": "open", "body": "x" * 500},
-            "comment": {"id": 10_000_000 + i, "body": body, "user": user, "author_association": "NONE"},
+            "comment": {"id": 10_000_000 + i, "body": body, "user": user, "author_association": "NONE",
+                        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
             "repository": repo, "sender": user, "installation": {"id": 77}}
     return json.dumps(data).encode()
 

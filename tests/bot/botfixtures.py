@@ -125,7 +125,8 @@ class BotEnv:
         p = json.loads(json.dumps(self.template))
         owner, name = full.split("/")
         p["action"] = "created"
-        p["comment"].update(id=c["id"], body=body, user=self.github.user(login))
+        p["comment"].update(id=c["id"], body=body, user=self.github.user(login), created_at=c["created_at"],
+                          updated_at=c["updated_at"])
         p["issue"]["number"] = issue
         p["issue"].pop("pull_request", None)
         if pr:
