@@ -127,14 +127,32 @@ def test_outsider_waits_for_approval_and_approval_binds_to_base(bot_env, tmp_pat
     plan = next(c for c in bot_env.bot_comments(REPO, 2) if "<!-- autoresearch:plan" in c["body"])
     assert "awaiting approval" in plan["body"] and "does not have write access" in plan["body"]
 
+    assert f"/autoresearch approve {rec.plan_digest}" in plan["body"]
+
     # The outsider cannot approve their own request.
-    bot_env.comment(REPO, 2, "bob", "/autoresearch approve")
+    bot_env.comment(REPO, 2, "bob", f"/autoresearch approve {rec.plan_digest}")
     bot_env.work(COMMANDS)
     assert _run(bot_env, 2).state == "awaiting_approval"
     assert "may not approve" in bot_env.bot_comments(REPO, 2)[-1]["body"]
 
-    # A maintainer approves; then the default branch moves before the run starts: approval is void.
+    # Another user without write access cannot replace the pending plan (issue 12): answered, unchanged.
+    bot_env.comment(REPO, 2, "carol", "/autoresearch optimize cpu budget=0")
+    bot_env.work(COMMANDS)
+    assert "may not replace it" in bot_env.bot_comments(REPO, 2)[-1]["body"]
+    assert _run(bot_env, 2) == rec
+
+    # A bare approve names no plan: nothing is approved, and the reply says which plan waits.
     bot_env.comment(REPO, 2, "alice", "/autoresearch approve")
+    bot_env.work(COMMANDS)
+    assert _run(bot_env, 2).state == "awaiting_approval"
+    assert f"/autoresearch approve {rec.plan_digest}" in bot_env.bot_comments(REPO, 2)[-1]["body"]
+    bot_env.comment(REPO, 2, "alice", "/autoresearch approve 0123456789abcdef")
+    bot_env.work(COMMANDS)
+    assert _run(bot_env, 2).state == "awaiting_approval"
+    assert "is not the one awaiting approval" in bot_env.bot_comments(REPO, 2)[-1]["body"]
+
+    # A maintainer approves; then the default branch moves before the run starts: approval is void.
+    bot_env.comment(REPO, 2, "alice", f"/autoresearch approve {rec.plan_digest}")
     bot_env.work(COMMANDS)
     rec = _run(bot_env, 2)
     assert rec.state == "queued" and rec.approval.by == "alice"
@@ -150,7 +168,7 @@ def test_outsider_waits_for_approval_and_approval_binds_to_base(bot_env, tmp_pat
     assert not (bot_env.workdir / "octo" / "synth" / old / "out").exists()      # nothing ran
 
     # Approved again at the new base: it runs (no candidates, no recipes: report without a PR).
-    bot_env.comment(REPO, 2, "alice", "/autoresearch approve")
+    bot_env.comment(REPO, 2, "alice", f"/autoresearch approve {rec.plan_digest}")
     bot_env.work()
     rec = _run(bot_env, 2)
     assert rec.state == "done", rec
