@@ -112,6 +112,15 @@ def pending_plan_kept(r: RunRecord, author: str) -> str:
             "Nothing changed.\n")
 
 
+def command_failed_reply(verb: str, why: str, retries_left: int, wait_s: int) -> str:
+    """A command's job failed (e.g. GitHub 5xx): it is retried, or it has given up."""
+    if retries_left:
+        return (f"autoresearch: could not handle `{verb}` just now ({why}). It is tried again "
+                f"in {wait_s} s (up to {retries_left} more time{'s' if retries_left > 1 else ''}).\n")
+    return (f"autoresearch: `{verb}` failed ({why}) and was not carried out after retrying. Post the command "
+            "again once GitHub is reachable; `/autoresearch status` shows where the run stands.\n")
+
+
 def help_reply(reason: str) -> str:
     return f"autoresearch: {reason}.\n\n{HELP}\n"
 

@@ -305,3 +305,26 @@ def test_research_and_planning_happen_once_per_run(bot_env, tmp_path, monkeypatc
     assert calls.read_text().splitlines() == ["prepare", "research in prepare"]      # nothing again
     out = bot_env.workdir / "octo" / "synth" / rec.run_id / "out"
     assert "faster" in (out / "research.md").read_text()          # the pipeline still wrote its research report
+
+
+def test_a_github_outage_on_approve_is_answered_and_retried(bot_env, tmp_path):
+    """The permission API answering 500 to an approve: the commenter is told it failed and will be
+    retried (not left with 👀 alone), and the retry approves once GitHub answers again."""
+    _setup(bot_env, tmp_path, candidate=False)
+    assert bot_env.comment(REPO, 5, "bob", "/autoresearch optimize cpu").status == 202
+    bot_env.work(COMMANDS)
+    rec = _run(bot_env, 5)
+    assert rec.state == "awaiting_approval"
+    path = f"/repos/{REPO}/collaborators/alice/permission"
+    bot_env.github.faults[("GET", path)] = 500
+    bot_env.comment(REPO, 5, "alice", f"/autoresearch approve {rec.plan_digest}")
+    bot_env.work(COMMANDS)
+    last = bot_env.bot_comments(REPO, 5)[-1]["body"]
+    assert "could not handle `approve`" in last and "GitHub answered 500" in last and "tried again in 5 s" in last
+    assert _run(bot_env, 5).state == "awaiting_approval"
+
+    del bot_env.github.faults[("GET", path)]
+    time.sleep(5.5)                       # RQ's retry interval: the job is due again
+    from rq import Worker
+    Worker([COMMANDS], connection=bot_env.redis).work(burst=True, with_scheduler=True)
+    assert _run(bot_env, 5).state == "queued" and _run(bot_env, 5).approval.by == "alice"

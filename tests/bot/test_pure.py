@@ -206,3 +206,13 @@ def test_run_record_round_trips_through_json_and_refuses_unknown_or_missing_fiel
     del partial["base_commit"]
     with pytest.raises(RecordError, match="base_commit"):
         from_fields(partial)
+
+
+def test_settings_mask_the_app_key_in_every_sandbox(tmp_path):
+    import os
+    from bot.settings import Settings
+    from jobs import sandbox
+    key = tmp_path / "app.pem"
+    Settings.from_env({"AUTORESEARCH_APP_ID": "1", "AUTORESEARCH_PRIVATE_KEY_PATH": str(key),
+                       "AUTORESEARCH_WEBHOOK_SECRET": "s"})
+    assert os.path.realpath(key) in sandbox.hidden()

@@ -87,6 +87,7 @@ class FakeGitHub:
         self.pulls: dict[tuple[str, int], dict] = {}
         self.tokens: dict[str, int] = {}              # issued token -> installation id
         self.log: list[tuple[str, str, int]] = []     # (method, path, status)
+        self.faults: dict[tuple[str, str], int] = {}  # (method, path) -> status to answer instead (an outage)
         self.lock = threading.RLock()
         self._ids = itertools.count(1000)
         self._numbers: dict[str, itertools.count] = {}
@@ -203,6 +204,9 @@ class FakeGitHub:
 
         @app.before_request
         def check_auth():
+            fault = self.faults.get((request.method, request.path))
+            if fault:
+                return error(fault, "Server Error")
             if request.path.startswith("/app/"):
                 scheme, _, token = request.headers.get("Authorization", "").partition(" ")
                 try:
