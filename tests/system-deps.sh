@@ -10,6 +10,8 @@ command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
 command -v aarch64-linux-gnu-g++ >/dev/null || need+=(g++-aarch64-linux-gnu)
 command -v qemu-aarch64-static >/dev/null || need+=(qemu-user-static)
 command -v make >/dev/null || need+=(make)
+# nginx: the deploy's front door (deploy/nginx), run in front of `autoresearch serve` by tests/bot.
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx)
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
 if ((${#need[@]})); then
