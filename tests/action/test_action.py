@@ -289,8 +289,8 @@ def test_cancel_before_start_and_status(bot_env, tmp_path):
 
 
 def test_cancel_of_a_run_whose_workflow_is_gone_unblocks_the_issue(bot_env, tmp_path):
-    """A `running` record whose workflow run can no longer be cancelled (here: the fake has no
-    Actions API, as GitHub answers for a finished run) is marked cancelled, not left running."""
+    """A `running` record whose workflow run can no longer be cancelled (here: the fake knows no such
+    Actions run, and answers 409 as GitHub does for a finished run) is marked cancelled, not left running."""
     from bot.issuestore import STATE_MARKER
     from bot.record import to_fields
     from recordfixtures import record

@@ -157,10 +157,20 @@ class BotEnv:
         return bare
 
 
+def github_openapi():
+    """GitHub's OpenAPI description, loaded once per process (installed with npm on first use)."""
+    from fakes.openapi import openapi
+    try:
+        return openapi()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+
+
 @pytest.fixture()
 def bot_env(tmp_path, redis_url, app_key, monkeypatch, webhook_examples):
     from fakes.github import FakeGitHub
     from bot.app import create_app
+    github_openapi()
     from bot.settings import Settings
 
     key_path, public = app_key
@@ -182,3 +192,5 @@ def bot_env(tmp_path, redis_url, app_key, monkeypatch, webhook_examples):
     yield BotEnv(f"http://127.0.0.1:{server.server_port}", fake, r, env, git_root, tmp_path / "work", template)
     server.shutdown()
     fake.stop()
+    assert not fake.violations, "the fake GitHub answered outside GitHub's OpenAPI description:\n" + \
+        "\n".join(fake.violations[:20])
