@@ -5,7 +5,9 @@ Rules (issue #4):
   `permission` as admin/write/read/none and `role_name` as admin/maintain/write/triage/read —
   or being listed in the config's `approvers` makes someone an *approver*.
 - An approver's request within the policy starts at once; anyone else's is recorded as
-  "awaiting approval" and starts nothing until an approver says `/autoresearch approve`.
+  "awaiting approval" and starts nothing until an approver says `/autoresearch approve PLAN-ID`,
+  naming the plan (its digest, shown in the plan comment); a bare or mismatched approve approves nothing.
+- A pending plan is replaced (by a new `optimize`) only by its requester or an approver.
 - A plan over the policy's budget always needs an explicit approve, even from an approver.
 - An approval binds to the plan digest and the base commit it was given for: if either has
   changed when the run is about to start, approval is needed again.
@@ -80,10 +82,10 @@ def decide_request(requester: str, requester_is_approver: bool, over_budget: boo
     """What an `optimize` request does: queue at once, or wait for an approver."""
     if over_budget:
         return Decision(AWAITING, None, "the estimated cost is over the repository's budget: an approver must "
-                        "say `/autoresearch approve`")
+                        f"say `/autoresearch approve {plan_digest}`")
     if not requester_is_approver:
         return Decision(AWAITING, None, f"@{requester} does not have write access: a maintainer or configured "
-                        "approver must say `/autoresearch approve`")
+                        f"approver must say `/autoresearch approve {plan_digest}`")
     return Decision(QUEUED, Approval(requester, plan_digest, base_commit), f"requested by @{requester}")
 
 

@@ -3,17 +3,26 @@
 A command is one line of a comment that starts with ``/autoresearch``::
 
     /autoresearch optimize cpu [metric=NAME] [platforms=x86,arm] [budget=USD]
-    /autoresearch approve | cancel | status | bench
+    /autoresearch approve PLAN-ID
+    /autoresearch cancel | status | bench
 
-Comment text is data, never instructions: only a line that parses here steers the bot, and
-lines inside fenced code blocks or quotes (``>``) are not commands. The first command line
-of a comment is the one that counts.
+`approve` names the plan it approves (the id its plan comment shows): a bare `approve` approves
+nothing and is answered with the id of the plan awaiting approval, so nobody approves a plan they
+have not seen (issue 12).
+
+Comment text is data, never instructions: only a line that parses here steers the bot. Lines are
+found the way GitHub renders the comment, by a CommonMark parser (markdown-it-py): a line counts
+only if it starts a line of a top-level paragraph, so text in fenced or indented code, HTML blocks
+and comments, block quotes (lazy continuation lines included), list items and headings is not a
+command. The first command line of a comment is the one that counts.
 """
 from __future__ import annotations
 
 import math
 import re
 from dataclasses import dataclass
+
+from markdown_it import MarkdownIt
 
 from jobs.config import Overrides
 
@@ -22,11 +31,14 @@ VERBS = ("optimize", "approve", "cancel", "status", "bench")
 TARGETS = ("cpu",)
 _METRIC = re.compile(r"^[\w.µ]+$")
 _PLATFORM = re.compile(r"^[A-Za-z0-9_-]+$")
+_PLAN_ID = re.compile(r"^[0-9a-f]{16}$")          # `jobs.plan.Plan.digest()`
+_MD = MarkdownIt("commonmark")
 
 HELP = (
     "Commands (one per comment, on a line of its own):\n"
     "- `/autoresearch optimize cpu [metric=NAME] [platforms=x86,arm] [budget=USD]` — plan and start a run\n"
-    "- `/autoresearch approve` — approve the plan shown (maintainers and configured approvers)\n"
+    "- `/autoresearch approve PLAN-ID` — approve the plan with this id, as its plan comment shows it "
+    "(maintainers and configured approvers)\n"
     "- `/autoresearch cancel` — stop queued and running jobs of this issue's run\n"
     "- `/autoresearch status` — refresh the status comment\n"
     "- `/autoresearch bench` — on an autoresearch pull request: re-measure its head against its base"
@@ -38,6 +50,7 @@ class Command:
     verb: str                                   # one of VERBS
     target: str | None = None                   # "cpu" for optimize
     overrides: Overrides = Overrides()          # metric=, platforms=, budget= (optimize only)
+    plan: str = ""                              # the plan id `approve` names ("" if none given)
 
 
 @dataclass(frozen=True)
@@ -48,18 +61,40 @@ class Invalid:
 
 
 def command_lines(body: str) -> list[str]:
-    """Lines that start with the prefix, outside fenced code blocks and quotes."""
-    out, fenced = [], False
-    for raw in (body or "").splitlines():
-        line = raw.strip()
-        if line.startswith("```") or line.startswith("~~~"):
-            fenced = not fenced
-            continue
-        if fenced or line.startswith(">"):
-            continue
-        if line == PREFIX or line.startswith(PREFIX + " ") or line.startswith(PREFIX + "\t"):
-            out.append(line)
+    """Lines that start with the prefix, at the start of a line of a top-level paragraph."""
+    out, depth = [], 0
+    for tok in _MD.parse(body or ""):
+        if tok.type.endswith("_open") and tok.type != "paragraph_open":
+            depth += 1                      # blockquote, list, item, heading...: not top level
+        elif tok.type.endswith("_close") and tok.type != "paragraph_close":
+            depth -= 1
+        elif tok.type == "inline" and depth == 0 and tok.level == 1:
+            out += [line for line in _paragraph_lines(tok.children or []) if _is_command(line)]
     return out
+
+
+def _paragraph_lines(children: list) -> list[str]:
+    """The paragraph's lines as rendered text; a line that starts inside inline HTML or code (a
+    `<!-- ... -->` spanning lines, a code span) gets a leading NUL, so it is never a command."""
+    lines, cur = [], ""
+    for child in children:
+        if child.type in ("softbreak", "hardbreak"):
+            lines.append(cur)
+            cur = ""
+        elif child.type == "text":
+            cur += child.content
+        elif child.type in ("html_inline", "code_inline"):
+            parts = child.content.split("\n")
+            cur += "\0"
+            for _ in parts[1:]:
+                lines.append(cur)
+                cur = "\0"
+    lines.append(cur)
+    return [line.strip() for line in lines]
+
+
+def _is_command(line: str) -> bool:
+    return line == PREFIX or line.startswith(PREFIX + " ") or line.startswith(PREFIX + "\t")
 
 
 def parse_line(line: str) -> Command | Invalid:
@@ -69,6 +104,11 @@ def parse_line(line: str) -> Command | Invalid:
     verb, rest = words[0].lower(), words[1:]
     if verb not in VERBS:
         return Invalid(line, f"unknown command `{verb}`")
+    if verb == "approve":
+        if len(rest) > 1 or (rest and not _PLAN_ID.match(rest[0].lower())):
+            return Invalid(line, "`approve` takes the plan's id, as its plan comment shows it: "
+                           "`/autoresearch approve 0123456789abcdef`")
+        return Command(verb, plan=rest[0].lower() if rest else "")
     if verb != "optimize":
         if rest:
             return Invalid(line, f"`{verb}` takes no arguments")

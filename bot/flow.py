@@ -34,17 +34,17 @@ import logging
 import time
 from dataclasses import dataclass
 
-from jobs import api, secrets
+from jobs import api
 from jobs.config import CONFIG_PATH, ConfigError, Overrides, TargetConfig, parse_config
-from jobs.errors import OverrideError, RunError
+from jobs.errors import OverrideError
 
 from . import approval as ap
-from . import execution
+from . import bench, execution
 from .ports import GitRemote, Launcher, Lease, Outcome, Place, RepoHost, Reply, RunStore, StopFailed, TokenProvider
 from .record import RunRecord
 from .routing import CommentCommand
-from .status import (config_error_reply, help_reply, plan_body, plan_marker, pr_body, pr_title, status_body,
-                     status_marker)
+from .status import (approve_names_plan, config_error_reply, help_reply, pending_plan_kept, plan_body, plan_marker,
+                     pr_body, pr_title, status_body, status_marker)
 
 log = logging.getLogger("autoresearch.bot")
 COMMENT_LIMIT = 60000
@@ -105,6 +105,9 @@ class Flow:
         cur = self.store.current_run(self.repo, cmd.issue_number)
         if cur and cur.state in (ap.QUEUED, ap.RUNNING):
             raise Reply(f"autoresearch: run `{cur.run_id}` is already {cur.state}; `/autoresearch cancel` it first.\n")
+        if cur and cur.state == ap.AWAITING and cmd.author.lower() != cur.requester.lower() \
+                and not self.is_approver(cmd.author, cur.approvers):
+            raise Reply(pending_plan_kept(cur, cmd.author))      # an outsider cannot swap the plan
         overrides = cmd.command.overrides if cmd.command else Overrides()
         prep = self.prepare(cmd.issue_number, cmd.default_branch, overrides)
         ok = self.is_approver(cmd.author, list(prep.config.approvers))
@@ -134,11 +137,14 @@ class Flow:
         cur = self.store.current_run(self.repo, cmd.issue_number)
         if not cur or cur.state != ap.AWAITING:
             raise Reply("autoresearch: nothing on this issue is awaiting approval.\n")
+        plan = cmd.command.plan if cmd.command else ""
+        if plan != cur.plan_digest:
+            raise Reply(approve_names_plan(cur, plan))
         ok = self.is_approver(cmd.author, cur.approvers)
         with self.store.locked(self.repo, cur.run_id):
             cur = self.store.get_run(self.repo, cur.run_id)
-            if cur.state != ap.AWAITING:
-                raise Reply(f"autoresearch: run `{cur.run_id}` is {cur.state}, not awaiting approval.\n")
+            if cur.state != ap.AWAITING or cur.plan_digest != plan:
+                raise Reply(f"autoresearch: plan `{plan}` of run `{cur.run_id}` is not awaiting approval.\n")
             d = ap.decide_approve(cur.state, cmd.author, ok, cur.plan_digest, cur.base_commit)
             if d.approval is None:
                 raise Reply(f"autoresearch: {d.reason}.\n")
@@ -189,16 +195,7 @@ class Flow:
         return Outcome(cur.state, cur.run_id, pr_url=cur.pr_url)
 
     def bench(self, cmd: CommentCommand) -> Outcome:
-        pull = self.gh.pull(cmd.issue_number)
-        if not pull.head_ref.startswith("autoresearch/"):
-            raise Reply("autoresearch: `bench` re-measures autoresearch pull requests only (branch "
-                        "`autoresearch/...`).\n")
-        if not self.is_approver(cmd.author, []):
-            raise Reply(f"autoresearch: @{cmd.author} may not start a bench (needs write access).\n")
-        self.launcher.launch_bench(cmd)
-        self.gh.comment(cmd.issue_number, f"autoresearch: bench of `{pull.head_sha[:12]}` against "
-                        f"`{pull.base_sha[:12]}` queued.\n")
-        return Outcome("bench")
+        return bench.request(self, cmd)
 
     # -- planning ----------------------------------------------------------------------------------
     def is_approver(self, login: str, approvers: list[str]) -> bool:
@@ -341,31 +338,15 @@ class Flow:
             url, number = self.gh.update_pr(existing["number"], title, body), existing["number"]
         else:
             head = f"{fork_owner}:{branch}" if fork_owner != rec.owner else branch
-            number, url = self.gh.create_draft_pr(title, head, rec.default_branch, body)
+            same_owner_fork = fork_owner == rec.owner and fork_name != rec.name
+            number, url = self.gh.create_draft_pr(title, head, rec.default_branch, body,
+                                                  head_repo=f"{fork_owner}/{fork_name}" if same_owner_fork else "")
             self.store.set_issue_pr(self.repo, rec.issue, {"number": number, "url": url, "branch": branch})
         return {"pr_url": url, "pr_number": number, "message": f"draft pull request: {url}"}
 
     def run_bench(self, cmd: CommentCommand) -> Outcome:
-        """Re-measure a bot PR's head against its base (one candidate: the PR's diff)."""
-        pull = self.gh.pull(cmd.issue_number)
-        layout = self.layout(f"bench-{pull.number}-{pull.head_sha[:7]}")
-        url = self.place.clone_url(self.gh.owner, self.gh.repo)
-        self.git.checkout(url, layout.clone, pull.base_sha, self.token, ref=pull.base_ref)
-        head_url = self.place.clone_url(self.place.fork_owner, self.gh.repo) if self.place.fork_owner else url
-        head = self.git.fetch_ref(head_url, layout.clone, pull.head_ref, self.token)
-        patch = layout.root / f"{pull.head_ref.replace('/', '-')}.patch"
-        patch.write_text(self.git.diff(layout.clone, pull.base_sha, head) + "\n")
-        secrets.scrub_environment()
-        try:
-            summary = api.start(layout, executor=self.place.executor, agent="none", candidates=[patch])
-        except (RunError, ConfigError) as exc:
-            self.gh.comment(cmd.issue_number, f"autoresearch bench failed: {str(exc)[:1500]}\n")
-            return Outcome(ap.FAILED, layout.run_id, error=exc)
-        report = (layout.out / "pr.md").read_text(encoding="utf-8")
-        self.gh.comment(cmd.issue_number, (f"autoresearch bench of `{head[:12]}` against `{pull.base_sha[:12]}` "
-                                           f"(run `{layout.run_id}`, cost {summary.get('cost_usd', 0):.2f} USD):"
-                                           f"\n\n{report}")[:COMMENT_LIMIT])
-        return Outcome(ap.DONE, layout.run_id, summary=summary, out=layout.out)
+        """Re-measure a bot PR's head against its base (`bot.bench`)."""
+        return bench.run(self, cmd)
 
     # -- record and status -------------------------------------------------------------------------
     def finish(self, rec: RunRecord, event: str, **fields) -> None:

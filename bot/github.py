@@ -1,7 +1,10 @@
 """GitHub REST adapter (githubkit). Exactly the endpoints the bot uses, nothing else.
 
 Responses are read through githubkit's `.parsed_data`, which validates them against GitHub's
-schema. The `GitHub` client object is kept alive on the adapter while responses are in use.
+schema, except pull requests: githubkit's pull-request model demands fields GitHub's OpenAPI
+description does not require (e.g. `labels[].archived_by`), so a valid response could fail there;
+the few fields used are read from the JSON (`_pull`). The `GitHub` client object is kept alive on
+the adapter while responses are in use.
 
 Endpoints (https://docs.github.com/en/rest):
 - POST  /app/installations/{id}/access_tokens            installation token (git clone/push)
@@ -43,6 +46,16 @@ class PullInfo:
     base_ref: str
     base_sha: str
     author: str
+    head_repo: str              # owner/name of the repository the head branch lives in
+
+
+def _pull(data: dict) -> PullInfo:
+    """The fields we use of a pull-request response, read leniently (see the module docstring).
+    A head repository that was deleted is `null`: the head then counts as the base repository's."""
+    head, base = data["head"], data["base"]
+    head_repo = (head.get("repo") or base["repo"])["full_name"]
+    return PullInfo(data["number"], data["html_url"], head["ref"], head["sha"], base["ref"], base["sha"],
+                    (data.get("user") or {}).get("login", ""), head_repo)
 
 
 def _client(auth, settings: Settings) -> GitHub:
@@ -139,20 +152,21 @@ class RepoClient:
             return None
         return base64.b64decode(data.content).decode("utf-8", errors="replace")
 
-    def create_draft_pr(self, title: str, head: str, base: str, body: str) -> tuple[int, str]:
+    def create_draft_pr(self, title: str, head: str, base: str, body: str, head_repo: str = "") -> tuple[int, str]:
+        """`head_repo` (owner/name): the fork the head branch is in, when it has the repository's owner
+        (GitHub needs it then: `owner:branch` cannot tell the two repositories apart)."""
+        extra = {"head_repo": head_repo} if head_repo else {}
         resp = self.gh.rest.pulls.create(self.owner, self.repo, title=title, head=head, base=base, body=body,
-                                         draft=True)
-        pr = resp.parsed_data
-        return pr.number, pr.html_url
+                                         draft=True, **extra)
+        pr = _pull(resp.json())
+        return pr.number, pr.url
 
     def update_pr(self, number: int, title: str, body: str) -> str:
         resp = self.gh.rest.pulls.update(self.owner, self.repo, number, title=title, body=body)
-        return resp.parsed_data.html_url
+        return _pull(resp.json()).url
 
     def pull(self, number: int) -> PullInfo:
-        pr = self.gh.rest.pulls.get(self.owner, self.repo, number).parsed_data
-        return PullInfo(pr.number, pr.html_url, pr.head.ref, pr.head.sha, pr.base.ref, pr.base.sha,
-                        pr.user.login)
+        return _pull(self.gh.rest.pulls.get(self.owner, self.repo, number).json())
 
     # -- the Action's two -----------------------------------------------------------------------
     def own_comment(self, issue: int, marker: str, author: str) -> tuple[int, str] | None:

@@ -59,6 +59,7 @@ ALL = (COMMANDS, RUNS)
 LEASE_S = 30.0          # a run's lease lives this long after its last heartbeat
 BEAT_S = 5.0            # the heartbeat's period
 SWEEP_S = 10.0          # how often a worker looks for running runs without a lease
+COMMAND_RETRIES = 2     # a command job that fails (GitHub 5xx) runs again after 5 s, then 30 s
 HANDOVER_SIGNAL = signal.SIGUSR1    # worker -> its work horse: hand the run back (ignored elsewhere)
 
 
@@ -73,10 +74,12 @@ def configure(lease_s: float | None = None, sweep_s: float | None = None) -> Non
         SWEEP_S = max(0.2, float(sweep_s))
 
 
-def enqueue_command(conn: redis.Redis, command: CommentCommand) -> str:
-    job = Queue(COMMANDS, connection=conn).enqueue(
-        "bot.tasks.handle_comment", command, job_timeout=900, retry=Retry(max=2, interval=[5, 30]),
-        result_ttl=24 * 3600, failure_ttl=7 * 24 * 3600, description=f"comment {command.comment_id}")
+def enqueue_command(conn: redis.Redis, command: CommentCommand, pipeline: Any = None) -> str:
+    """`pipeline`: a MULTI pipeline the job joins (written when the caller executes it, see bot.intake)."""
+    job = Queue(COMMANDS, connection=conn).enqueue_call(
+        "bot.tasks.handle_comment", args=(command,), timeout=900, retry=Retry(max=COMMAND_RETRIES, interval=[5, 30]),
+        result_ttl=24 * 3600, failure_ttl=7 * 24 * 3600, description=f"comment {command.comment_id}",
+        pipeline=pipeline)
     return job.id
 
 

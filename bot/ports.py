@@ -82,6 +82,7 @@ class PullRequest(Protocol):
     head_sha: str
     base_ref: str
     base_sha: str
+    head_repo: str              # owner/name of the repository the head branch lives in
 
 
 class RepoHost(Protocol):
@@ -101,7 +102,7 @@ class RepoHost(Protocol):
 
     def file_text(self, path: str, ref: str) -> str | None: ...
 
-    def create_draft_pr(self, title: str, head: str, base: str, body: str) -> tuple[int, str]: ...
+    def create_draft_pr(self, title: str, head: str, base: str, body: str, head_repo: str = "") -> tuple[int, str]: ...
 
     def update_pr(self, number: int, title: str, body: str) -> str: ...
 

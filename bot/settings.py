@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobs import sandbox
 
 ACTION_BOT_LOGIN = "github-actions[bot]"     # who the workflow's token comments as
 
@@ -59,6 +60,8 @@ class Settings:
         executor = env.get("AUTORESEARCH_EXECUTOR", "local")
         if executor not in ("local", "skypilot"):
             raise SettingsError("AUTORESEARCH_EXECUTOR must be local or skypilot")
+        # The key file is masked in every sandbox of this process: target code never reads it.
+        sandbox.hide(env["AUTORESEARCH_PRIVATE_KEY_PATH"])
         return cls(
             app_id=env["AUTORESEARCH_APP_ID"],
             private_key_path=Path(env["AUTORESEARCH_PRIVATE_KEY_PATH"]),

@@ -92,9 +92,33 @@ def plan_body(r: RunRecord) -> str:
              + (f", maintainer candidates: {', '.join(f'`{c}`' for c in r.candidates)}" if r.candidates else ""),
              f"- **Decision:** {STATE_WORDS.get(r.state, r.state)} — {r.message}"]
     if r.state == "awaiting_approval":
-        lines += ["", "Nothing runs and nothing is spent until an approver comments `/autoresearch approve`. "
+        lines += ["", "Nothing runs and nothing is spent until an approver comments", "",
+                  f"    /autoresearch approve {r.plan_digest}", "",
                   "The approval holds for this plan at this commit only."]
     return "\n".join(lines) + "\n"
+
+
+def approve_names_plan(r: RunRecord, named: str) -> str:
+    """A bare `approve`, or one naming another plan: nothing is approved; say which plan waits."""
+    said = f"plan `{named}` is not the one awaiting approval" if named else "`approve` names the plan it approves"
+    return (f"autoresearch: {said}; nothing was approved. Plan `{r.plan_digest}` of run `{r.run_id}` "
+            f"(requested by @{r.requester}, base `{r.base_commit[:12]}`) awaits approval: {r.plan_text}\n\n"
+            f"To approve it, an approver comments `/autoresearch approve {r.plan_digest}`.\n")
+
+
+def pending_plan_kept(r: RunRecord, author: str) -> str:
+    return (f"autoresearch: plan `{r.plan_digest}` of @{r.requester} awaits approval, and @{author} may not "
+            "replace it (only its requester or an approver can: write access or a listing in `approvers`). "
+            "Nothing changed.\n")
+
+
+def command_failed_reply(verb: str, why: str, retries_left: int, wait_s: int) -> str:
+    """A command's job failed (e.g. GitHub 5xx): it is retried, or it has given up."""
+    if retries_left:
+        return (f"autoresearch: could not handle `{verb}` just now ({why}). It is tried again "
+                f"in {wait_s} s (up to {retries_left} more time{'s' if retries_left > 1 else ''}).\n")
+    return (f"autoresearch: `{verb}` failed ({why}) and was not carried out after retrying. Post the command "
+            "again once GitHub is reachable; `/autoresearch status` shows where the run stands.\n")
 
 
 def help_reply(reason: str) -> str:

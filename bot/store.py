@@ -3,6 +3,7 @@ which runs are running and who holds them).
 
 Keys (all under `ar:`):
 - `ar:delivery:<X-GitHub-Delivery>`   SET NX with TTL: the first delivery wins, redeliveries are no-ops
+- `ar:comment:<comment id>:<action>`  the same for the comment a command came in (bot.intake)
 - `ar:run:<owner/repo>:<run_id>`     hash, one JSON value per `RunRecord` field (see bot.record)
 - `ar:lock:<owner/repo>:<run_id>`    a Redis lock serialising the run's state transitions
 - `ar:issue:<owner/repo>#<n>`        the issue's current run id
@@ -42,9 +43,6 @@ class Store:
     # -- deliveries --------------------------------------------------------------------------
     def first_delivery(self, delivery: str, ttl: int) -> bool:
         return bool(self.r.set(f"ar:delivery:{delivery}", "1", nx=True, ex=ttl))
-
-    def forget_delivery(self, delivery: str) -> None:
-        self.r.delete(f"ar:delivery:{delivery}")
 
     # -- runs ------------------------------------------------------------------------------------
     @staticmethod

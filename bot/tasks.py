@@ -13,17 +13,25 @@ environment (`Settings.from_env`): Redis (`Store`), the installation's REST clie
 """
 from __future__ import annotations
 
+import logging
+
+from githubkit.exception import RequestFailed
+from rq import get_current_job
+
 from jobs.config import ConfigError
 from jobs.errors import RunError
 
 from . import approval as ap
-from . import gitclone
+from . import gitclone, jobqueue
 from .flow import Flow
 from .github import RepoClient, installation_token
 from .jobqueue import QueueLauncher
 from .routing import CommentCommand
 from .settings import Settings
+from .status import command_failed_reply
 from .store import Store, connect
+
+log = logging.getLogger("autoresearch.bot")
 
 
 def app_flow(s: Settings, installation_id: int, owner: str, repo: str, store: Store | None = None) -> Flow:
@@ -34,9 +42,24 @@ def app_flow(s: Settings, installation_id: int, owner: str, repo: str, store: St
 
 
 def handle_comment(command: CommentCommand) -> str:
-    """RQ job for one comment command; returns how it ended (a state, help, replied, bench)."""
+    """RQ job for one comment command; returns how it ended (a state, help, replied, bench).
+    If it fails (GitHub answering 5xx, say, to the permission check), the commenter is told so on
+    the first attempt (it will be retried) and after the last (post it again), not left with 👀."""
     s = Settings.from_env()
-    return app_flow(s, command.installation_id, command.owner, command.repo).handle(command).state
+    flow = app_flow(s, command.installation_id, command.owner, command.repo)
+    try:
+        return flow.handle(command).state
+    except Exception as exc:
+        job = get_current_job()
+        left = job.retries_left if job is not None and job.retries_left is not None else 0
+        if left == 0 or left == jobqueue.COMMAND_RETRIES:
+            why = f"GitHub answered {exc.response.status_code}" if isinstance(exc, RequestFailed) else type(exc).__name__
+            wait = (job.retry_intervals or [0])[0] if job is not None and left else 0
+            try:
+                flow.gh.comment(command.issue_number, command_failed_reply(command.verb or "command", why, left, wait))
+            except Exception as reply_exc:        # GitHub is down for replies too: the log says it
+                log.warning("could not reply that the command failed: %s", reply_exc)
+        raise
 
 
 def execute_run(repo: str, run_id: str) -> str:

@@ -10,6 +10,8 @@ command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
 command -v aarch64-linux-gnu-g++ >/dev/null || need+=(g++-aarch64-linux-gnu)
 command -v qemu-aarch64-static >/dev/null || need+=(qemu-user-static)
 command -v make >/dev/null || need+=(make)
+# nginx: the deploy's front door (deploy/nginx), run in front of `autoresearch serve` by tests/bot.
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx)
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
 if ((${#need[@]})); then
@@ -29,3 +31,8 @@ command -v npm >/dev/null || {
 WEBHOOK_EXAMPLES="${XDG_CACHE_HOME:-$HOME/.cache}/autoresearch-tests/webhooks-examples-7.6.1"
 [ -f "$WEBHOOK_EXAMPLES/node_modules/@octokit/webhooks-examples/api.github.com/index.json" ] || \
   npm install --prefix "$WEBHOOK_EXAMPLES" --no-audit --no-fund --no-save @octokit/webhooks-examples@7.6.1 >/dev/null
+# GitHub's OpenAPI description: the fake GitHub's responses are validated against it (tests/fakes/openapi.py
+# installs the same version into the same cache dir itself if this did not run).
+OPENAPI="${XDG_CACHE_HOME:-$HOME/.cache}/autoresearch-tests/openapi-23.0.2"
+[ -f "$OPENAPI/node_modules/@octokit/openapi/generated/api.github.com.json" ] || \
+  npm install --prefix "$OPENAPI" --no-audit --no-fund --no-save @octokit/openapi@23.0.2 >/dev/null

@@ -77,3 +77,40 @@ def test_state_is_replaced_atomically(tmp_path):
     (tmp_path / "state.json").write_text("{")
     with pytest.raises(ledger.LedgerError, match="unreadable run state"):
         ledger.load_state(tmp_path)
+
+
+def _patch_from(tree, tmp_path, change) -> str:
+    """A real `git diff` of `change` applied to a scratch copy of `tree` (-M: renames as renames)."""
+    import shutil
+    from conftest import git
+    work = tmp_path / "scratch"
+    shutil.copytree(tree, work, symlinks=True)
+    change(work)
+    git(work, "add", "-A")
+    return git(work, "diff", "--cached", "-M", "--binary") + "\n"
+
+
+@pytest.mark.parametrize("change, why", [
+    (lambda w: (w / "bench.sh").rename(w / "src" / "bench.sh"), "yardstick"),          # moved into src/
+    (lambda w: (w / "tools" / "check.py").rename(w / "src" / "check.py"), "yardstick"),
+    (lambda w: (w / "src" / "etc").symlink_to("/etc"), "outside the target tree"),
+    (lambda w: (w / "src" / "up").symlink_to("../../.."), "outside the target tree"),
+    (lambda w: (w / "src" / "b.sh").symlink_to("../bench.sh"), "yardstick"),           # a handle on the yardstick
+    (lambda w: (w / "src" / "r").symlink_to("../README"), "outside the editable paths"),
+])
+def test_patches_that_move_the_yardstick_or_link_out_are_refused(tree, tmp_path, change, why):
+    from jobs.agent.guard import check_patch
+    patch = _patch_from(tree, tmp_path, change)
+    with pytest.raises(EditRefused, match=why):
+        check_patch(patch, tree, parse_config(CONFIG))
+
+
+def test_a_patch_inside_the_editable_paths_passes(tree, tmp_path):
+    from jobs.agent.guard import check_patch
+
+    def change(w):
+        (w / "src" / "a.c").write_text("int a;\n")
+        (w / "src" / "a.c").rename(w / "src" / "b.c")
+        (w / "src" / "alias.c").symlink_to("b.c")
+    assert set(check_patch(_patch_from(tree, tmp_path, change), tree, parse_config(CONFIG))) == \
+        {"src/a.c", "src/b.c", "src/alias.c"}

@@ -43,18 +43,20 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [   # bottom first; "x.*" is x and e
     ("the run", ("jobs.pipeline",)),
     ("jobs fronts", ("jobs.api", "jobs.dryrun", "jobs.cli")),
     ("bot core", ("bot", "bot.commands", "bot.approval", "bot.routing", "bot.status", "bot.record")),
-    ("bot flow", ("bot.ports", "bot.progress", "bot.execution", "bot.flow")),
-    ("bot adapters", ("bot.settings", "bot.github", "bot.store", "bot.issuestore", "bot.jobqueue", "bot.gitclone")),
-    ("bot shells", ("bot.tasks", "bot.action", "bot.app", "bot.cli", "bot.dashboard.*", "bot.loadbench")),
+    ("bot flow", ("bot.ports", "bot.progress", "bot.execution", "bot.bench", "bot.flow")),
+    ("bot adapters", ("bot.settings", "bot.github", "bot.store", "bot.issuestore", "bot.jobqueue", "bot.gitclone",
+                      "bot.intake")),
+    ("bot shells", ("bot.tasks", "bot.action", "bot.app", "bot.cli", "bot.dashboard.*", "bot.loadbench",
+                    "bot.frontdoor")),
 ]
 ADAPTERS = {   # module (or "x.*") -> the outside system it speaks to
     "bot.store": "Redis", "bot.jobqueue": "RQ", "bot.github": "GitHub's REST API",
     "bot.issuestore": "GitHub issue comments", "bot.gitclone": "git remotes", "bot.app": "HTTP (Flask)",
-    "bot.settings": "the environment", "jobs.cloud.*": "SkyPilot", "jobs.executors.skypilot": "SkyPilot",
+    "bot.settings": "the environment", "bot.intake": "Redis", "jobs.cloud.*": "SkyPilot", "jobs.executors.skypilot": "SkyPilot",
     "jobs.research.forks": "GitHub's REST API", "jobs.research.papers": "arXiv", "jobs.agent.claude": "Anthropic",
     "jobs.gitops": "git", "jobs.sandbox": "bubblewrap",
 }
-FLOW = {"bot.flow", "bot.ports", "bot.progress", "bot.execution"}
+FLOW = {"bot.flow", "bot.ports", "bot.progress", "bot.execution", "bot.bench"}
 DATA_MODULES = {"jobs.config", "jobs.model", "jobs.spec", "jobs.errors"}
 IO_STDLIB = {"os", "io", "sys", "pathlib", "glob", "shutil", "tempfile", "subprocess", "socket", "ssl", "select",
              "selectors", "signal", "threading", "multiprocessing", "concurrent", "asyncio", "fcntl", "ctypes",

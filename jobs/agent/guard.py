@@ -3,13 +3,19 @@
 Allowed: paths matching the config's `editable` globs. Always refused, even inside them: the
 autoresearch config itself and the files its build/benchmark/checks commands run, since a patch
 that changes the yardstick makes the A/B comparison meaningless.
+
+A patch (`check_patch`) is checked on every path it touches, both sides of a rename or copy (moving
+`bench.sh` into `src/` deletes the yardstick), and on where each symlink it adds points: a link
+must stay in the tree and point at a file that may itself be edited.
 """
 from __future__ import annotations
 
 import posixpath
+import re
 import shlex
 from pathlib import Path
 
+from .. import gitops
 from ..config import CONFIG_PATH, TargetConfig
 from ..recipes import matches_any
 
@@ -45,4 +51,56 @@ def check_edit(rel_path: str, tree: Path, config: TargetConfig) -> str:
     resolved = (Path(tree) / rel).resolve()
     if not resolved.is_relative_to(Path(tree).resolve()):
         raise EditRefused(f"{rel_path}: resolves outside the tree (symlink)")
+    real = resolved.relative_to(Path(tree).resolve()).as_posix()
+    if real != rel and (real in protected_files(tree, config) or not matches_any(real, config.editable)):
+        raise EditRefused(f"{rel_path}: a symlink to {real}, which may not be edited")
     return rel
+
+
+_LINK_MODE = re.compile(r"^(?:new file mode|new mode) 120000$", re.M)
+
+
+def patch_paths(patch_text: str, tree: Path) -> list[str]:
+    """Every path the patch touches: git's own reading (`git apply --numstat -z`, which names only
+    the new side of a rename) plus the old side of every rename, copy and change in its headers."""
+    out = gitops.git(tree, "apply", "--numstat", "-z", "-", input=patch_text, check=False)
+    fields, paths = out.split("\0"), []
+    i = 0
+    while i < len(fields):
+        stat = fields[i].split("\t")
+        if len(stat) == 3 and stat[2]:
+            paths.append(stat[2])
+        elif len(stat) == 3:                         # -z rename form: old and new path follow
+            paths += [p for p in fields[i + 1:i + 3] if p]
+            i += 2
+        i += 1
+    if paths:
+        paths += re.findall(r"^(?:rename from |copy from |--- a/)(.+)$", patch_text, re.M)
+    return list(dict.fromkeys(paths))
+
+
+def symlinks(patch_text: str) -> list[tuple[str, str]]:
+    """(path, target) of every symlink the patch creates or turns a file into."""
+    links = []
+    for block in re.split(r"^(?=diff --git )", patch_text, flags=re.M):
+        if not _LINK_MODE.search(block):
+            continue
+        path = re.search(r"^(?:\+\+\+ b/|rename to |copy to )(.+)$", block, re.M)
+        target = re.search(r"^\+(?!\+\+ )(.*)$", block, re.M)
+        links.append((path.group(1) if path else "?", target.group(1) if target else ""))
+    return links
+
+
+def check_patch(patch_text: str, tree: Path, config: TargetConfig) -> list[str]:
+    """The paths a patch touches if it may be applied; EditRefused with the first reason otherwise."""
+    paths = patch_paths(patch_text, tree)
+    if not paths:
+        raise EditRefused("not a patch git can read")
+    for path in paths:
+        check_edit(path, tree, config)
+    for path, target in symlinks(patch_text):
+        where = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+        if not target or posixpath.isabs(target) or where == ".." or where.startswith("../"):
+            raise EditRefused(f"{path}: a symlink to {target!r}, outside the target tree")
+        check_edit(where, tree, config)
+    return paths

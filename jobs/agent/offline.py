@@ -10,7 +10,7 @@ from .. import gitops
 from ..config import TargetConfig
 from ..model import Hypothesis
 from ..recipes import Recipe, RecipeError, planned_edits
-from .guard import EditRefused, check_edit
+from .guard import EditRefused, check_edit, check_patch
 
 
 class NotImplementable(RuntimeError):
@@ -62,15 +62,10 @@ class OfflineAgent:
         if not patch.is_file():
             raise NotImplementable(f"patch file {patch} not found")
         text = patch.read_text(encoding="utf-8")
-        files = gitops.git(tree, "apply", "--numstat", "-", input=text, check=False)
-        if not files:
-            raise NotImplementable(f"{patch.name}: not a patch git can read")
-        for line in files.splitlines():
-            rel = line.split("\t")[-1]
-            try:
-                check_edit(rel, tree, config)
-            except EditRefused as exc:
-                raise NotImplementable(f"edit refused: {exc}") from None
+        try:
+            check_patch(text, tree, config)
+        except EditRefused as exc:
+            raise NotImplementable(f"{patch.name}: edit refused: {exc}") from None
         try:
             gitops.apply_patch(tree, text)
         except gitops.GitError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -198,10 +199,12 @@ def test_outsider_waits_then_approver_runs_and_rerun_updates_the_pr(bot_env, tmp
     assert out["state"] == "awaiting_approval" and out["pr-url"] == "" and not bot_env.github.pulls
     plan = next(c for c in bot_env.bot_comments(ACTION_REPO, 4) if "<!-- autoresearch:plan" in c["body"])
     assert "does not have write access" in plan["body"]
-    assert comment("bob", "/autoresearch approve", "bob-approve")["state"] == "replied"   # not an approver
+    digest = re.search(r"/autoresearch approve ([0-9a-f]{16})", plan["body"]).group(1)
+    assert comment("bob", f"/autoresearch approve {digest}", "bob-approve")["state"] == "replied"   # not an approver
+    assert comment("alice", "/autoresearch approve", "alice-bare")["state"] == "replied"    # names no plan
     assert not bot_env.github.pulls
 
-    out = comment("alice", "/autoresearch approve", "alice-approve")
+    out = comment("alice", f"/autoresearch approve {digest}", "alice-approve")
     pr = _only_pr(bot_env, ACTION_REPO)
     assert out["state"] == "done" and out["pr-url"].endswith(f"/pull/{pr['number']}")
     status = [c for c in bot_env.bot_comments(ACTION_REPO, 4) if "<!-- autoresearch:status" in c["body"]]
@@ -286,8 +289,8 @@ def test_cancel_before_start_and_status(bot_env, tmp_path):
 
 
 def test_cancel_of_a_run_whose_workflow_is_gone_unblocks_the_issue(bot_env, tmp_path):
-    """A `running` record whose workflow run can no longer be cancelled (here: the fake has no
-    Actions API, as GitHub answers for a finished run) is marked cancelled, not left running."""
+    """A `running` record whose workflow run can no longer be cancelled (here: the fake knows no such
+    Actions run, and answers 409 as GitHub does for a finished run) is marked cancelled, not left running."""
     from bot.issuestore import STATE_MARKER
     from bot.record import to_fields
     from recordfixtures import record

@@ -164,3 +164,9 @@ def test_image_entrypoints_work_in_the_venv(tmp_path, redis_url):
     worker = subprocess.run([tool("autoresearch"), "worker", "--burst"], env=env, cwd=tmp_path,
                             capture_output=True, text=True, timeout=60)
     assert worker.returncode == 0, worker.stdout + worker.stderr
+
+
+def test_compose_worker_may_start_bubblewrap():
+    """Target code runs in bubblewrap, which Docker's default seccomp profile stops (user namespaces)."""
+    worker = yaml.safe_load((ROOT / "compose.yaml").read_text())["services"]["worker"]
+    assert "seccomp=unconfined" in worker.get("security_opt", [])

@@ -125,7 +125,8 @@ class BotEnv:
         p = json.loads(json.dumps(self.template))
         owner, name = full.split("/")
         p["action"] = "created"
-        p["comment"].update(id=c["id"], body=body, user=self.github.user(login))
+        p["comment"].update(id=c["id"], body=body, user=self.github.user(login), created_at=c["created_at"],
+                          updated_at=c["updated_at"])
         p["issue"]["number"] = issue
         p["issue"].pop("pull_request", None)
         if pr:
@@ -156,10 +157,20 @@ class BotEnv:
         return bare
 
 
+def github_openapi():
+    """GitHub's OpenAPI description, loaded once per process (installed with npm on first use)."""
+    from fakes.openapi import openapi
+    try:
+        return openapi()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+
+
 @pytest.fixture()
 def bot_env(tmp_path, redis_url, app_key, monkeypatch, webhook_examples):
     from fakes.github import FakeGitHub
     from bot.app import create_app
+    github_openapi()
     from bot.settings import Settings
 
     key_path, public = app_key
@@ -181,3 +192,5 @@ def bot_env(tmp_path, redis_url, app_key, monkeypatch, webhook_examples):
     yield BotEnv(f"http://127.0.0.1:{server.server_port}", fake, r, env, git_root, tmp_path / "work", template)
     server.shutdown()
     fake.stop()
+    assert not fake.violations, "the fake GitHub answered outside GitHub's OpenAPI description:\n" + \
+        "\n".join(fake.violations[:20])

@@ -127,14 +127,32 @@ def test_outsider_waits_for_approval_and_approval_binds_to_base(bot_env, tmp_pat
     plan = next(c for c in bot_env.bot_comments(REPO, 2) if "<!-- autoresearch:plan" in c["body"])
     assert "awaiting approval" in plan["body"] and "does not have write access" in plan["body"]
 
+    assert f"/autoresearch approve {rec.plan_digest}" in plan["body"]
+
     # The outsider cannot approve their own request.
-    bot_env.comment(REPO, 2, "bob", "/autoresearch approve")
+    bot_env.comment(REPO, 2, "bob", f"/autoresearch approve {rec.plan_digest}")
     bot_env.work(COMMANDS)
     assert _run(bot_env, 2).state == "awaiting_approval"
     assert "may not approve" in bot_env.bot_comments(REPO, 2)[-1]["body"]
 
-    # A maintainer approves; then the default branch moves before the run starts: approval is void.
+    # Another user without write access cannot replace the pending plan (issue 12): answered, unchanged.
+    bot_env.comment(REPO, 2, "carol", "/autoresearch optimize cpu budget=0")
+    bot_env.work(COMMANDS)
+    assert "may not replace it" in bot_env.bot_comments(REPO, 2)[-1]["body"]
+    assert _run(bot_env, 2) == rec
+
+    # A bare approve names no plan: nothing is approved, and the reply says which plan waits.
     bot_env.comment(REPO, 2, "alice", "/autoresearch approve")
+    bot_env.work(COMMANDS)
+    assert _run(bot_env, 2).state == "awaiting_approval"
+    assert f"/autoresearch approve {rec.plan_digest}" in bot_env.bot_comments(REPO, 2)[-1]["body"]
+    bot_env.comment(REPO, 2, "alice", "/autoresearch approve 0123456789abcdef")
+    bot_env.work(COMMANDS)
+    assert _run(bot_env, 2).state == "awaiting_approval"
+    assert "is not the one awaiting approval" in bot_env.bot_comments(REPO, 2)[-1]["body"]
+
+    # A maintainer approves; then the default branch moves before the run starts: approval is void.
+    bot_env.comment(REPO, 2, "alice", f"/autoresearch approve {rec.plan_digest}")
     bot_env.work(COMMANDS)
     rec = _run(bot_env, 2)
     assert rec.state == "queued" and rec.approval.by == "alice"
@@ -150,7 +168,7 @@ def test_outsider_waits_for_approval_and_approval_binds_to_base(bot_env, tmp_pat
     assert not (bot_env.workdir / "octo" / "synth" / old / "out").exists()      # nothing ran
 
     # Approved again at the new base: it runs (no candidates, no recipes: report without a PR).
-    bot_env.comment(REPO, 2, "alice", "/autoresearch approve")
+    bot_env.comment(REPO, 2, "alice", f"/autoresearch approve {rec.plan_digest}")
     bot_env.work()
     rec = _run(bot_env, 2)
     assert rec.state == "done", rec
@@ -287,3 +305,26 @@ def test_research_and_planning_happen_once_per_run(bot_env, tmp_path, monkeypatc
     assert calls.read_text().splitlines() == ["prepare", "research in prepare"]      # nothing again
     out = bot_env.workdir / "octo" / "synth" / rec.run_id / "out"
     assert "faster" in (out / "research.md").read_text()          # the pipeline still wrote its research report
+
+
+def test_a_github_outage_on_approve_is_answered_and_retried(bot_env, tmp_path):
+    """The permission API answering 500 to an approve: the commenter is told it failed and will be
+    retried (not left with 👀 alone), and the retry approves once GitHub answers again."""
+    _setup(bot_env, tmp_path, candidate=False)
+    assert bot_env.comment(REPO, 5, "bob", "/autoresearch optimize cpu").status == 202
+    bot_env.work(COMMANDS)
+    rec = _run(bot_env, 5)
+    assert rec.state == "awaiting_approval"
+    path = f"/repos/{REPO}/collaborators/alice/permission"
+    bot_env.github.faults[("GET", path)] = 500
+    bot_env.comment(REPO, 5, "alice", f"/autoresearch approve {rec.plan_digest}")
+    bot_env.work(COMMANDS)
+    last = bot_env.bot_comments(REPO, 5)[-1]["body"]
+    assert "could not handle `approve`" in last and "GitHub answered 500" in last and "tried again in 5 s" in last
+    assert _run(bot_env, 5).state == "awaiting_approval"
+
+    del bot_env.github.faults[("GET", path)]
+    time.sleep(5.5)                       # RQ's retry interval: the job is due again
+    from rq import Worker
+    Worker([COMMANDS], connection=bot_env.redis).work(burst=True, with_scheduler=True)
+    assert _run(bot_env, 5).state == "queued" and _run(bot_env, 5).approval.by == "alice"

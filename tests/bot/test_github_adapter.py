@@ -75,3 +75,34 @@ def test_bad_credentials_are_refused(bot_env, client, tmp_path):
     with pytest.raises(RequestFailed) as err:
         installation_token(s, 77)
     assert err.value.response.status_code == 401
+
+
+def test_pull_requests_are_read_leniently_and_same_owner_forks_are_named(bot_env, client, tmp_path):
+    """A label as GitHub's OpenAPI description allows it (no `archived_by`), which githubkit's model
+    rejects; and a head branch in a fork with the repository's owner (`head_repo`)."""
+    gh, src = client
+    fork = bot_env.add_target("octo/widget-fork", src)
+    git(src, "checkout", "-q", "-b", "autoresearch/y")
+    (Path(src) / "README").write_text("in the fork\n")
+    git(src, "commit", "-qam", "fork change")
+    git(src, "push", "-q", str(fork), "autoresearch/y")
+    number, url = gh.create_draft_pr("t", "autoresearch/y", "main", "body", head_repo="octo/widget-fork")
+    label = {"id": 1, "node_id": "LA_1", "url": "https://api.github.com/repos/octo/widget/labels/perf",
+             "name": "perf", "description": None, "color": "ededed", "default": False}
+    bot_env.github.pulls[("octo/widget", number)]["labels"] = [label]
+    with pytest.raises(Exception, match="archived_by"):
+        gh.gh.rest.pulls.get("octo", "widget", number).parsed_data
+    pull = gh.pull(number)
+    assert pull.head_repo == "octo/widget-fork" and pull.head_ref == "autoresearch/y"
+    assert gh.update_pr(number, "t2", "b2") == url
+
+
+def test_a_workflow_run_is_cancelled(bot_env, client):
+    from githubkit.exception import RequestFailed
+    gh, _ = client
+    bot_env.github.workflow_runs[("octo/widget", 31)] = "in_progress"
+    gh.cancel_workflow_run(31)
+    assert bot_env.github.cancelled_runs == [("octo/widget", 31)]
+    with pytest.raises(RequestFailed) as err:            # finished: GitHub answers 409
+        gh.cancel_workflow_run(31)
+    assert err.value.response.status_code == 409

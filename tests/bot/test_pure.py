@@ -19,6 +19,7 @@ from recordfixtures import record
      Command("optimize", "cpu", Overrides("tg128", ("x86", "arm"), 30.0))),
     ("/autoresearch optimize CPU budget=$12.5", Command("optimize", "cpu", Overrides(budget=12.5))),
     ("/autoresearch approve", Command("approve")),
+    ("/autoresearch approve 0123456789ABCDEF", Command("approve", plan="0123456789abcdef")),
     ("  /autoresearch cancel  ", Command("cancel")),
     ("/autoresearch status", Command("status")),
     ("/autoresearch bench", Command("bench")),
@@ -41,7 +42,9 @@ def test_commands_parse(body, expected):
     ("/autoresearch optimize cpu color=red", "unknown argument"),
     ("/autoresearch optimize cpu metric=a metric=b", "given twice"),
     ("/autoresearch optimize cpu fast", "name=value"),
-    ("/autoresearch approve now", "takes no arguments"),
+    ("/autoresearch approve now", "takes the plan's id"),
+    ("/autoresearch approve 0123456789abcdef 0123456789abcdef", "takes the plan's id"),
+    ("/autoresearch cancel now", "takes no arguments"),
 ])
 def test_malformed_commands_get_a_reason(body, reason):
     parsed = parse_comment(body)
@@ -51,6 +54,11 @@ def test_malformed_commands_get_a_reason(body, reason):
 @pytest.mark.parametrize("body", [
     "", None, "I ran /autoresearch optimize cpu yesterday", "/autoresearchoptimize cpu",
     "```\n/autoresearch optimize cpu\n```", "> /autoresearch optimize cpu",
+    # issue 12: what GitHub renders as a comment, code or quote is not a command
+    "<!--\n/autoresearch approve\n-->", "hidden <!--\n/autoresearch approve\n-->",
+    "text\n\n    /autoresearch approve", "> a quote\n/autoresearch approve",
+    "```\nopened with backticks\n~~~\n/autoresearch approve", "`/autoresearch approve`",
+    "- /autoresearch approve", "# /autoresearch approve",
 ])
 def test_text_that_is_not_a_command(body):
     assert parse_comment(body) is None
@@ -198,3 +206,13 @@ def test_run_record_round_trips_through_json_and_refuses_unknown_or_missing_fiel
     del partial["base_commit"]
     with pytest.raises(RecordError, match="base_commit"):
         from_fields(partial)
+
+
+def test_settings_mask_the_app_key_in_every_sandbox(tmp_path):
+    import os
+    from bot.settings import Settings
+    from jobs import sandbox
+    key = tmp_path / "app.pem"
+    Settings.from_env({"AUTORESEARCH_APP_ID": "1", "AUTORESEARCH_PRIVATE_KEY_PATH": str(key),
+                       "AUTORESEARCH_WEBHOOK_SECRET": "s"})
+    assert os.path.realpath(key) in sandbox.hidden()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 from rq import Queue
 
@@ -46,6 +47,7 @@ def test_every_github_example_is_answered_without_5xx(bot_env, webhook_examples)
         if isinstance(payload.get("comment"), dict):
             p = json.loads(json.dumps(payload))
             p["comment"]["body"] = "/autoresearch optimize cpu budget=3"
+            p["comment"]["created_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             p["action"] = "created"
             resp = bot_env.deliver(event, p, delivery=f"cmd-{i}")
             assert resp.status < 500, (event, resp.body)
@@ -55,7 +57,8 @@ def test_every_github_example_is_answered_without_5xx(bot_env, webhook_examples)
 
 def test_duplicate_delivery_enqueues_once(bot_env):
     payload = {"action": "created", "installation": {"id": 1}, "issue": {"number": 3},
-               "comment": {"id": 5, "body": "/autoresearch status", "user": {"login": "a", "type": "User"}},
+               "comment": {"id": 5, "body": "/autoresearch status", "user": {"login": "a", "type": "User"},
+                           "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
                "repository": {"name": "r", "owner": {"login": "o"}}}
     first = bot_env.deliver("issue_comment", payload, delivery="same")
     second = bot_env.deliver("issue_comment", payload, delivery="same")

@@ -1,4 +1,6 @@
 """A fake GitHub REST API on loopback: exactly the endpoints bot/github.py uses.
+Every response is checked against GitHub's OpenAPI description (`fakes.openapi`, `@octokit/openapi`
+from npm); the bot tests fail on any that does not conform (`violations`).
 
 A real HTTP server (werkzeug, in a thread) whose responses are shaped like GitHub's, so
 githubkit's response models accept them. Repositories are local bare git repos under
@@ -18,9 +20,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import jwt
-from flask import Flask, jsonify, request
+from flask import Flask, g, jsonify, request
 from werkzeug.serving import make_server
 
 API = "https://api.github.com"
@@ -32,9 +35,10 @@ def _now() -> str:
 
 
 def user_json(login: str, uid: int, kind: str = "User") -> dict[str, Any]:
-    u = f"{API}/users/{login}"
+    quoted = quote(login)                     # GitHub's own: /users/dependabot%5Bbot%5D
+    u = f"{API}/users/{quoted}"
     return {"login": login, "id": uid, "node_id": f"U_{uid}", "avatar_url": f"https://avatars.githubusercontent.com/u/{uid}?v=4",
-            "gravatar_id": "", "url": u, "html_url": f"{WEB}/{login}", "followers_url": f"{u}/followers",
+            "gravatar_id": "", "url": u, "html_url": f"{WEB}/{quoted}", "followers_url": f"{u}/followers",
             "following_url": f"{u}/following{{/other_user}}", "gists_url": f"{u}/gists{{/gist_id}}",
             "starred_url": f"{u}/starred{{/owner}}{{/repo}}", "subscriptions_url": f"{u}/subscriptions",
             "organizations_url": f"{u}/orgs", "repos_url": f"{u}/repos", "events_url": f"{u}/events{{/privacy}}",
@@ -63,6 +67,8 @@ def repo_json(full: str, rid: int, owner: dict, default_branch: str) -> dict[str
             "svn_url": f"{WEB}/{full}", "homepage": None, "language": "C", "forks_count": 0,
             "stargazers_count": 0, "watchers_count": 0, "size": 1, "default_branch": default_branch,
             "open_issues_count": 0, "has_pages": False, "disabled": False, "pushed_at": _now(),
+            "has_issues": True, "has_projects": False, "has_wiki": False, "has_downloads": False,
+            "has_discussions": False, "archived": False, "visibility": "public",
             "created_at": _now(), "updated_at": _now(), "open_issues": 0, "watchers": 0}
 
 
@@ -87,6 +93,11 @@ class FakeGitHub:
         self.pulls: dict[tuple[str, int], dict] = {}
         self.tokens: dict[str, int] = {}              # issued token -> installation id
         self.log: list[tuple[str, str, int]] = []     # (method, path, status)
+        self.faults: dict[tuple[str, str], int] = {}  # (method, path) -> status to answer instead (an outage)
+        self.validate = True                          # check every response against GitHub's OpenAPI description
+        self.violations: list[str] = []               # ... and what did not conform
+        self.workflow_runs: dict[tuple[str, int], str] = {}   # (repo, run id) -> status; unknown = completed
+        self.cancelled_runs: list[tuple[str, int]] = []       # (repo, workflow run id) cancelled
         self.lock = threading.RLock()
         self._ids = itertools.count(1000)
         self._numbers: dict[str, itertools.count] = {}
@@ -150,7 +161,7 @@ class FakeGitHub:
         repo = self.repos[full]
         base = f"{API}/repos/{full}"
         head_owner, _, head_ref = p["head"].rpartition(":")
-        head_full = f"{head_owner}/{full.split('/')[1]}" if head_owner else full
+        head_full = p.get("head_repo") or (f"{head_owner}/{full.split('/')[1]}" if head_owner else full)
         head_bare = self.git_root / f"{head_full}.git"
         head_sha = self.git(head_bare, "rev-parse", f"refs/heads/{head_ref}", check=False) or p["head_sha"]
         base_sha = self.git(repo.bare, "rev-parse", f"refs/heads/{p['base']}")
@@ -167,7 +178,7 @@ class FakeGitHub:
             "review_comments_url": f"{base}/pulls/{number}/comments",
             "review_comment_url": f"{base}/pulls/comments{{/number}}", "comments_url": f"{base}/issues/{number}/comments",
             "statuses_url": f"{base}/statuses/{head_sha}", "number": number, "state": "open", "locked": False,
-            "title": p["title"], "user": self.user(self.bot_login), "body": p["body"], "labels": [],
+            "title": p["title"], "user": self.user(self.bot_login), "body": p["body"], "labels": p.get("labels", []),
             "milestone": None, "active_lock_reason": None, "created_at": p["created_at"], "updated_at": p["updated_at"],
             "closed_at": None, "merged_at": None, "merge_commit_sha": None, "assignee": None, "assignees": [],
             "requested_reviewers": [], "requested_teams": [],
@@ -203,6 +214,10 @@ class FakeGitHub:
 
         @app.before_request
         def check_auth():
+            fault = self.faults.get((request.method, request.path))
+            if fault:
+                g.fault = True          # an outage answers outside the description, as GitHub's do
+                return error(fault, "Server Error")
             if request.path.startswith("/app/"):
                 scheme, _, token = request.headers.get("Authorization", "").partition(" ")
                 try:
@@ -219,6 +234,11 @@ class FakeGitHub:
         @app.after_request
         def record(resp):
             self.log.append((request.method, request.path, resp.status_code))
+            if self.validate and not g.get("fault"):
+                from .openapi import violations
+                self.violations += violations(request.method, request.path, request.args.to_dict(),
+                                              resp.status_code, resp.get_data(), resp.mimetype,
+                                              dict(resp.headers))
             return resp
 
         @app.post("/app/installations/<int:installation_id>/access_tokens")
@@ -322,7 +342,8 @@ class FakeGitHub:
             if not repo or not all(isinstance(data.get(k), str) for k in ("title", "head", "base")):
                 return error(404 if not repo else 422, "Validation Failed")
             head_owner, _, head_ref = data["head"].rpartition(":")
-            head_bare = self.git_root / f"{head_owner or owner}/{name}.git"
+            head_repo = data.get("head_repo") if isinstance(data.get("head_repo"), str) else None
+            head_bare = self.git_root / f"{head_repo or f'{head_owner or owner}/{name}'}.git"
             head_sha = self.git(head_bare, "rev-parse", "--verify", "-q", f"refs/heads/{head_ref}", check=False)
             base_sha = self.git(repo.bare, "rev-parse", "--verify", "-q", f"refs/heads/{data['base']}", check=False)
             if not head_sha or not base_sha:
@@ -334,6 +355,7 @@ class FakeGitHub:
                 self.pulls[(full, number)] = {"id": self.next_id(), "title": data["title"], "head": data["head"],
                                               "base": data["base"], "body": data.get("body"),
                                               "draft": bool(data.get("draft")), "head_sha": head_sha,
+                                              "head_repo": head_repo,
                                               "created_at": _now(), "updated_at": _now()}
             return jsonify(self.pull_json((full, number))), 201
 
@@ -355,6 +377,18 @@ class FakeGitHub:
                         p[k] = data[k]
                 p["updated_at"] = _now()
             return jsonify(self.pull_json((f"{owner}/{name}", number)))
+
+        @app.post("/repos/<owner>/<name>/actions/runs/<int:run_id>/cancel")
+        def cancel_workflow_run(owner, name, run_id):
+            # https://docs.github.com/en/rest/actions/workflow-runs#cancel-a-workflow-run: 202 {}
+            if not repo_or_404(owner, name):
+                return error(404, "Not Found")
+            key = (f"{owner}/{name}", run_id)
+            if self.workflow_runs.get(key) not in ("queued", "in_progress"):
+                return error(409, "Cannot cancel a workflow run that is completed.")
+            self.workflow_runs[key] = "completed"
+            self.cancelled_runs.append(key)
+            return jsonify({}), 202
 
         @app.errorhandler(404)
         def not_found(_):

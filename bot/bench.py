@@ -1,0 +1,56 @@
+"""`/autoresearch bench` on an autoresearch pull request: re-measure its head against its base.
+
+The head is fetched from the repository the pull request says it lives in (`head.repo`), which is
+where the run pushed it (the repository, the config's fork, or the app-wide fork) and where a
+maintainer may have pushed more commits; never from a guess such as AUTORESEARCH_FORK_OWNER.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from jobs import api, secrets
+from jobs.config import ConfigError
+from jobs.errors import RunError
+
+from . import approval as ap
+from .ports import Outcome, Reply
+from .routing import CommentCommand
+
+COMMENT_LIMIT = 60000
+
+
+def request(flow: Any, cmd: CommentCommand) -> Outcome:
+    """The comment: check the branch and the commenter's permission, then queue the bench."""
+    pull = flow.gh.pull(cmd.issue_number)
+    if not pull.head_ref.startswith("autoresearch/"):
+        raise Reply("autoresearch: `bench` re-measures autoresearch pull requests only (branch "
+                    "`autoresearch/...`).\n")
+    if not flow.is_approver(cmd.author, []):
+        raise Reply(f"autoresearch: @{cmd.author} may not start a bench (needs write access).\n")
+    flow.launcher.launch_bench(cmd)
+    flow.gh.comment(cmd.issue_number, f"autoresearch: bench of `{pull.head_sha[:12]}` against "
+                    f"`{pull.base_sha[:12]}` queued.\n")
+    return Outcome("bench")
+
+
+def run(flow: Any, cmd: CommentCommand) -> Outcome:
+    """The job: one candidate, the pull request's diff, measured like a run's."""
+    pull = flow.gh.pull(cmd.issue_number)
+    layout = flow.layout(f"bench-{pull.number}-{pull.head_sha[:7]}")
+    url = flow.place.clone_url(flow.gh.owner, flow.gh.repo)
+    flow.git.checkout(url, layout.clone, pull.base_sha, flow.token, ref=pull.base_ref)
+    head_owner, _, head_name = pull.head_repo.partition("/")
+    head = flow.git.fetch_ref(flow.place.clone_url(head_owner, head_name), layout.clone, pull.head_ref, flow.token)
+    patch = layout.root / f"{pull.head_ref.replace('/', '-')}.patch"
+    patch.write_text(flow.git.diff(layout.clone, pull.base_sha, head) + "\n")
+    secrets.scrub_environment()
+    try:
+        summary = api.start(layout, executor=flow.place.executor, agent="none", candidates=[patch])
+    except (RunError, ConfigError) as exc:
+        flow.gh.comment(cmd.issue_number, f"autoresearch bench failed: {str(exc)[:1500]}\n")
+        return Outcome(ap.FAILED, layout.run_id, error=exc)
+    report = (layout.out / "pr.md").read_text(encoding="utf-8")
+    flow.gh.comment(cmd.issue_number, (f"autoresearch bench of `{head[:12]}` against `{pull.base_sha[:12]}` "
+                                       f"(run `{layout.run_id}`, cost {summary.get('cost_usd', 0):.2f} USD):"
+                                       f"\n\n{report}")[:COMMENT_LIMIT])
+    return Outcome(ap.DONE, layout.run_id, summary=summary, out=layout.out)
