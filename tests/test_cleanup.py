@@ -111,3 +111,30 @@ def test_a_run_folder_recorded_nowhere_is_found_through_its_worktree(tmp_path, c
     leftovers, live = cleanup.find_leftovers(repo)
     assert not live and {(i.kind, i.what) for i in leftovers} >= {
         ("worktree", str(out / "work" / "base")), ("folder", str(out / "work")), ("branch", "autoresearch/old")}
+
+
+def test_sigterm_ends_a_run_like_ctrl_c_and_leaves_no_worktree(tmp_path):
+    import os
+    import signal
+    import time
+
+    from conftest import ROOT
+    from synthetic import patch_for
+    repo = synthetic_target(tmp_path / "t")
+    patches = [patch_for(repo, tmp_path / f"c{i}.patch", {"src/speed.txt": f"{101 + i}\n"}) for i in range(3)]
+    out = tmp_path / "out"
+    args = [sys.executable, "-m", "jobs.cli", "run", str(repo), "--agent", "none", "--out", str(out)]
+    for patch in patches:
+        args += ["--candidate", str(patch)]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not gitops.worktrees(repo):    # a step is under way
+        time.sleep(0.05)
+    assert gitops.worktrees(repo) and runlock.alive(out)
+    proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 143, output
+    assert "terminated; re-run with the same --run-id/--out to resume" in output
+    assert gitops.worktrees(repo) == [] and not (out / runlock.LOCK).exists()
+    assert json.loads((out / "state.json").read_text())["phase"] != "done"       # resumable, records kept
+    assert os.path.isdir(out)
