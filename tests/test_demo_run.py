@@ -1,8 +1,9 @@
 """The README's first command, end to end (pairs capped for CI time). It asserts only what holds
-on any machine, busy or quiet: every experiment has a legal status and a reason, summary.json,
-pr.md, experiments.jsonl and state.json tell the same story, the decoy (a control that should
-change nothing) is never kept, the branch carries exactly the confirmed stack, and a finished run
-leaves only its branch in the target.
+on any machine, busy or quiet: the run completes, or its calibration refuses it with a reason and
+leaves nothing half-done (then the test is skipped, saying why); every experiment has a legal
+status and a reason; summary.json, pr.md, experiments.jsonl and state.json tell the same story;
+the decoy (a control that should change nothing) is never kept; the branch carries exactly the
+confirmed stack; and a finished run leaves only its branch in the target.
 
 Whether a fusion is kept depends on this machine's load today (CVs of 30-45% on a busy 2-core
 host), so it is never asserted here; keep rates are measured by tests/benchmarks/verdict_power.py
@@ -15,6 +16,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 from jobs.model import Status
 from jobs.report import STATUS_WORDS
@@ -26,11 +29,28 @@ def git(repo: str, *args: str) -> str:
     return subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, check=True).stdout
 
 
+def refused_at_calibration(out, stdout: str) -> None:
+    """On a busy enough machine the A/A calibration may stop the run (two builds of the same commit
+    measured apart, or a baseline failing its sanity check): a designed outcome with its reason,
+    exit 2. Then nothing may be half-done: no report, no experiment, no branch, no worktree, no
+    lock. The rest of the end-to-end test cannot run today, and the skip says why."""
+    reason = " ".join(stdout.split("autoresearch: calibration on local:", 1)[1].split())
+    assert "favours one build" in reason or "sanity check" in reason, reason
+    state = json.loads((out / "state.json").read_text())
+    assert state["phase"] == "calibrate" and not (out / "summary.json").exists() and not (out / "pr.md").exists()
+    assert git(state["target"], "for-each-ref", "--format=%(refname:short)", "refs/heads/autoresearch/").split() == []
+    assert git(state["target"], "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert not (out / "run.lock").exists()
+    pytest.skip(f"the calibration refused the run on this machine today: {reason[:300]}")
+
+
 def test_demo_end_to_end(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "bot.cli", "demo", "--workdir", str(tmp_path / "w"),
                            "--out", str(out), "--repeats", "16"], cwd=ROOT, capture_output=True, text=True,
                           timeout=900)
+    if proc.returncode == 2 and "autoresearch: calibration on local:" in proc.stdout:
+        refused_at_calibration(out, proc.stdout)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads((out / "summary.json").read_text())
     state = json.loads((out / "state.json").read_text())
