@@ -1,21 +1,30 @@
 # Two entry points (see README): `make demo` and `make test`. Both set up what they need.
+# One venv, two layers: `demo` installs the core package only (what a run needs); `test` adds
+# the bot, llm, cloud and test extras on top. Each layer has its own stamp, named after the hash
+# of pyproject.toml, so neither undoes the other and an edit to pyproject.toml reinstalls.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+HASH   := $(shell cat pyproject.toml | sha1sum | cut -c1-12)
+CORE   := $(VENV)/.core-$(HASH)
+STAMP  := $(VENV)/.installed-$(HASH)
 
 .PHONY: demo test test-slow system-deps clean
 
-$(STAMP): pyproject.toml
+$(CORE): pyproject.toml
 	@command -v gcc >/dev/null || { echo "gcc is required (apt-get install build-essential)"; exit 1; }
 	@command -v git >/dev/null || { echo "git is required (apt-get install git)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	@rm -f $(VENV)/.core-*; touch $@
+
+$(STAMP): $(CORE)
 	$(PY) -m pip install -q -e '.[bot,llm,cloud,test]'
 	@rm -f $(VENV)/.installed-*; touch $@
 
-# Runs the whole loop on the bundled demo target (examples/tinyllm).
-demo: $(STAMP)
+# Runs the whole loop on the bundled demo target (examples/tinyllm); core dependencies only.
+demo: $(CORE)
 	$(VENV)/bin/autoresearch demo --out .autoresearch/demo-run
 
 # System packages the tests need (redis-server, cross compiler + qemu for NEON); idempotent.

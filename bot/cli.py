@@ -2,6 +2,7 @@
 `serve` (the webhook app; gunicorn, or Flask's dev server with --dev) and `worker` (RQ)."""
 from __future__ import annotations
 
+import argparse
 import sys
 
 from jobs import cli as jobs_cli
@@ -75,8 +76,14 @@ def register(sub) -> None:
                         help="how often to look for runs whose worker died (default 10)")
     worker.set_defaults(func=cmd_worker)
 
-    from .action import register as register_action
-    register_action(sub)            # `autoresearch action`: the GitHub Action's entry point
+    try:
+        from .action import register as register_action
+    except ModuleNotFoundError as exc:  # a core install (`make demo`): the bot extra is absent
+        missing = sub.add_parser("action", help="the GitHub Action's entry point (needs the bot extra)")
+        missing.add_argument("rest", nargs=argparse.REMAINDER)
+        missing.set_defaults(func=lambda args, exc=exc: (_ for _ in ()).throw(exc))
+    else:
+        register_action(sub)        # `autoresearch action`: the GitHub Action's entry point
 
 
 def main(argv: list[str] | None = None) -> int:

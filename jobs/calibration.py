@@ -26,7 +26,7 @@ from .config import TargetConfig
 from .integrity import load_flags, nondeterministic_digests
 from .sequential import Prior, Rule, adjusted, hodges_lehmann, mde, simulate, slot_alpha, to_log, to_pct
 from .spec import RawResult
-from .verdict import NUISANCES, baseline_problems, metric_pairs
+from .verdict import NUISANCES, baseline_sanity, metric_pairs
 
 
 GATE_P = 0.01
@@ -122,8 +122,8 @@ def calibrate_metric(raw: RawResult, name: str, direction: str, config: TargetCo
 
 
 def calibrate_run(raw: RawResult, config: TargetConfig, *, n_sims: int = 300) -> Calibration:
-    problems = [f"the baseline's own measurements fail the sanity check (a broken benchmark parser?): {p}"
-                for p in baseline_problems(raw, config)]
+    insane = baseline_sanity(raw, config)
+    problems = [insane] if insane else []
     metrics = {m.name: calibrate_metric(raw, m.name, m.direction, config, n_sims=n_sims)
                for m in config.metrics if raw.base.values.get(m.name) and raw.head.values.get(m.name)}
     primary = config.primary.name

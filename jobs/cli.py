@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -10,8 +12,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import gitops
-from .config import ConfigError
+from . import gitops, preflight, runlock
+from .config import ConfigError, load_config
 from .ledger import LedgerError, load_state
 from .pipeline import Run, RunCancelled, RunError, RunOptions, new_run_id
 from .recipes import RecipeError
@@ -38,13 +40,22 @@ class ProgressView:
         kind = event["type"]
         if kind == "phase":
             phase = event["phase"]
-            if phase in ("research", "calibrate"):
-                self._task(phase, "research (scan + recipes)" if phase == "research" else "calibrate (A/A noise)")
+            if phase == "research":
+                self._task(phase, "research (scan + recipes)")
+            elif phase == "calibrate":
+                # One row per calibration: its progress events are named `calibration` (one platform)
+                # or `calibration@<platform>`, and both land on the row made here.
+                platform = event.get("platform", "")
+                row = self._task(f"calibration@{platform}", "calibrate (A/A noise)"
+                                 + (f" on {platform}" if platform and platform != "local" else ""))
+                self.tasks["calibration"] = row
         elif kind == "research_done":
             self.p.update(self._task("research"), completed=1.0,
                           description=f"research: {len(event['hypotheses'])} hypotheses")
         elif kind == "calibrated":
-            self.p.update(self._task("calibrate"), completed=1.0, description="calibrate: done")
+            self.p.update(self._task(f"calibration@{event.get('platform', '')}"), completed=1.0,
+                          description="calibrate: done" + (f" on {event['platform']}" if event.get("platform") not in
+                                                           (None, "", "local") else ""))
         elif kind == "experiment_start":
             self._task(event["name"], f"experiment {event['name']}")
         elif kind == "progress":
@@ -66,19 +77,41 @@ def _progress() -> Progress:
 
 
 def _options(args, **extra) -> RunOptions:
-    target = Path(args.target).resolve()
+    """The run's options from the command line, after the checks that need nothing measured:
+    TARGET is a repository with a commit, --out is not a file, the run is not already running."""
     out = Path(args.out) if args.out else None
+    problems = preflight.out_problems(out)
+    if problems:
+        raise preflight.PreflightError(problems)
+    top = preflight.target_repo(Path(args.target))
+    target = Path(args.target).resolve()
     run_id = getattr(args, "run_id", None)
     if out and not run_id:
         state = load_state(out) if out.exists() else None
         run_id = state["run_id"] if state else None
     if not run_id:
-        top = gitops.toplevel(target)
-        if top is None:
-            raise RunError(f"{target} is not a git repository: autoresearch needs one")
         run_id = new_run_id(gitops.head_commit(top))
     out = out or Path("autoresearch-runs") / run_id
+    runlock.check_free(out)
     return RunOptions(target=target, out=out.resolve(), run_id=run_id, **extra)
+
+
+def _resumed_base(out: Path) -> str | None:
+    state = load_state(out) if out.is_dir() else None
+    return state.get("base_commit") if state else None
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM ends a run like Ctrl-C: its steps are stopped, its worktrees removed, its ledger kept
+    (a resume continues it). Only around a run: `serve` and `worker` handle signals their own way."""
+    def on_term(signum, frame):
+        raise KeyboardInterrupt("SIGTERM")
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _print_table(summary: dict) -> None:
@@ -116,17 +149,18 @@ def cmd_run(args) -> int:
     options = _options(args, agent=args.agent, candidates=[Path(p) for p in args.candidate],
                        repeats=args.repeats, executor=args.executor, no_sandbox=args.no_sandbox)
     if args.agent == "none" and not options.candidates:
-        raise RunError("--agent none evaluates only --candidate patches; give at least one")
-    for patch in options.candidates:
-        if not patch.is_file():
-            raise RunError(f"--candidate {patch}: no such file")
+        raise preflight.PreflightError(["--agent none: evaluates only --candidate patches and none was given; "
+                                        "fix: add --candidate PATCH, or use --agent offline"])
+    repo = gitops.toplevel(options.target)
+    preflight.check_run(repo, load_config(repo), candidates=options.candidates, out=options.out,
+                        base=_resumed_base(options.out))
     if getattr(args, "dry_run", False):   # `demo` reuses cmd_run without the flag
         if args.executor != "skypilot":
             raise RunError("--dry-run previews cloud tasks and their cost; use it with --executor skypilot")
         from .dryrun import dry_run
         console.print(dry_run(options), markup=False, highlight=False, soft_wrap=True)
         return 0
-    with _progress() as progress:
+    with _terminate_as_interrupt(), _progress() as progress:
         summary = Run(options, on_event=ProgressView(progress)).execute()
     _print_table(summary)
     out = options.out
@@ -138,7 +172,8 @@ def cmd_run(args) -> int:
 
 def cmd_calibrate(args) -> int:
     options = _options(args, calibrate_only=True, agent="none", no_sandbox=args.no_sandbox)
-    with _progress() as progress:
+    load_config(gitops.toplevel(options.target))
+    with _terminate_as_interrupt(), _progress() as progress:
         result = Run(options, on_event=ProgressView(progress)).execute()
     for platform, cal in result["calibration"].items():
         table = Table(title=f"A/A calibration on {platform} ({result['cpus'][platform]})")
@@ -158,7 +193,8 @@ def cmd_calibrate(args) -> int:
 
 def cmd_research(args) -> int:
     options = _options(args, research_only=True, agent=args.agent)
-    with _progress() as progress:
+    load_config(gitops.toplevel(options.target))
+    with _terminate_as_interrupt(), _progress() as progress:
         result = Run(options, on_event=ProgressView(progress)).execute()
     console.print(f"{len(result['hypotheses'])} hypotheses; research.md and hypotheses.json in {options.out}")
     return 0
@@ -189,6 +225,55 @@ def cmd_reap(args) -> int:
     return cli_reap(args, lambda text: console.print(text, markup=False, highlight=False))
 
 
+def cmd_config(args) -> int:
+    from . import configdoc
+    if args.schema:
+        text = configdoc.schema_json()
+    elif args.markdown:
+        text = configdoc.markdown_table()
+    else:
+        text = configdoc.example_yaml()
+    sys.stdout.write(text)
+    return 0
+
+
+def cmd_clean(args) -> int:
+    from . import cleanup
+    repo = preflight.target_repo(Path(args.target))
+    leftovers, live = cleanup.find_leftovers(repo)
+    for rid in live:
+        console.print(f"left alone: run {rid} is running", highlight=False)
+    if not leftovers:
+        console.print(f"nothing to clean in {repo}", highlight=False)
+        return 0
+    verb = "removed" if args.yes else "would remove"
+    for item in leftovers:
+        console.print(f"{verb} {item.kind:<8} {item.what}  ({item.run_id}: {item.why})", markup=False, highlight=False)
+    if args.yes:
+        cleanup.remove(repo, leftovers)
+    else:
+        console.print("dry run: nothing was removed; add --yes to remove these", highlight=False)
+    return 0
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; fix: give a number of pairs, e.g. 20")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} pairs cannot measure anything; fix: give 1 or more "
+                                         "(leave it out to use the config's repeats.max)")
+    return value
+
+
+TARGET_HELP = ("the target: a git repository (with at least one commit) holding .github/autoresearch.yml; "
+               "the run measures its committed HEAD")
+EXECUTOR_HELP = ("where build, checks and benchmarks run: local (git worktrees on this machine, default) or "
+                 "skypilot (one cloud VM per experiment and platform; needs the cloud extra)")
+REPEATS_HELP = "most pairs of benchmark processes per experiment, N >= 1 (default: the config's repeats.max)"
+
+
 def build_parser(extend=None) -> argparse.ArgumentParser:
     """`extend(subparsers)` lets bot/ add its commands (serve, worker, action) without jobs/
     importing bot/."""
@@ -196,18 +281,20 @@ def build_parser(extend=None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p, run_id=True):
-        p.add_argument("--out", help="output directory (default autoresearch-runs/<run-id>)")
+        p.add_argument("--out", help="output directory (default autoresearch-runs/<run-id>); "
+                                     "an existing run's folder resumes that run")
         if run_id:
             p.add_argument("--run-id", help="resume this run (its finished experiments are not re-run)")
 
     run = sub.add_parser("run", help="research, experiment, stack and report on TARGET")
-    run.add_argument("target")
+    run.add_argument("target", help=TARGET_HELP)
     run.add_argument("--agent", choices=["offline", "none", "claude"],
                      help="default: the config's `agent` (offline when it asks for claude without a key)")
     run.add_argument("--candidate", action="append", default=[], metavar="PATCH",
-                     help="a patch file to evaluate as a hypothesis (repeatable)")
-    run.add_argument("--repeats", type=int, help="most pairs per experiment (default: the config's repeats.max)")
-    run.add_argument("--executor", choices=["local", "skypilot"], default="local")
+                     help=f"a patch file to evaluate as a hypothesis (repeatable): {preflight.PATCH_FORMAT}; "
+                          "it must apply to TARGET's HEAD and touch only `editable` paths")
+    run.add_argument("--repeats", type=positive_int, metavar="N", help=REPEATS_HELP)
+    run.add_argument("--executor", choices=["local", "skypilot"], default="local", help=EXECUTOR_HELP)
     run.add_argument("--no-sandbox", action="store_true",
                      help="run target code without the bubblewrap sandbox (the report and PR body say so)")
     run.add_argument("--dry-run", action="store_true",
@@ -223,25 +310,43 @@ def build_parser(extend=None) -> argparse.ArgumentParser:
     reap.set_defaults(func=cmd_reap)
 
     cal = sub.add_parser("calibrate", help="measure this machine's noise on TARGET (A/A only)")
-    cal.add_argument("target")
+    cal.add_argument("target", help=TARGET_HELP)
     cal.add_argument("--no-sandbox", action="store_true", help="run target code without the sandbox")
     common(cal)
     cal.set_defaults(func=cmd_calibrate)
 
     res = sub.add_parser("research", help="run only the research phase")
-    res.add_argument("target")
-    res.add_argument("--agent", choices=["offline", "claude"])
+    res.add_argument("target", help=TARGET_HELP)
+    res.add_argument("--agent", choices=["offline", "claude"], help="default: the config's `agent`")
     common(res)
     res.set_defaults(func=cmd_research)
 
     demo = sub.add_parser("demo", help="run the whole loop on the bundled tinyllm target")
-    demo.add_argument("--workdir", default=".autoresearch/demo")
-    demo.add_argument("--agent", choices=["offline"], default="offline")
-    demo.add_argument("--repeats", type=int)
-    demo.add_argument("--executor", choices=["local"], default="local")
+    demo.add_argument("--workdir", default=".autoresearch/demo",
+                      help="where the demo target is made afresh as a git repository (default %(default)s)")
+    demo.add_argument("--agent", choices=["offline"], default="offline",
+                      help="the demo uses the offline agent (recipes under kernels/; no API key)")
+    demo.add_argument("--repeats", type=positive_int, metavar="N", help=REPEATS_HELP)
+    demo.add_argument("--executor", choices=["local"], default="local",
+                      help="the demo runs on this machine only (git worktrees)")
     demo.add_argument("--no-sandbox", action="store_true", help="run target code without the sandbox")
-    demo.add_argument("--out", help="output directory")
+    demo.add_argument("--out", help="output directory (default autoresearch-runs/<run-id>; `make demo` "
+                                    "uses .autoresearch/demo-run); a previous demo there is replaced")
     demo.set_defaults(func=cmd_demo)
+
+    config = sub.add_parser("config", help="the .github/autoresearch.yml reference, generated from its schema")
+    form = config.add_mutually_exclusive_group()
+    form.add_argument("--example", action="store_true",
+                      help="a commented YAML file with every field at its default (the default output)")
+    form.add_argument("--schema", action="store_true", help="the JSON schema")
+    form.add_argument("--markdown", action="store_true", help="the README's table of fields")
+    config.set_defaults(func=cmd_config)
+
+    clean = sub.add_parser("clean", help="list (or, with --yes, remove) what runs that are not running left in "
+                                         "TARGET: experiment branches, worktrees, build folders")
+    clean.add_argument("target", help="the target git repository")
+    clean.add_argument("--yes", action="store_true", help="remove them (default: a dry run that only lists them)")
+    clean.set_defaults(func=cmd_clean)
     if extend:
         extend(sub)
     return parser
@@ -252,11 +357,18 @@ def main(argv: list[str] | None = None, extend=None) -> int:
     try:
         return args.func(args)
     except (RunError, RunCancelled, ConfigError, RecipeError, LedgerError, gitops.GitError) as exc:
-        console.print(f"[red]autoresearch: {exc}[/]", highlight=False)
+        console.print(f"autoresearch: {exc}", style="red", markup=False, highlight=False)
         return 2
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted; re-run with the same --run-id/--out to resume[/]")
-        return 130
+    except ModuleNotFoundError as exc:
+        # A core install (`make demo`, `pip install -e .`) lacks the extras of serve/worker/action/skypilot.
+        console.print(f"autoresearch {args.command}: needs the Python package {exc.name!r}, which this "
+                      "install lacks; fix: .venv/bin/pip install -e '.[bot,llm,cloud]' (or `make test`)",
+                      style="red", markup=False, highlight=False)
+        return 2
+    except KeyboardInterrupt as exc:
+        how = "terminated" if str(exc) == "SIGTERM" else "interrupted"
+        console.print(f"[yellow]{how}; re-run with the same --run-id/--out to resume[/]")
+        return 143 if how == "terminated" else 130
 
 
 if __name__ == "__main__":

@@ -33,19 +33,23 @@ class Strict(BaseModel):
 
 
 class Metric(Strict):
-    name: str = Field(pattern=r"^[\w.µ]+$")
-    direction: Literal["higher", "lower"] = "higher"
-    primary: bool = False
-    unit: str = ""
+    """One number the benchmark prints as `METRIC name=value`."""
+
+    name: str = Field(pattern=r"^[\w.µ]+$", description="as the benchmark prints it (letters, digits, _ . µ)")
+    direction: Literal["higher", "lower"] = Field("higher", description="which way is better")
+    primary: bool = Field(False, description="exactly one metric is primary: verdicts are decided on it")
+    unit: str = Field("", description="shown in reports")
     clock: Literal["wall", "cpu"] = Field(
         "wall", description="the clock the benchmark times this metric with; the runner checks a claimed "
                             "speed-up against its own measurement of the same clock")
 
 
 class Timeouts(Strict):
-    build: float = Field(600, gt=0)
-    benchmark: float = Field(300, gt=0)
-    checks: float = Field(600, gt=0)
+    """Seconds each step may take before it is stopped (status `timeout`)."""
+
+    build: float = Field(600, gt=0, description="one build of one tree")
+    benchmark: float = Field(300, gt=0, description="one benchmark process")
+    checks: float = Field(600, gt=0, description="one run of the checks")
 
 
 class Repeats(Strict):
@@ -65,6 +69,8 @@ class Repeats(Strict):
 
 
 class Thresholds(Strict):
+    """When a difference counts, and when the machine is flagged as noisy."""
+
     alpha: float = Field(0.05, gt=0, lt=0.5, description="chance of any false keep in a whole run")
     min_effect_pct: float = Field(1.0, ge=0, description="a keep's interval must clear this floor")
     target_mde_pct: float = Field(5.0, gt=0, description="sampling stops once effects this large are ruled out")
@@ -120,31 +126,36 @@ class Sandbox(Strict):
 
 
 class Budget(Strict):
-    usd: float = Field(30.0, ge=0)
-    max_vms: int = Field(4, ge=1)
-    max_experiments: int = Field(30, ge=1)
-    wall_hours: float = Field(4.0, gt=0)
+    """Hard caps of one run."""
+
+    usd: float = Field(30.0, ge=0, description="machine and model spend")
+    max_vms: int = Field(4, ge=1, description="cloud VMs at once (the wave size)")
+    max_experiments: int = Field(30, ge=1, description="experiments per run; also the size of the error-control "
+                                                        "family")
+    wall_hours: float = Field(4.0, gt=0, description="no experiment starts after this")
 
 
 class InversePair(Strict):
     """Two metrics that must agree: a * b ~= product (e.g. tok/s * ms/tok = 1000)."""
 
-    a: str
-    b: str
-    product: float = Field(gt=0)
-    tolerance: float = Field(0.1, gt=0, lt=1)
+    a: str = Field(description="a declared metric")
+    b: str = Field(description="a declared metric")
+    product: float = Field(gt=0, description="what a * b must be, e.g. 1000 for tok/s and ms/tok")
+    tolerance: float = Field(0.1, gt=0, lt=1, description="relative")
 
 
 class Sanity(Strict):
-    inverse_pairs: list[InversePair] = []
+    """Cross-checks of the benchmark's own numbers (a parser reading the wrong line fails them)."""
+
+    inverse_pairs: list[InversePair] = Field([], description="metric pairs whose product is fixed")
 
 
 class Roofline(Strict):
     """Model size and measured speed; bandwidth is measured on this machine when not given."""
 
-    model_bytes: int = Field(gt=0)
-    tokens_per_s: float = Field(gt=0)
-    bandwidth_gbs: float | None = Field(None, gt=0)
+    model_bytes: int = Field(gt=0, description="bytes read per token")
+    tokens_per_s: float = Field(gt=0, description="the measured generation speed")
+    bandwidth_gbs: float | None = Field(None, gt=0, description="memory bandwidth; default: measured")
 
 
 class Profile(Strict):
@@ -154,7 +165,8 @@ class Profile(Strict):
 
     instrument: str = Field(pattern=r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*\.yml$",
                             description="recipe-format file under kernels/, e.g. llama/op-profile.yml")
-    variable: str = Field("GGML_CPU_OP_PROFILE", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    variable: str = Field("GGML_CPU_OP_PROFILE", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+                          description="the environment variable naming the profile file")
     command: str | None = Field(None, description="the profiled process; default: the benchmark command")
     workloads: dict[str, int] = Field(default_factory=dict,
                                       description="metric -> tokens per graph; default ppN -> N, tgN -> 1")
@@ -169,42 +181,47 @@ class Profile(Strict):
 
 
 class Research(Strict):
+    """Where hypotheses come from besides the code itself."""
+
     recipes: list[str] = Field(default_factory=list, description="recipe sets under kernels/recipes")
     backends: list[str] = Field(default_factory=list, description="folders of other backends")
     forks: list[str] = Field(default_factory=list, description="owner/name of competing repos")
     fork_count: int = Field(5, ge=0, description="most-starred forks to compare")
     papers: list[str] = Field(default_factory=list, description="arXiv search queries")
-    roofline: Roofline | None = None
-    profile: Profile | None = None
-    max_hypotheses: int = Field(8, ge=1)
+    roofline: Roofline | None = Field(None, description="memory-bound check of the primary metric")
+    profile: Profile | None = Field(None, description="a per-op profile of one benchmark process")
+    max_hypotheses: int = Field(8, ge=1, description="most hypotheses a run tries")
 
 
 class Price(Strict):
     """USD per million tokens."""
 
-    input: float = Field(ge=0)
-    output: float = Field(ge=0)
-    cache_write: float | None = Field(None, ge=0)
-    cache_read: float | None = Field(None, ge=0)
+    input: float = Field(ge=0, description="USD per million input tokens")
+    output: float = Field(ge=0, description="USD per million output tokens")
+    cache_write: float | None = Field(None, ge=0, description="USD per million cache-write tokens")
+    cache_read: float | None = Field(None, ge=0, description="USD per million cache-read tokens")
 
 
 class LLM(Strict):
     """The Claude agent's model and hard caps; spend counts into the run's cost."""
 
-    model: str = "claude-sonnet-4-6"
+    model: str = Field("claude-sonnet-4-6", description="Anthropic model id")
     max_tokens: int = Field(4096, ge=256, description="per response")
-    max_run_tokens: int = Field(2_000_000, ge=1000)
-    max_usd: float = Field(10.0, ge=0)
-    max_turns: int = Field(30, ge=1)
-    max_retries: int = Field(2, ge=0)
-    timeout: float = Field(120.0, gt=0)
-    pricing: dict[str, Price] = {}
+    max_run_tokens: int = Field(2_000_000, ge=1000, description="per run")
+    max_usd: float = Field(10.0, ge=0, description="model spend per run")
+    max_turns: int = Field(30, ge=1, description="tool-use turns per hypothesis")
+    max_retries: int = Field(2, ge=0, description="per API call")
+    timeout: float = Field(120.0, gt=0, description="seconds per API call")
+    pricing: dict[str, Price] = Field({}, description="model id -> prices, for models the built-in table lacks")
 
 
 class Platform(Strict):
-    name: str
-    instance_type: str | None = None
-    cloud: str | None = None
+    """Where experiments run: `local`, or `x86`/`arm` VMs with --executor skypilot."""
+
+    name: str = Field(description="local, x86, arm (or a name of your own with an instance_type)")
+    instance_type: str | None = Field(None, description="cloud instance type; default c6i.2xlarge (x86), "
+                                                        "c7g.2xlarge (arm)")
+    cloud: str | None = Field(None, description="SkyPilot cloud; default aws")
 
 
 class PullRequest(Strict):
@@ -215,13 +232,17 @@ class PullRequest(Strict):
 
 
 class TargetConfig(Strict):
-    version: Literal[1] = 1
-    name: str = ""
-    build: str
-    benchmark: str
-    checks: str
-    metrics: list[Metric] = Field(min_length=1)
-    editable: list[str] = Field(min_length=1, description="globs the agent may edit")
+    """`.github/autoresearch.yml`. Commands run with bash in the root of a clean checkout of the
+    commit being measured (a git worktree), in the sandbox."""
+
+    version: Literal[1] = Field(1, description="the file format's version")
+    name: str = Field("", description="shown in reports; default: the repository's folder name")
+    build: str = Field(description="shell command that builds the tree, run in its root")
+    benchmark: str = Field(description="shell command, one process = one sample; prints METRIC (and DIGEST) lines")
+    checks: str = Field(description="shell command; exit 0 = outputs still correct")
+    metrics: list[Metric] = Field(min_length=1, description="what the benchmark prints; one is primary")
+    editable: list[str] = Field(min_length=1, description="globs (fnmatch, from the repository root) of the only "
+                                                          "files an agent or a --candidate may change")
     timeouts: Timeouts = Timeouts()
     repeats: Repeats = Repeats()
     thresholds: Thresholds = Thresholds()
@@ -230,11 +251,12 @@ class TargetConfig(Strict):
     integrity: Integrity = Integrity()
     sandbox: Sandbox = Sandbox()
     research: Research = Research()
-    platforms: list[Platform] = Field(default_factory=lambda: [Platform(name="local")])
-    agent: Literal["offline", "claude", "none"] = "offline"
+    platforms: list[Platform] = Field(default_factory=lambda: [Platform(name="local")],
+                                      description="short form [x86, arm] allowed")
+    agent: Literal["offline", "claude", "none"] = Field("offline", description="who implements hypotheses")
     llm: LLM = LLM()
     pull_request: PullRequest = PullRequest()
-    approvers: list[str] = []
+    approvers: list[str] = Field([], description="GitHub logins who may approve spending besides writers")
 
     @field_validator("platforms", mode="before")
     @classmethod
@@ -331,7 +353,32 @@ _FIXES = {
     "extra_forbidden": "remove it or check its spelling",
     "literal_error": "use one of the allowed values",
     "string_pattern_mismatch": "use letters, digits, '_', '.' only",
+    "string_type": "write text (quote it when YAML reads it as a number, a boolean or null)",
+    "int_parsing": "write a whole number, e.g. 3",
+    "int_type": "write a whole number, e.g. 3",
+    "int_from_float": "write a whole number, e.g. 3",
+    "float_parsing": "write a number, e.g. 1.5",
+    "float_type": "write a number, e.g. 1.5",
+    "bool_parsing": "write true or false",
+    "bool_type": "write true or false",
+    "list_type": "write a list, e.g. [a, b], or one '- item' per line",
+    "dict_type": "write a mapping, e.g. {key: value}",
+    "model_type": "write a mapping of its fields, e.g. {name: value}",
+    "model_attributes_type": "write a mapping of its fields, e.g. {name: value}",
+    "too_short": "list at least one",
 }
+_BOUNDS = {"greater_than": "use a value above {gt}", "greater_than_equal": "use {ge} or more",
+           "less_than": "use a value below {lt}", "less_than_equal": "use {le} or less"}
+REFERENCE = "see `autoresearch config --example` for every field and its form"
+
+
+def _fix(item: dict) -> str:
+    """The 'fix:' of one validation error: every problem gets one (a value error raised by our own
+    validators already says what is wrong; the reference shows what is right)."""
+    if item["type"] in _BOUNDS:
+        return _BOUNDS[item["type"]].format(**{k: f"{v:g}" if isinstance(v, (int, float)) else v
+                                                for k, v in item.get("ctx", {}).items()})
+    return _FIXES.get(item["type"], REFERENCE)
 
 
 def _problems(error: ValidationError) -> list[tuple[str, str]]:
@@ -339,8 +386,7 @@ def _problems(error: ValidationError) -> list[tuple[str, str]]:
     for item in error.errors():
         loc = ".".join(str(p) for p in item["loc"]) or "(top level)"
         msg = item["msg"].removeprefix("Value error, ")
-        fix = _FIXES.get(item["type"])
-        out.append((loc, f"{msg}; fix: {fix}" if fix else msg))
+        out.append((loc, f"{msg}; fix: {_fix(item)}"))
     return out
 
 
@@ -350,9 +396,10 @@ def parse_config(text: str, source: str = CONFIG_PATH) -> TargetConfig:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(unknown position)"
-        raise ConfigError(source, [(where, f"not valid YAML: {getattr(exc, 'problem', exc)}")]) from None
+        raise ConfigError(source, [(where, f"not valid YAML: {getattr(exc, 'problem', exc)}; fix: correct the "
+                                           "syntax there (indentation, an unclosed bracket or quote)")]) from None
     if not isinstance(data, dict):
-        raise ConfigError(source, [("(top level)", "must be a mapping of fields (build, benchmark, ...)")])
+        raise ConfigError(source, [("(top level)", f"must be a mapping of fields (build, benchmark, ...); fix: {REFERENCE}")])
     try:
         return TargetConfig.model_validate(data)
     except ValidationError as exc:

@@ -9,13 +9,15 @@ class GitError(RuntimeError):
     pass
 
 
-def git(repo: Path | str, *args: str, input: str | None = None, check: bool = True) -> str:
+def git(repo: Path | str, *args: str, input: str | None = None, check: bool = True,
+        env: dict[str, str] | None = None) -> str:
     proc = subprocess.run(
         ["git", "-C", str(repo), *args],
         input=input, capture_output=True, text=True,
         env={"GIT_TERMINAL_PROMPT": "0", "PATH": _path(), "HOME": _home(),
              "GIT_AUTHOR_NAME": "autoresearch", "GIT_AUTHOR_EMAIL": "autoresearch@users.noreply.github.com",
-             "GIT_COMMITTER_NAME": "autoresearch", "GIT_COMMITTER_EMAIL": "autoresearch@users.noreply.github.com"},
+             "GIT_COMMITTER_NAME": "autoresearch", "GIT_COMMITTER_EMAIL": "autoresearch@users.noreply.github.com",
+             **(env or {})},
     )
     if check and proc.returncode != 0:
         raise GitError(f"git {' '.join(args)} failed in {repo}: {proc.stderr.strip() or proc.stdout.strip()}")
@@ -41,6 +43,29 @@ def toplevel(path: Path) -> Path | None:
 
 def head_commit(repo: Path, ref: str = "HEAD") -> str:
     return git(repo, "rev-parse", f"{ref}^{{commit}}")
+
+
+def has_commits(repo: Path) -> bool:
+    return git(repo, "rev-parse", "--verify", "-q", "HEAD^{commit}", check=False) != ""
+
+
+def files_at(repo: Path, commit: str) -> list[str]:
+    """Every file path in `commit`'s tree (relative to the root)."""
+    return [p for p in git(repo, "ls-tree", "-r", "--name-only", "-z", commit).split("\0") if p]
+
+
+def patch_check(repo: Path, commit: str, patch_text: str) -> str:
+    """'' if `patch_text` applies to `commit` exactly as the run applies it (`git apply` at the tree
+    root), else git's complaint. Checked against a throwaway index of `commit`: no checkout."""
+    import os
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="autoresearch-apply-") as tmp:
+        env = {"GIT_INDEX_FILE": os.path.join(tmp, "index")}
+        git(repo, "read-tree", commit, env=env)
+        proc = subprocess.run(["git", "-C", str(repo), "apply", "--cached", "--check", "--whitespace=nowarn", "-"],
+                              input=patch_text, capture_output=True, text=True,
+                              env={"PATH": _path(), "HOME": _home(), "GIT_TERMINAL_PROMPT": "0", **env})
+    return "" if proc.returncode == 0 else (proc.stderr.strip() or proc.stdout.strip() or "git apply failed")
 
 
 def is_clean(repo: Path) -> bool:

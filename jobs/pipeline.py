@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import hashlib
 
-from . import gitops, ledger, sandbox
+from . import cleanup, gitops, ledger, runlock, sandbox
 from .agent.offline import NotImplementable
 from .calibration import calibrate_run
 from .config import Overrides, TargetConfig, load_config
@@ -601,6 +601,8 @@ class Run:
         return summary
 
     def execute(self) -> dict[str, Any]:
+        runlock.acquire(self.out, self.o.run_id)          # `autoresearch clean` leaves a live run alone
+        runlock.register(self.repo, self.o.run_id, self.out)
         try:
             self._init_state()
             if self.o.calibrate_only:
@@ -623,9 +625,21 @@ class Run:
             raise
         finally:
             self._stop.set()
-            for ex in self._executors or []:
-                # Machine time of attempts cut short (cancel, Ctrl-C) was paid for all the same.
-                unreported = getattr(ex, "unreported_usd", 0.0) or 0.0
-                if unreported and self.state:
-                    self._save(cost_usd=round(self.state.get("cost_usd", 0.0) + unreported, 6))
-                ex.close()
+            try:
+                for ex in self._executors or []:
+                    # Machine time of attempts cut short (cancel, Ctrl-C) was paid for all the same.
+                    unreported = getattr(ex, "unreported_usd", 0.0) or 0.0
+                    if unreported and self.state:
+                        self._save(cost_usd=round(self.state.get("cost_usd", 0.0) + unreported, 6))
+                    ex.close()
+            finally:
+                self._end()
+
+    def _end(self) -> None:
+        """Best effort: a leftover here is what `autoresearch clean` is for; never mask the run's error."""
+        try:
+            cleanup.end_of_run(self.repo, self.o.run_id, self.out, finished=self.state.get("phase") == "done")
+        except gitops.GitError as exc:
+            self.emit({"type": "warning", "message": f"could not tidy the target after the run: {exc}"})
+        finally:
+            runlock.release(self.out)

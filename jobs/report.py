@@ -29,6 +29,16 @@ def _fmt(value: float | None) -> str:
     return f"{value:.4g}"
 
 
+def _plural(n: int, word: str, many: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def _p_eq(p: float | None) -> str:
+    """`p<0.001` or `p=0.012`: the comparison sign belongs to the value."""
+    text = _p(p)
+    return f"p{text}" if text.startswith("<") else f"p={text}"
+
+
 def _p(p: float | None) -> str:
     if p is None:
         return "—"
@@ -63,8 +73,8 @@ def profile_section(profile: dict[str, Any] | None, top: int = 8) -> list[str]:
                 + "; share of graph-evaluation time per op:", ""]
     for w in profile["workloads"]:
         ops = ", ".join(f"{op} {100 * share:.1f}%" for op, share in list(w["by_op"].items())[:top])
-        out.append(f"- **{w['name']}** ({w['graphs']} graph(s) of {w['tokens']} token(s), {w['total_ms']:.1f} ms, "
-                   f"{w['threads']} thread(s)): {ops}")
+        out.append(f"- **{w['name']}** ({_plural(w['graphs'], 'graph')} of {_plural(w['tokens'], 'token')}, "
+                   f"{w['total_ms']:.1f} ms, {_plural(w['threads'], 'thread')}): {ops}")
     out.append("")
     return out
 
@@ -138,7 +148,7 @@ def _headline(summary: dict[str, Any]) -> str:
     for platform, stack in summary.get("stacks", {}).items():
         m = _primary(stack, primary)
         if m and stack["status"] == "keep":
-            parts.append(f"**{primary} {m['delta_pct']:+.1f}%** (p={_p(m['p_value'])}) on {platform}")
+            parts.append(f"**{primary} {m['delta_pct']:+.1f}%** ({_p_eq(m['p_value'])}) on {platform}")
         else:
             parts.append(f"on {platform} the stack was {STATUS_WORDS.get(stack['status'], stack['status'])}: "
                          f"{stack['reason']}")
@@ -147,9 +157,9 @@ def _headline(summary: dict[str, Any]) -> str:
         return ("No optimization beat the baseline by more than this machine's noise; no stack was built, "
                 "and the branch equals the base commit.")
     if not kept:
-        return (f"{len(alone)} optimization(s) were kept alone ({', '.join(alone)}), but none kept its place in "
+        return (f"{_plural(len(alone), 'optimization')} {'was' if len(alone) == 1 else 'were'} kept alone ({', '.join(alone)}), but none kept its place in "
                 "the stack (see the leave-one-out table below), so the branch equals the base commit.")
-    line = f"{len(kept)} optimization(s) kept ({', '.join(kept)}); together: " + "; ".join(parts) + "."
+    line = f"{_plural(len(kept), 'optimization')} kept ({', '.join(kept)}); together: " + "; ".join(parts) + "."
     if stacks := summary.get("stacks"):
         if not any(st["status"] == "keep" for st in stacks.values()):
             line += (" The re-measure did not confirm the stack, so the branch equals the base commit; the "

@@ -148,6 +148,36 @@ def baseline_problems(raw: RawResult, config: TargetConfig) -> list[str]:
     return problems
 
 
+def baseline_sanity(raw: RawResult, config: TargetConfig) -> str:
+    """'' when the baseline passes its sanity checks, else the failure with its likeliest cause.
+    A number that is not positive, or inconsistent with its inverse, is the parser. A spread the
+    process's own time does not follow is the parser too, unless the other arm's values spread
+    alike (at least the square root of the baseline's max/min): then it is the machine's load,
+    which shakes both arms, while a parser misreading one build's output shakes one."""
+    problems = baseline_problems(raw, config)
+    if not problems:
+        return ""
+    base = [i.metrics for i in raw.measured() if i.arm == "A"]
+    if value_problems(base, [m.name for m in config.metrics], "baseline") or \
+            inverse_problems(base, config.sanity.inverse_pairs, "baseline"):
+        cause = ("most likely the benchmark parser: a metric is not a positive number or disagrees with its "
+                 "inverse; fix: check which line of the benchmark's output each METRIC is read from")
+    else:
+        spreads = []
+        for m in config.metrics:
+            a = [i.metrics[m.name] for i in raw.measured() if i.arm == "A" and m.name in i.metrics]
+            b = [i.metrics[m.name] for i in raw.measured() if i.arm == "B" and m.name in i.metrics]
+            if len(a) >= 2 and len(b) >= 2 and min(a) > 0 and min(b) > 0 and max(a) / min(a) > config.thresholds.max_spread:
+                spreads.append((m.name, max(a) / min(a), max(b) / min(b)))
+        alike = spreads and all(sb >= sa ** 0.5 for _, sa, sb in spreads)
+        detail = ", ".join(f"{n}: baseline {sa:.2f}x, other arm {sb:.2f}x" for n, sa, sb in spreads)
+        cause = (f"most likely machine load (both arms spread alike: {detail}); fix: run when the machine is "
+                 "quieter, or raise thresholds.max_spread" if alike else
+                 f"most likely the benchmark parser (only the baseline's values spread{': ' + detail if detail else ''}); "
+                 "fix: check which line of the benchmark's output each METRIC is read from")
+    return f"baseline failed its sanity check, {cause}. Found: " + "; ".join(problems)
+
+
 def candidate_problems(raw: RawResult, config: TargetConfig, plan: Plan) -> list[str]:
     head = [i.metrics for i in raw.measured() if i.arm == "B"]
     problems = value_problems(head, [m.name for m in config.metrics], "candidate")
@@ -174,10 +204,9 @@ def judge(raw: RawResult, config: TargetConfig, plan: Plan) -> Judgement:
         return Judgement(Status(raw.status), raw.reason, runner=runner_view(raw))
     view = runner_view(raw)
     primary = config.primary
-    insane = baseline_problems(raw, config)
+    insane = baseline_sanity(raw, config)
     if insane:
-        return Judgement(Status.NOISE, "baseline failed its sanity check (a broken benchmark parser?): "
-                         + "; ".join(insane), runner=view)
+        return Judgement(Status.NOISE, insane, runner=view)
     results = [compare_metric(raw, m.name, m.direction, plan, plan.mde_pct if m.primary else math.inf)
                for m in config.metrics if raw.base.values.get(m.name) and raw.head.values.get(m.name)]
     flags = [f for m in config.metrics

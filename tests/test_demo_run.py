@@ -1,16 +1,47 @@
-"""The README's first command, end to end (pairs capped for CI time): every hypothesis gets a
-status with a reason, the decoy is never kept, the branch holds exactly the stack that survived.
+"""The README's first command, end to end (pairs capped for CI time). It asserts only what holds
+on any machine, busy or quiet: the run completes, or its calibration refuses it with a reason and
+leaves nothing half-done (then the test is skipped, saying why); every experiment has a legal
+status and a reason; summary.json, pr.md, experiments.jsonl and state.json tell the same story;
+the decoy (a control that should change nothing) is never kept; the branch carries exactly the
+confirmed stack; and a finished run leaves only its branch in the target.
 
-Whether a fusion is kept depends on this machine's noise today, so it is not asserted here; the
-keep rate is measured by tests/benchmarks/verdict_power.py (METRIC lines).
+Whether a fusion is kept depends on this machine's load today (CVs of 30-45% on a busy 2-core
+host), so it is never asserted here; keep rates are measured by tests/benchmarks/verdict_power.py
+and the demo's wall time by tests/benchmarks/demo_walltime.py (METRIC lines).
 """
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
+from jobs.model import Status
+from jobs.report import STATUS_WORDS
+
+LEGAL = {s.value for s in Status}
+
+
+def git(repo: str, *args: str) -> str:
+    return subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, check=True).stdout
+
+
+def refused_at_calibration(out, stdout: str) -> None:
+    """On a busy enough machine the A/A calibration may stop the run (two builds of the same commit
+    measured apart, or a baseline failing its sanity check): a designed outcome with its reason,
+    exit 2. Then nothing may be half-done: no report, no experiment, no branch, no worktree, no
+    lock. The rest of the end-to-end test cannot run today, and the skip says why."""
+    reason = " ".join(stdout.split("autoresearch: calibration on local:", 1)[1].split())
+    assert "favours one build" in reason or "sanity check" in reason, reason
+    state = json.loads((out / "state.json").read_text())
+    assert state["phase"] == "calibrate" and not (out / "summary.json").exists() and not (out / "pr.md").exists()
+    assert git(state["target"], "for-each-ref", "--format=%(refname:short)", "refs/heads/autoresearch/").split() == []
+    assert git(state["target"], "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert not (out / "run.lock").exists()
+    pytest.skip(f"the calibration refused the run on this machine today: {reason[:300]}")
 
 
 def test_demo_end_to_end(tmp_path):
@@ -18,24 +49,55 @@ def test_demo_end_to_end(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "bot.cli", "demo", "--workdir", str(tmp_path / "w"),
                            "--out", str(out), "--repeats", "16"], cwd=ROOT, capture_output=True, text=True,
                           timeout=900)
+    if proc.returncode == 2 and "autoresearch: calibration on local:" in proc.stdout:
+        refused_at_calibration(out, proc.stdout)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads((out / "summary.json").read_text())
+    state = json.loads((out / "state.json").read_text())
+    pr = (out / "pr.md").read_text()
+    records = [json.loads(line) for line in (out / "experiments.jsonl").read_text().splitlines() if line.strip()]
     assert summary["experiments"] and summary["sandboxed"] is True
+
+    # Legal statuses, each with a reason; measured ones stay within the pair cap.
     for e in summary["experiments"]:
-        assert e["status"] in ("keep", "discard", "skipped") and e["reason"], e
-        if e["status"] != "skipped":
+        assert e["status"] in LEGAL and e["reason"], e
+        if e.get("runner", {}).get("pairs"):
+            assert e["runner"]["pairs"] <= 16, e
+        if e["status"] == Status.KEEP.value:
             primary = next(m for m in e["metrics"] if m["name"] == summary["primary"])
-            assert primary["n_pairs"] >= 3 and (e["runner"]["pairs"] or 0) <= 16
-        if e["status"] == "keep":
-            assert primary["ci_low_pct"] > 1.0 and primary["delta_pct"] > 0
-    # The decoy micro-optimization is measured and not kept.
+            assert primary["ci_low_pct"] > 0 and primary["delta_pct"] > 0, e
+    for st in summary["stacks"].values():
+        assert st["status"] in LEGAL and st["reason"]
+
+    # The reports agree: the ledger's experiments are the summary's, pr.md lists each with its status.
+    ledgered = {(r["name"], r["status"]) for r in records if r.get("kind") == "experiment"}
+    assert ledgered == {(e["name"], e["status"]) for e in summary["experiments"]}
+    for e in summary["experiments"]:
+        row = rf"^\| {re.escape(e['name'])} \| {e['platform']} \| [^|]* \| {re.escape(STATUS_WORDS[e['status']])} \|"
+        assert re.search(row, pr, re.M), f"pr.md has no row for {e['name']} ({e['status']})"
+    assert state["phase"] == "done" and state["branch"] == summary["branch"]
+    assert state["base_commit"] == summary["base_commit"]
+    assert state.get("stack_confirmed", False) == summary["stack_confirmed"]
+
+    # The decoy (a software prefetch the hardware already does) is measured and never kept.
     decoys = [e for e in summary["experiments"] if e["hypothesis_kind"] == "micro"]
-    assert decoys and all(e["status"] != "keep" for e in decoys)
-    # The branch carries one commit per surviving optimization, and only if the stack was confirmed.
-    log = subprocess.run(["git", "-C", summary["repo"], "log", "--format=%s",
-                          f"{summary['base_commit']}..{summary['branch']}"], capture_output=True, text=True).stdout
-    expected = len(summary["stack_applied"]) if summary["stack_confirmed"] else 0
-    assert len(log.splitlines()) == expected
+    assert decoys and all(e["status"] != Status.KEEP.value for e in decoys)
+    assert not {e["hypothesis"] for e in decoys} & set(summary["stack_applied"] if summary["stack_confirmed"] else [])
+
+    # The branch carries one commit per surviving optimization, only kept ones, and only if confirmed.
+    kept = {e["hypothesis"] for e in summary["experiments"] if e["status"] == Status.KEEP.value}
+    assert set(summary["stack_applied"]) <= kept
+    log = git(summary["repo"], "log", "--format=%s", f"{summary['base_commit']}..{summary['branch']}").splitlines()
+    expected = summary["stack_applied"] if summary["stack_confirmed"] else []
+    assert len(log) == len(expected)
+    bodies = git(summary["repo"], "log", "--format=%B", f"{summary['base_commit']}..{summary['branch']}")
+    assert sorted(re.findall(r"^Hypothesis: (\S+)", bodies, re.M)) == sorted(expected)
+
+    # A finished run leaves only its branch in the target: no experiment refs, no worktrees.
+    assert git(summary["repo"], "for-each-ref", "--format=%(refname:short)", "refs/heads/autoresearch/").split() \
+        == [summary["branch"]]
+    assert git(summary["repo"], "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert not (out / "run.lock").exists()
     for name in ("research.md", "experiments.jsonl", "pr.md", "summary.json"):
         assert (out / name).stat().st_size > 0
     assert "pr.md" in proc.stdout and summary["branch"] in proc.stdout

@@ -100,7 +100,7 @@ def _cli(*args, **kw):
 def test_killed_run_resumes_without_rerunning_finished_experiments(target, tmp_path):
     p = tmp_path / "patches"
     p.mkdir()
-    patches = [patch_for(target, p / f"c{i}.patch", {"src/speed.txt": f"{100 + i}\n"}) for i in range(4)]
+    patches = [patch_for(target, p / f"c{i}.patch", {"src/speed.txt": f"{101 + i}\n"}) for i in range(4)]
     out = tmp_path / "out"
     args = ["run", str(target), "--agent", "none", "--run-id", "kill1", "--out", str(out)]
     for patch in patches:

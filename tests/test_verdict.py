@@ -156,3 +156,28 @@ def test_the_floor_is_the_configs_never_a_noisy_a_a_draw():
     floors = {calibrate_run(records(10, 100.0, noise=0.04, seed=s), CONFIG, n_sims=30).metrics["tps"].floor_pct
               for s in range(5)}
     assert floors == {CONFIG.thresholds.min_effect_pct}
+
+
+def swinging(n: int, arms: str) -> RawResult:
+    """A metric that swings 3.7x in the given arms while each process's own time stays put."""
+    raw = RawResult(status="ok", cpu="test")
+    for i, (first, s) in enumerate(pair_schedule(n, 3)):
+        for position, arm in enumerate((first, "A" if first == "B" else "B")):
+            tps = 100.0 / (3.7 if arm in arms and i % 3 == 0 else 1.0)
+            raw.invocations.append(Invocation(arm=arm, pair=i, position=position, seed=s, index=2 * i + position,
+                                              wall_s=1.0 + 0.001 * i, cpu_s=1.0 + 0.001 * i,
+                                              metrics={"tps": tps}))
+    return raw
+
+
+def test_the_sanity_failure_names_its_likeliest_cause():
+    plain = parse_config("build: make\nbenchmark: ./b\nchecks: ./c\nmetrics: [{name: tps, primary: true}]\n"
+                         "editable: [src/**]\n")
+    one_arm = judge(swinging(12, "A"), plain, plan())
+    assert one_arm.status == Status.NOISE and "most likely the benchmark parser" in one_arm.reason
+    both = judge(swinging(12, "AB"), plain, plan())
+    assert both.status == Status.NOISE and "most likely machine load" in both.reason and "parser" not in both.reason
+    inverse = judge(records(12, 100.0, parser_bug=True), CONFIG, plan())
+    assert "most likely the benchmark parser" in inverse.reason and "inverse" in inverse.reason
+    calibration = calibrate_run(swinging(12, "AB"), plain, n_sims=20)
+    assert any("most likely machine load" in p for p in calibration.problems)

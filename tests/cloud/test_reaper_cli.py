@@ -15,7 +15,7 @@ from jobs import cli
 from jobs.cloud import reaper, tasks
 from jobs.cloud.leases import Lease, live_prefixes, read_leases
 from jobs.executors.skypilot import make_skypilot_executors
-from synthetic import synthetic_target
+from synthetic import patch_for, synthetic_target
 
 
 def put_up(fake, tmp_path, *names):
@@ -117,8 +117,7 @@ def test_cli_run_dry_run_prints_valid_tasks_and_estimate_and_launches_nothing(tm
     data["platforms"] = ["x86", "arm"]
     path.write_text(yaml.safe_dump(data))
     git(repo, "commit", "-qam", "cloud")
-    patch = tmp_path / "p.patch"
-    patch.write_text("")
+    patch = patch_for(repo, tmp_path / "p.patch", {"src/speed.txt": "101\n"})   # preflight checks it applies
 
     def refuse(*a, **k):
         raise AssertionError("a dry run must not launch")
@@ -140,7 +139,6 @@ def test_cli_run_dry_run_prints_valid_tasks_and_estimate_and_launches_nothing(tm
 
 def test_cli_dry_run_needs_the_cloud_executor(tmp_path, capsys):
     repo = synthetic_target(tmp_path / "target")
-    patch = tmp_path / "p.patch"
-    patch.write_text("")
+    patch = patch_for(repo, tmp_path / "p.patch", {"src/speed.txt": "101\n"})   # preflight checks it applies
     assert cli.main(["run", str(repo), "--dry-run", "--agent", "none", "--candidate", str(patch)]) == 2
     assert "--executor skypilot" in capsys.readouterr().out

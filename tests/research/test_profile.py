@@ -184,7 +184,7 @@ def test_report_states_the_bound_per_hypothesis_and_the_profile_in_pr_md():
     prof.command, prof.cpu = "bash bench.sh", "Test CPU"
     lines = profile_section(prof.to_dict())
     assert lines[0].startswith("## Where the time goes")
-    assert any(line.startswith("- **pp4** (1 graph(s) of 4 token(s), 0.0 ms, 2 thread(s)): MUL_MAT 71.1%") for line in lines)
+    assert any(line.startswith("- **pp4** (1 graph of 4 tokens, 0.0 ms, 2 threads): MUL_MAT 71.1%") for line in lines)
     assert profile_section(None) == []
 
 

@@ -1,0 +1,110 @@
+"""What a run needs, checked before anything is built or measured.
+
+A calibration costs a minute or more; an argument or a candidate patch that cannot work must not
+cost it. Every check here reads the target (git, the config), none runs target code. Problems are
+collected, not raised one by one, so one attempt shows them all, each as "what: why; fix: how".
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import gitops
+from .agent.guard import EditRefused, check_edit
+from .config import CONFIG_PATH, TargetConfig
+from .errors import RunError
+from .recipes import matches_any
+
+PATCH_FORMAT = ("the output of `git diff` or `git format-patch` made in the target repository "
+                "(a unified diff whose a/ b/ paths are relative to its root)")
+
+
+class PreflightError(RunError):
+    """The run cannot start; `problems` holds one line per fault, each with its fix."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("cannot start the run:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+def target_repo(path: Path) -> Path:
+    """The git toplevel of TARGET, or a PreflightError saying what is missing and how to make it."""
+    path = Path(path)
+    if not path.exists():
+        raise PreflightError([f"TARGET {path}: no such directory; fix: give the path of the target's git "
+                              "repository (the folder holding .github/autoresearch.yml)"])
+    if not path.is_dir():
+        raise PreflightError([f"TARGET {path}: is a file, not a directory; fix: give the repository's folder"])
+    top = gitops.toplevel(path)
+    if top is None:
+        raise PreflightError([f"TARGET {path}: not a git repository (a run measures a commit); fix: "
+                              f"git -C {path} init && git -C {path} add -A && git -C {path} commit -m initial"])
+    if not gitops.has_commits(top):
+        raise PreflightError([f"TARGET {top}: the repository has no commits yet (a run measures a commit); "
+                              f"fix: git -C {top} add -A && git -C {top} commit -m initial"])
+    return top
+
+
+def out_problems(out: Path | None) -> list[str]:
+    if out is not None and Path(out).exists() and not Path(out).is_dir():
+        return [f"--out {out}: is a file, not a directory; fix: name a new folder, or the folder of a run "
+                "to resume it"]
+    return []
+
+
+def editable_problems(config: TargetConfig, files: list[str], base: str) -> list[str]:
+    """Each `editable` glob must match a file of the base commit: one that matches nothing is almost
+    always a typo, and every edit the agent makes would be refused."""
+    return [f"{CONFIG_PATH}: editable: {glob!r} matches no file in the base commit {base[:12]}; fix: correct the "
+            "glob (fnmatch, relative to the repository root, e.g. 'src/**')"
+            for glob in config.editable if not any(matches_any(f, [glob]) for f in files)]
+
+
+def candidate_problems(repo: Path, base: str, patches: list[Path], config: TargetConfig) -> list[str]:
+    """Each --candidate must be a patch that `git apply` (what the run uses) applies to the base
+    commit, touching only `editable` paths and none of the yardstick files."""
+    problems: list[str] = []
+    stems: dict[str, Path] = {}
+    for patch in patches:
+        where = f"--candidate {patch}"
+        if not patch.is_file():
+            problems.append(f"{where}: no such file; fix: give the path of a patch file ({PATCH_FORMAT})")
+            continue
+        if patch.stem in stems:
+            problems.append(f"{where}: has the same name as {stems[patch.stem]} (the experiment is named after the "
+                            "file's stem); fix: rename one of them")
+        stems[patch.stem] = patch
+        try:
+            text = patch.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            problems.append(f"{where}: unreadable as UTF-8 text ({exc}); fix: give {PATCH_FORMAT}")
+            continue
+        touched = gitops.git(repo, "apply", "--numstat", "-", input=text, check=False)
+        if not touched.strip():
+            problems.append(f"{where}: not a patch git can read; fix: give {PATCH_FORMAT}")
+            continue
+        complaint = gitops.patch_check(repo, base, text)
+        if complaint:
+            first = complaint.splitlines()[0]
+            problems.append(f"{where}: does not apply to the base commit {base[:12]} ({first}); fix: make the patch "
+                            f"against that commit (`git diff {base[:12]}` in the target), or commit the target "
+                            "to the state the patch was made from")
+            continue
+        for line in touched.splitlines():
+            rel = line.split("\t")[-1]
+            try:
+                check_edit(rel, repo, config)
+            except EditRefused as exc:
+                problems.append(f"{where}: touches {exc}; fix: leave that file out of the patch, or widen "
+                                f"`editable` in {CONFIG_PATH} when it is source the run may change")
+    return problems
+
+
+def check_run(repo: Path, config: TargetConfig, *, candidates: list[Path], out: Path | None,
+              base: str | None = None) -> None:
+    """Everything about a run's inputs that can be known before measuring; PreflightError if any fails."""
+    base = base or gitops.head_commit(repo)
+    problems = out_problems(out)
+    problems += editable_problems(config, gitops.files_at(repo, base), base)
+    problems += candidate_problems(repo, base, [Path(p) for p in candidates], config)
+    if problems:
+        raise PreflightError(problems)
