@@ -7,11 +7,14 @@ scale and the nuisance fit), the floor (the config's `min_effect_pct`, not a noi
 MDE each experiment can reach within `repeats.max` pairs (simulated from these very pairs), and
 which DIGEST names are deterministic enough to check.
 
-What it refuses (`problems`, the run stops): a baseline that looks like a broken parser, and two
-identical arms that differ by at least half the floor with an exact signed-rank p below
-`GATE_P` (something in the set-up, such as paths or code layout, favours one build: such a bias
-could be kept as a win). A smaller or less certain A/A difference is a warning; a 5% gate would
-refuse one healthy run in twenty. Noise is not a problem: it only costs pairs, and it is reported.
+What it refuses (`problems`, the run stops): a baseline that looks like a broken parser. Two
+identical arms that differ by at least half the floor with an exact signed-rank p below `GATE_P`
+(something in the set-up, such as paths or code layout, favours one build, and such a bias could
+be kept as a win) do not stop the run: the primary metric's floor is raised to the far end of the
+bias's 95% interval (`bias_bound_pct`), so a candidate must beat the worst bias these pairs allow,
+and the report says so. A run that stops decides nothing; one with a higher floor still keeps
+what clearly wins (issue 10: a busy host must still decide). A smaller or less certain A/A
+difference is a warning. Noise is not a problem: it only costs pairs, and it is reported.
 """
 from __future__ import annotations
 
@@ -75,6 +78,36 @@ def _signed_rank_p(y: np.ndarray) -> float:
     return float(stats.wilcoxon(nz, alternative="two-sided", method=method).pvalue)
 
 
+def _signed_rank_cdf(n: int) -> np.ndarray:
+    """P(T <= t) for the signed-rank statistic of n untied pairs, t = 0 .. n(n+1)/2 (exact, by
+    counting the subsets of ranks with each sum)."""
+    counts = np.zeros(n * (n + 1) // 2 + 1)
+    counts[0] = 1.0
+    for r in range(1, n + 1):
+        counts[r:] = counts[r:] + counts[:-r].copy()
+    return np.cumsum(counts) / 2.0 ** n
+
+
+def bias_bound_pct(y: np.ndarray, level: float = 0.95) -> float:
+    """The largest |bias| in % within the exact `level` interval of pair log ratios `y`. Few pairs
+    give a wide interval: an honest, not a lucky, bound."""
+    lo, hi = bias_interval(y, level)
+    return to_pct(max(abs(lo), abs(hi)))
+
+
+def bias_interval(y: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """The exact `level` confidence interval (log units) of the Hodges-Lehmann estimate of pair log
+    ratios `y`: the order statistics of the Walsh averages that the signed-rank distribution picks."""
+    y = np.asarray(y, float)
+    n = y.size
+    walsh = np.sort([(y[i] + y[j]) / 2 for i in range(n) for j in range(i, n)])
+    cdf = _signed_rank_cdf(n)
+    # d = 1 + the largest t with P(T <= t) <= (1 - level) / 2: the interval is [W_(d), W_(N+1-d)]
+    # (1-based); with too few pairs for any such t it is the whole range.
+    d = max(int(np.searchsorted(cdf, (1 - level) / 2, side="right")), 1)
+    return float(walsh[d - 1]), float(walsh[walsh.size - d])
+
+
 def calibrate_metric(raw: RawResult, name: str, direction: str, config: TargetConfig, *, n_sims: int = 300,
                      seed: int = 0) -> MetricCalibration:
     th, rp = config.thresholds, config.repeats
@@ -127,6 +160,7 @@ def calibrate_run(raw: RawResult, config: TargetConfig, *, n_sims: int = 300) ->
     metrics = {m.name: calibrate_metric(raw, m.name, m.direction, config, n_sims=n_sims)
                for m in config.metrics if raw.base.values.get(m.name) and raw.head.values.get(m.name)}
     primary = config.primary.name
+    raised: list[str] = []              # a floor raised past a bias between builds: said at once and in the report
     if primary not in metrics or not metrics[primary].ok:
         problems.append(f"calibration produced too few pairs of the primary metric {primary}"
                         + (f" ({metrics[primary].note})" if primary in metrics else ""))
@@ -135,15 +169,17 @@ def calibrate_run(raw: RawResult, config: TargetConfig, *, n_sims: int = 300) ->
         apart = (f"two builds of the same commit measured {c.aa_delta_pct:+.1f}% apart on {primary} "
                  f"(signed-rank p={c.aa_p_value:.3g} over {c.n_pairs} pairs)")
         if c.aa_p_value < GATE_P and abs(c.aa_delta_pct) >= config.thresholds.min_effect_pct / 2:
-            problems.append(f"{apart}: something in the set-up favours one build (paths, code layout, a cache) "
-                            "by as much as half the floor; no verdict would be fair")
+            c.floor_pct = max(c.floor_pct, bias_bound_pct(np.array([p[0] for p in c.prior])))
+            raised.append(f"{apart}: something in the set-up favours one build (paths, code layout, a cache); "
+                           f"the {primary} floor is raised to {c.floor_pct:.1f}% (the far end of the bias's 95% "
+                           "interval), so no such bias is kept as a win")
         elif c.aa_p_value < config.thresholds.alpha:
             warnings_early = [f"{apart}; below half the {config.thresholds.min_effect_pct:g}% floor or not "
                               "certain enough to stop the run"]
             c.flags.extend(warnings_early)
     pairs = raw.pairs()
     printed = sorted({k for a, b in pairs for k in (*a.digests, *b.digests)})
-    warnings = []
+    warnings = raised
     digests = None
     if printed:
         unstable = nondeterministic_digests([(a.digests, b.digests) for a, b in pairs])

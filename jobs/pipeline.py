@@ -315,7 +315,9 @@ class Run:
         cal = self.state["calibration"][platform]
         primary = cal[self.config.primary.name]
         max_pairs = self.o.repeats or rp.max
-        plan = Plan(alpha=alpha, floor_pct=th.min_effect_pct, target_pct=th.target_mde_pct, max_pairs=max_pairs,
+        # The calibration may have raised the floor above the config's (an A/A bias between builds).
+        floor = max(th.min_effect_pct, primary.get("floor_pct", th.min_effect_pct))
+        plan = Plan(alpha=alpha, floor_pct=floor, target_pct=max(th.target_mde_pct, floor), max_pairs=max_pairs,
                     min_pairs=min(rp.min, max_pairs), alpha_loss=th.alpha,
                     priors={name: tuple(tuple(p) for p in c.get("prior", [])) for name, c in cal.items()},
                     digests=tuple(d) if (d := self.state.get("digests", {}).get(platform)) is not None else None,

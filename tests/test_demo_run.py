@@ -30,12 +30,12 @@ def git(repo: str, *args: str) -> str:
 
 
 def refused_at_calibration(out, stdout: str) -> None:
-    """On a busy enough machine the A/A calibration may stop the run (two builds of the same commit
-    measured apart, or a baseline failing its sanity check): a designed outcome with its reason,
+    """The A/A calibration may stop the run when the baseline fails its sanity check (a metric that
+    swings while the process's own time does not): a designed outcome with its reason,
     exit 2. Then nothing may be half-done: no report, no experiment, no branch, no worktree, no
     lock. The rest of the end-to-end test cannot run today, and the skip says why."""
     reason = " ".join(stdout.split("autoresearch: calibration on local:", 1)[1].split())
-    assert "favours one build" in reason or "sanity check" in reason, reason
+    assert "sanity check" in reason, reason     # a bias between builds raises the floor, never stops
     state = json.loads((out / "state.json").read_text())
     assert state["phase"] == "calibrate" and not (out / "summary.json").exists() and not (out / "pr.md").exists()
     assert git(state["target"], "for-each-ref", "--format=%(refname:short)", "refs/heads/autoresearch/").split() == []

@@ -251,3 +251,15 @@ def test_the_stack_is_decided_from_fields_not_from_reason_text():
         record("c", "discard", platform="arm", metrics=[("score", 0.5, "no detectable difference")]),
     ]
     assert Run.stackable(results) == ["c"]
+
+
+def test_a_floor_raised_by_the_calibration_is_the_floor_every_experiment_is_judged_at(target, tmp_path):
+    """The A/A found the two builds 3% apart: the calibration raised the primary floor to 4.2%, and
+    the pre-registered plan of an experiment (and of the stack) must use it, not the config's 1%."""
+    run = Run(RunOptions(target=target, out=tmp_path / "out", run_id="floor"))
+    prior = [[0.03, 1.0, 0.0]] * 8
+    run.state = {"calibration": {"local": {"score": {"floor_pct": 4.2, "prior": prior, "adjust": []}}}}
+    plan = run.plan("local", 0.01)
+    assert plan.floor_pct == 4.2 and plan.target_pct >= 4.2
+    run.state["calibration"]["local"]["score"]["floor_pct"] = 1.0
+    assert run.plan("local", 0.01).floor_pct == run.config.thresholds.min_effect_pct

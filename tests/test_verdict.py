@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from jobs.calibration import calibrate_run
+from jobs.calibration import bias_bound_pct, bias_interval, calibrate_run
 from jobs.config import parse_config
 from jobs.integrity import clock_problems, digest_problems, parser_problems, required_saving
 from jobs.model import Status
@@ -135,8 +135,24 @@ def test_calibration_accepts_noise_and_refuses_an_arm_bias():
     c = fine.metrics["tps"]
     assert c.n_pairs == 10 and math.isfinite(c.mde_pct) and c.mde_pct >= 1.0 and len(c.prior) == 10
     assert c.false_win_rate <= c.alpha_first + 0.05
+    # Two identical builds 4% apart: the run goes on (a stopped run decides nothing), with the floor
+    # raised past the bias so the bias itself can never be kept as a win.
     biased = calibrate_run(records(12, 104.0, noise=0.005), CONFIG, n_sims=60)
-    assert any("favours one build" in p for p in biased.problems)
+    c = biased.metrics["tps"]
+    assert not biased.problems and any("favours one build" in w and "floor is raised" in w for w in biased.warnings)
+    assert c.floor_pct >= abs(c.aa_delta_pct) >= 3.0 and c.floor_pct > CONFIG.thresholds.min_effect_pct
+
+
+def test_the_bias_bound_covers_the_true_bias_at_its_level():
+    """The exact signed-rank interval behind a raised floor: over many A/A draws with a known bias,
+    the bound is at least the bias in >= 95% of them (fails if the order statistic is off by one
+    towards the centre)."""
+    rng = np.random.default_rng(7)
+    for n in (6, 8, 12):
+        intervals = [bias_interval(0.02 + rng.normal(0, 0.05, n)) for _ in range(4000)]
+        covered = np.mean([lo <= 0.02 <= hi for lo, hi in intervals])
+        assert 0.95 <= covered <= 0.99, (n, covered)
+    assert bias_bound_pct(np.full(8, math.log(1.015))) == pytest.approx(1.5, abs=1e-9)
 
 
 def test_calibration_drops_digests_that_are_not_deterministic():
