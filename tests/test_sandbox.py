@@ -100,11 +100,13 @@ def test_build_tree_is_writable_and_the_environment_is_an_allow_list(tmp_path, m
 
 def test_timeout_kills_everything_the_step_started(tmp_path):
     start = time.monotonic()
-    c = sandbox.run("(setsid sleep 60 &); sleep 60", tmp_path, 1, policy=policy(tmp_path))
+    # A duration no other process on this (shared) machine uses: only this step's sleeps match.
+    marker = f"{60 + os.getpid() % 1000 / 1000:.3f}"
+    c = sandbox.run(f"(setsid sleep {marker} &); sleep {marker}", tmp_path, 1, policy=policy(tmp_path))
     assert c.returncode is None and time.monotonic() - start < 10
     time.sleep(0.2)
-    assert not [p for p in subprocess.run(["pgrep", "-x", "sleep"], capture_output=True, text=True).stdout.split()
-                if alive(int(p)) and "60" in open(f"/proc/{p}/cmdline").read()]
+    assert not [p for p in subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True,
+                                          text=True).stdout.split() if alive(int(p))]
 
 
 def test_secret_names_are_never_passed_even_when_asked():
