@@ -9,7 +9,7 @@ HASH   := $(shell cat pyproject.toml | sha1sum | cut -c1-12)
 CORE   := $(VENV)/.core-$(HASH)
 STAMP  := $(VENV)/.installed-$(HASH)
 
-.PHONY: demo test test-slow system-deps clean
+.PHONY: demo test test-slow system-deps sandbox-deps clean
 
 $(CORE): pyproject.toml
 	@command -v gcc >/dev/null || { echo "gcc is required (apt-get install build-essential)"; exit 1; }
@@ -23,8 +23,14 @@ $(STAMP): $(CORE)
 	$(PY) -m pip install -q -e '.[bot,llm,cloud,test]'
 	@rm -f $(VENV)/.installed-*; touch $@
 
+# The sandbox every step that runs target code uses (Debian's bubblewrap): the only system
+# package the demo needs, installed when missing so `make demo` works on a fresh machine.
+sandbox-deps:
+	@command -v bwrap >/dev/null || { echo "installing: bubblewrap"; SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null; }
+
 # Runs the whole loop on the bundled demo target (examples/tinyllm); core dependencies only.
-demo: $(CORE)
+demo: $(CORE) sandbox-deps
 	$(VENV)/bin/autoresearch demo --out .autoresearch/demo-run
 
 # System packages the tests need (redis-server, cross compiler + qemu for NEON); idempotent.
