@@ -240,6 +240,13 @@ def judge(raw: RawResult, config: TargetConfig, plan: Plan) -> Judgement:
     if decision.kind == LOSS or main.verdict == "loss":
         return Judgement(Status.DISCARD, f"{primary.name} slower: {main.delta_pct:+.1f}% (interval "
                          f"{main.ci_low_pct:+.1f}%…{main.ci_high_pct:+.1f}%)", results, flags, view)
+    real = main.ci_low_pct > 0 if primary.direction == "higher" else main.ci_high_pct < 0
+    if real:
+        # Detected, but the interval does not clear the floor: a real effect too small to keep.
+        return Judgement(Status.DISCARD, f"{primary.name} {main.delta_pct:+.1f}% is real (interval "
+                         f"{main.ci_low_pct:+.1f}%…{main.ci_high_pct:+.1f}% excludes 0 at level {plan.alpha:.3g}) "
+                         f"but does not clear the {plan.floor_pct:g}% floor ({decision.n} pairs)",
+                         results, flags, view)
     if decision.kind == FUTILE:
         why = f"improvements of {plan.target_pct:g}% or more ruled out after {decision.at} pairs"
     else:

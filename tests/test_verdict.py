@@ -53,7 +53,15 @@ def records(n: int, head_speed: float, *, noise=0.01, seed=1, head_cpu=None, hea
 
 
 def plan(alpha=0.0125, **kw) -> Plan:
-    return Plan(alpha=alpha, floor_pct=1.0, target_pct=5.0, max_pairs=40, mde_pct=4.2, **kw)
+    return Plan(alpha=alpha, **{"floor_pct": 1.0, "target_pct": 5.0, "max_pairs": 40, "mde_pct": 4.2, **kw})
+
+
+def test_a_real_effect_below_the_floor_is_discarded_and_called_real_not_undetectable():
+    """+1.5% with 0.3% noise over 40 pairs is certain, but a 3% floor says it is not worth a commit:
+    discarded, and the reason must not call a detected effect "no detectable difference"."""
+    j = judge(records(40, 101.5, noise=0.003), CONFIG, plan(floor_pct=3.0, target_pct=5.0))
+    assert j.status == Status.DISCARD and "is real" in j.reason and "3% floor" in j.reason, j.reason
+    assert "no detectable" not in j.reason
 
 
 def test_clear_win_is_kept_with_an_interval_that_clears_the_floor():
