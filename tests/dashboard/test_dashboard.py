@@ -116,6 +116,13 @@ def _wait(fn, timeout: float = 15.0, what: str = "condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def text_of(browser, element_id: str) -> str:
+    """The rendered text of an element, read in one step inside the page: the page re-renders on
+    every poll, so a found element can go stale before Selenium reads its text."""
+    return browser.execute_script("const e = document.getElementById(arguments[0]); "
+                                  "return e ? e.innerText : null;", element_id)
+
+
 def test_run_page_in_chromium_shows_experiments_and_refreshes_live(served, browser, tmp_path):
     from selenium.webdriver.common.by import By
     base, _, out, _ = served
@@ -125,13 +132,13 @@ def test_run_page_in_chromium_shows_experiments_and_refreshes_live(served, brows
 
     browser.get(link(base))
     assert browser.current_url == f"{base}/runs/{RUN}"            # the token left the address bar
-    table = browser.find_element(By.ID, "experiments").text
+    table = text_of(browser, "experiments")
     for text in ("fuse-rmsnorm", "fuse-softmax", "prefetch", "calibration (A/A)", "x86", "arm",
                  "keep", "+6.2 %", "+3.1 %", "discard", "pending"):
         assert text in table, text
-    assert browser.find_element(By.ID, "state").text == "running"        # the App's record, from Redis
-    assert browser.find_element(By.ID, "cost").text == "1.25 USD"
-    assert browser.find_element(By.ID, "progress").text == "1/3"
+    assert text_of(browser, "state") == "running"        # the App's record, from Redis
+    assert text_of(browser, "cost") == "1.25 USD"
+    assert text_of(browser, "progress") == "1/3"
     assert "wave 2: fuse-softmax — running" in browser.page_source.replace("&nbsp;", " ")
     bars = browser.find_elements(By.CSS_SELECTOR, "#chart rect.bar")
     assert len(bars) == 3 and len(browser.find_elements(By.CSS_SELECTOR, "#chart rect.s-keep")) == 2
@@ -144,12 +151,12 @@ def test_run_page_in_chromium_shows_experiments_and_refreshes_live(served, brows
     ledger.append(out, experiment("prefetch", "x86", "crash", None, "benchmark exited with status 3"))
     state = ledger.load_state(out)
     ledger.save_state(out, {**state, "cost_usd": 2.5})
-    _wait(lambda: "crash" in browser.find_element(By.ID, "experiments").text, what="the new experiment")
+    _wait(lambda: "crash" in text_of(browser, "experiments"), what="the new experiment")
     assert browser.execute_script("return window.__marker") == 42
     assert browser.execute_script("return window.__autoresearchPolls") >= 1
-    assert browser.find_element(By.ID, "cost").text == "2.50 USD"
-    assert browser.find_element(By.ID, "progress").text == "2/3"
-    assert "benchmark exited with status 3" in browser.find_element(By.ID, "experiments").text
+    assert text_of(browser, "cost") == "2.50 USD"
+    assert text_of(browser, "progress") == "2/3"
+    assert "benchmark exited with status 3" in text_of(browser, "experiments")
 
     shots = tmp_path / "artifacts"
     shots.mkdir()
@@ -165,15 +172,15 @@ def test_run_page_in_chromium_shows_experiments_and_refreshes_live(served, brows
     stack.kind = "stack"
     ledger.append(out, stack)
     ledger.save_state(out, {**ledger.load_state(out), "phase": "done"})
-    _wait(lambda: browser.find_element(By.ID, "live").text == "finished", what="the page to stop polling")
-    assert "stack" in browser.find_element(By.ID, "experiments").text
+    _wait(lambda: text_of(browser, "live") == "finished", what="the page to stop polling")
+    assert "stack" in text_of(browser, "experiments")
     polls = browser.execute_script("return window.__autoresearchPolls")
     time.sleep(2.0)
     assert browser.execute_script("return window.__autoresearchPolls") == polls
 
     # A link scoped to one run shows only that run.
     browser.get(f"{base}/runs")
-    assert RUN in browser.find_element(By.ID, "runs").text
+    assert RUN in text_of(browser, "runs")
 
 
 def test_access_rules(served):
