@@ -26,8 +26,7 @@ $(STAMP): $(CORE)
 # The sandbox every step that runs target code uses (Debian's bubblewrap): the only system
 # package the demo needs, installed when missing so `make demo` works on a fresh machine.
 sandbox-deps:
-	@command -v bwrap >/dev/null || { echo "installing: bubblewrap"; SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null; }
+	@bash tests/system-deps.sh --sandbox-only
 
 # Runs the whole loop on the bundled demo target (examples/tinyllm); core dependencies only.
 demo: $(CORE) sandbox-deps

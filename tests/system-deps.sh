@@ -1,10 +1,21 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the test suite needs, only those missing. Safe to re-run.
+# `--sandbox-only` (make demo): only bubblewrap, the one system package a run itself needs.
 set -euo pipefail
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+apt_install() {
+  echo "installing: $*"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
 need=()
-command -v redis-server >/dev/null || need+=(redis-server)
 # bubblewrap: every step that runs target code runs in its sandbox.
 command -v bwrap >/dev/null || need+=(bubblewrap)
+if [ "${1:-}" = --sandbox-only ]; then
+  if ((${#need[@]})); then apt_install "${need[@]}"; fi
+  exit 0
+fi
+command -v redis-server >/dev/null || need+=(redis-server)
 command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
 # C++ cross compiler: the llama.cpp recipe test syntax-checks the patched NEON branches with it.
 command -v aarch64-linux-gnu-g++ >/dev/null || need+=(g++-aarch64-linux-gnu)
@@ -14,20 +25,10 @@ command -v make >/dev/null || need+=(make)
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx)
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
-if ((${#need[@]})); then
-  echo "installing: ${need[*]}"
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
+if ((${#need[@]})); then apt_install "${need[@]}"; fi
 # GitHub's webhook example payloads for tests/bot (pinned; the bot tests install the same into
 # the same cache dir themselves if this did not run, and fail clearly without npm).
-command -v npm >/dev/null || {
-  echo "installing: npm"
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends npm >/dev/null
-}
+command -v npm >/dev/null || apt_install npm
 WEBHOOK_EXAMPLES="${XDG_CACHE_HOME:-$HOME/.cache}/autoresearch-tests/webhooks-examples-7.6.1"
 [ -f "$WEBHOOK_EXAMPLES/node_modules/@octokit/webhooks-examples/api.github.com/index.json" ] || \
   npm install --prefix "$WEBHOOK_EXAMPLES" --no-audit --no-fund --no-save @octokit/webhooks-examples@7.6.1 >/dev/null
