@@ -287,9 +287,10 @@ class Run:
                 raise RunError(f"the baseline itself could not be measured on {ex.platform} "
                                f"({raw.status}: {raw.reason}); fix the target's build/benchmark/checks "
                                f"first.\n{raw.log}")
-            # The MDE and pair counts it reports must be those of the pair cap this run really uses.
-            cap = self.config.repeats.model_copy(update={"max": self.o.repeats}) if self.o.repeats else None
-            result = calibrate_run(raw, self.config.model_copy(update={"repeats": cap}) if cap else self.config)
+            config = self.config
+            if self.o.repeats:   # the MDE and pair counts reported are those of the cap this run uses
+                config = config.model_copy(update={"repeats": config.repeats.model_copy(update={"max": self.o.repeats})})
+            result = calibrate_run(raw, config)
             if result.problems:
                 raise RunError(f"calibration on {ex.platform}: " + "; ".join(result.problems)
                                + ". No verdict would be trustworthy; fix this first.")
