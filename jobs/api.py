@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from . import gitops, ledger
+from . import gitops, ledger, procfs
 from .cloud import catalog
 from .config import ConfigError, Overrides, TargetConfig, load_config
 from .errors import RunError
@@ -233,10 +233,8 @@ def _processes() -> dict[int, tuple[int, str, str]]:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as fh:
-                fields = fh.read().rpartition(")")[2].split()     # after the (command), which may hold spaces
-        except OSError:
+        fields = procfs.stat_fields(entry)
+        if fields is None:
             continue                                                # gone meanwhile
         table[int(entry)] = (int(fields[1]), fields[19], fields[0])
     return table

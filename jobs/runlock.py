@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import gitops
+from . import gitops, procfs
 from .errors import RunError
 
 LOCK = "run.lock"
@@ -25,11 +25,8 @@ LOCK = "run.lock"
 
 def _start_ticks(pid: int) -> str | None:
     """The process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat), or None."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
+    fields = procfs.stat_fields(pid)
+    return fields[19] if fields else None
 
 
 def read_lock(out: Path) -> dict[str, Any] | None:
