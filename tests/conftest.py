@@ -47,11 +47,9 @@ def redis_url(tmp_path_factory):
 
 def alive(pid: int) -> bool:
     """True while `pid` exists and is not a zombie (a killed child its parent has not reaped yet)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
+    from jobs.procfs import stat_fields
+    fields = stat_fields(pid)
+    return fields is not None and fields[0] != "Z"
 
 
 def git(repo: Path, *args: str) -> str:
