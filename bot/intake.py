@@ -21,10 +21,7 @@ import redis
 
 from . import jobqueue
 from .routing import CommentCommand, field
-
-
-def delivery_key(delivery: str) -> str:
-    return f"ar:delivery:{delivery}"
+from .store import delivery_key
 
 
 def comment_key(command: CommentCommand, action: str = "created") -> str | None:

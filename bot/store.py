@@ -27,6 +27,12 @@ import redis
 from .approval import RUNNING
 from .record import RunRecord, changes, from_fields, to_fields
 
+
+def delivery_key(delivery: str) -> str:
+    """One key per GitHub delivery, for ignored (here) and queued (bot.intake) deliveries alike."""
+    return f"ar:delivery:{delivery}"
+
+
 # Compare-and-set on the lease: only its holder renews or releases it.
 _RENEW = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"
 _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
@@ -42,7 +48,7 @@ class Store:
 
     # -- deliveries --------------------------------------------------------------------------
     def first_delivery(self, delivery: str, ttl: int) -> bool:
-        return bool(self.r.set(f"ar:delivery:{delivery}", "1", nx=True, ex=ttl))
+        return bool(self.r.set(delivery_key(delivery), "1", nx=True, ex=ttl))
 
     # -- runs ------------------------------------------------------------------------------------
     @staticmethod
