@@ -42,6 +42,7 @@ EXPECTED = {
     "fuse-rmsnorm-mul-rope": "applicable",
     "fuse-mul-mat-glu": "applicable",
     "vectorize-rmsnorm-sumsq": "applicable",
+    "fa-tile-pack": "applicable",
 }
 # recipes that add a node fusion to the CPU graph executor: the reference path is the executor's
 # own early return (use_ref, GGML_CPU_DISABLE_FUSION) ahead of every fusion in ggml_cpu_try_fuse_ops
@@ -117,7 +118,7 @@ def test_recipe_applies_keeps_reference_path_and_compiles(tree, recipes, rid, tm
     assert sorted(changed) == touched_files(recipe)
     assert detect(recipe, work).status == "already_present", "applied recipe must detect itself"
     text = "".join((work / f).read_text() for f in changed)
-    if rid == "fuse-fa-kq-tile":
+    if rid in ("fuse-fa-kq-tile", "fa-tile-pack"):
         # reference mode never takes the tiled path, so test-backend-ops compares against one_chunk
         assert "use_tiled = !use_ref" in (work / CPU_DIR / "ops.cpp").read_text()
     elif rid in GRAPH_FUSIONS:
