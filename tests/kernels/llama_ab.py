@@ -624,7 +624,8 @@ def profile_report(prep: dict, shapes: list[str], layers: int | None, threads: i
 
 AARCH64_ARCH = "armv8.2-a+dotprod+fp16"     # NEON + dot product, as the study's Graviton3 runs
 # FLASH_ATTN_EXT's 1307 cases take ~140 s natively and far longer emulated; fuse-fa-kq-tile's NEON
-# branch is checked by kernels/tests under qemu (make -C kernels test-aarch64) instead
+# branch is checked by kernels/tests under qemu (make -C kernels test-aarch64) instead, fa-tile-pack's
+# by tests/kernels/test_fa_tile_pack.py (its helper against the element loops, under qemu)
 NEON_SKIP_OPS = {"FLASH_ATTN_EXT"}
 
 

@@ -123,7 +123,17 @@ def test_rank_factor_shrinks_only_bounds_below_the_effect_floor():
     assert P.rank_factor(0.0, 1.0) == pytest.approx(0.1)
     assert P.rank_factor(0.5, 1.0) == pytest.approx(0.55)
     assert P.rank_factor(1.0, 1.0) == P.rank_factor(30.0, 1.0) == 1.0
-    assert P.rank_bonus(30.0) == pytest.approx(1.0) and P.rank_bonus(2.0) == pytest.approx(0.2)
+    assert P.rank_bonus(30.0) == pytest.approx(3.0) and P.rank_bonus(2.0) == pytest.approx(0.6)
+    assert P.rank_bonus(-1.0) == 0.0
+
+
+def test_a_large_bound_outranks_the_kind_prior():
+    """A micro change where a fifth of the time goes ranks above a fusion that can win ~1%."""
+    micro = 0.5 * P.rank_factor(19.2, 1.0) + P.rank_bonus(19.2)
+    small_fusion = 3.0 * P.rank_factor(1.1, 1.0) + P.rank_bonus(1.1)
+    assert micro > small_fusion
+    big_fusion = 3.0 * P.rank_factor(19.2, 1.0) + P.rank_bonus(19.2)
+    assert big_fusion > micro          # at equal bounds the kind still orders
 
 
 CONFIG = """\
