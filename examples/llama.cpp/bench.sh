@@ -7,23 +7,31 @@
 # on a shared 2-core machine -t 2 makes the samples bimodal when a neighbour takes a core).
 # Flash attention: $AUTORESEARCH_FA = on|off|auto (default auto, llama-bench's own default,
 # which turns it on for the CPU backend: the tiled FA path runs for the prompt, SOFT_MAX does not).
+# Generation: $AUTORESEARCH_TG = on|off (default on); off runs the prompt only (-n 0) and prints
+# no tg128 line, so a config that measures pp512 alone gets twice the samples per minute (its
+# `metrics` must then not list tg128: the runner says so if it does).
 set -euo pipefail
 
 MODEL="${AUTORESEARCH_MODEL:-$HOME/.cache/autoresearch/models/synthetic-tinyllama-4L-q4_0.gguf}"
 THREADS="${AUTORESEARCH_THREADS:-1}"
 FA="${AUTORESEARCH_FA:-auto}"
 BENCH="${AUTORESEARCH_LLAMA_BENCH:-build/bin/llama-bench}"
+case "${AUTORESEARCH_TG:-on}" in
+  on) GEN=128 ;;
+  off) GEN=0 ;;
+  *) echo "bench.sh: AUTORESEARCH_TG must be on or off (got '${AUTORESEARCH_TG}')" >&2; exit 3 ;;
+esac
 
 [ -x "$BENCH" ] || { echo "bench.sh: $BENCH not found or not executable (did the build run?)" >&2; exit 3; }
 [ -f "$MODEL" ] || { echo "bench.sh: model $MODEL not found (set AUTORESEARCH_MODEL)" >&2; exit 3; }
 
-out="$("$BENCH" -m "$MODEL" -p 512 -n 128 -r 1 -o json -t "$THREADS" -fa "$FA")" || {
+out="$("$BENCH" -m "$MODEL" -p 512 -n "$GEN" -r 1 -o json -t "$THREADS" -fa "$FA")" || {
   echo "bench.sh: llama-bench failed (exit $?)" >&2; exit 4; }
 
 # llama-bench -o json prints one object per test: the pp512 test has n_prompt=512, n_gen=0;
 # the tg128 test has n_prompt=0, n_gen=128. Pick each by those fields, never by position or by
 # the first "avg_ts" in the text (the study's parser read the wrong test: 14 vs 52 t/s).
-python3 - "$out" <<'PY'
+python3 - "$out" "$GEN" <<'PY'
 import json, math, sys
 try:
     rows = json.loads(sys.argv[1])
@@ -31,7 +39,7 @@ except ValueError as e:
     sys.exit(f"bench.sh: llama-bench output is not JSON: {e}")
 if not isinstance(rows, list):
     sys.exit("bench.sh: llama-bench JSON is not a list of tests")
-want = {"pp512": (512, 0), "tg128": (0, 128)}
+want = {"pp512": (512, 0), "tg128": (0, 128)} if sys.argv[2] != "0" else {"pp512": (512, 0)}
 found = {}
 for row in rows:
     if not isinstance(row, dict):

@@ -10,7 +10,9 @@
 #
 # Cells: {tinyllama = TinyLlama-1.1B shape, 22 layers; qwen3 = Qwen3-0.6B shape, 28 layers}
 #        x {-t 1, -t 2} x {primary pp512, primary tg128}; every run measures both metrics, the
-#        primary one decides keep/discard. Reports go to examples/llama.cpp/results/<cell>/
+#        primary one decides keep/discard; a third field pp512only (e.g. qwen3-t1-pp512only) measures
+#        the prompt alone (AUTORESEARCH_TG=off: about half the time per sample, no tg128 metric).
+#        Reports go to examples/llama.cpp/results/<cell>/
 #        (pr.md, research.md, summary.json, hypotheses.json, experiments.jsonl, command.txt).
 #
 # Environment: WORK (default ~/.cache/autoresearch/matrix) holds the target repos and run dirs;
@@ -50,6 +52,11 @@ make_target() {
   cp "$HERE/bench.sh" "$dir/.github/autoresearch/bench.sh"
   if [ "$primary" = pp512 ]; then
     cp "$HERE/autoresearch.yml" "$dir/.github/autoresearch.yml"
+  elif [ "$primary" = pp512only ]; then
+    # prompt processing alone: no tg128 metric, and the cell runs bench.sh with AUTORESEARCH_TG=off
+    grep -v '{name: tg128, direction: higher, unit: "t/s"}' "$HERE/autoresearch.yml" > "$dir/.github/autoresearch.yml"
+    ! grep -q 'name: tg128' "$dir/.github/autoresearch.yml" || {
+      echo "matrix.sh: could not drop tg128 from $dir/.github/autoresearch.yml" >&2; exit 2; }
   else
     sed -e 's/{name: pp512, direction: higher, primary: true, unit: "t\/s"}/{name: pp512, direction: higher, unit: "t\/s"}/' \
         -e 's/{name: tg128, direction: higher, unit: "t\/s"}/{name: tg128, direction: higher, primary: true, unit: "t\/s"}/' \
@@ -76,6 +83,7 @@ setup() {
   need_tools
   make_target pp512
   make_target tg128
+  make_target pp512only
   "$PY" - "$ROOT" <<'PY'
 import sys
 sys.path.insert(0, sys.argv[1] + "/tests/kernels")
@@ -97,10 +105,12 @@ run_cell() {
   local cmd=(nice -n 10 "$AR" run "$target" --out "$out" "$@")
   {
     echo "# $(date -u +%Y-%m-%dT%H:%MZ) on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) ($(nproc) cpus)"
-    echo "AUTORESEARCH_MODEL=$model AUTORESEARCH_THREADS=$threads AUTORESEARCH_CFLAGS='${AUTORESEARCH_CFLAGS:-}' ${cmd[*]}"
+    echo "AUTORESEARCH_MODEL=$model AUTORESEARCH_THREADS=$threads AUTORESEARCH_TG=$([ "$primary" = pp512only ] && echo off || echo on) AUTORESEARCH_CFLAGS='${AUTORESEARCH_CFLAGS:-}' ${cmd[*]}"
+    echo "# target HEAD: $(git -C "$target" log -1 --format='%h %s')"
   } > "$dest/command.txt"
-  local started=$SECONDS rc=0
-  AUTORESEARCH_MODEL="$model" AUTORESEARCH_THREADS="$threads" "${cmd[@]}" || rc=$?
+  local started=$SECONDS rc=0 tg=on
+  [ "$primary" = pp512only ] && tg=off
+  AUTORESEARCH_MODEL="$model" AUTORESEARCH_THREADS="$threads" AUTORESEARCH_TG="$tg" "${cmd[@]}" || rc=$?
   echo "# exit $rc after $((SECONDS - started)) s" >> "$dest/command.txt"
   for f in pr.md research.md summary.json hypotheses.json experiments.jsonl; do
     [ -f "$out/$f" ] && cp "$out/$f" "$dest/$f"
@@ -120,7 +130,7 @@ case "${1:-}" in
     [ $# -ge 2 ] || { echo "usage: $0 run CELL [autoresearch args]" >&2; exit 2; }
     cell="$2"; shift 2
     IFS=- read -r m t p <<< "$cell"
-    [ -n "${MODEL[$m]:-}" ] && [[ "$t" =~ ^t[0-9]+$ ]] && [[ "$p" =~ ^(pp512|tg128)$ ]] || {
+    [ -n "${MODEL[$m]:-}" ] && [[ "$t" =~ ^t[0-9]+$ ]] && [[ "$p" =~ ^(pp512|tg128|pp512only)$ ]] || {
       echo "matrix.sh: unknown cell '$cell' (see '$0 cells')" >&2; exit 2; }
     run_cell "$cell" "${MODEL[$m]}" "${t#t}" "$p" "$@" ;;
   all)
