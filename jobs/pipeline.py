@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +19,7 @@ from typing import Any, Callable
 
 import hashlib
 
-from . import cleanup, gitops, ledger, runlock, sandbox
+from . import cleanup, gitops, ledger, runlock, sandbox, secrets
 from .agent.offline import NotImplementable
 from .calibration import calibrate_run
 from .config import Overrides, TargetConfig, load_config
@@ -32,6 +33,12 @@ from .runner import Isolation, IsolationError, run_step
 from .sequential import mde, slot_alpha
 from .spec import ExperimentSpec, RawResult, SandboxSpec, StopRule
 from .verdict import Judgement, Plan, judge
+
+
+def env_prefix(env: dict[str, str]) -> str:
+    """`A=1 B='x y' ` for a shell command line: the declared environment the benchmark ran with."""
+    return "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(env.items()))
+
 
 Event = dict[str, Any]
 OnEvent = Callable[[Event], None]
@@ -149,7 +156,7 @@ class Run:
                    repeats_override=self.o.repeats,
                    phase="research", platforms=[e.platform for e in self.executors],
                    branch=f"autoresearch/{self.o.run_id}", calibration={}, cost_usd=0.0,
-                   sandboxed=self.sandboxed)
+                   sandboxed=self.sandboxed, bench_env=secrets.declared_values(self.config.sandbox.env))
 
     @property
     def executors(self) -> list[Executor]:
@@ -593,7 +600,8 @@ class Run:
             "cost_usd": self.state.get("cost_usd", 0.0),
             "wall_seconds": round(time.monotonic() - self.started, 1),
             "stack_confirmed": self.state.get("stack_confirmed", False),
-            "reproduce": [f"autoresearch run {self.repo} --run-id {self.o.run_id} --out {self.out}"
+            "reproduce": [env_prefix(self.state.get("bench_env") or {})
+                          + f"autoresearch run {self.repo} --run-id {self.o.run_id} --out {self.out}"
                           + (f" --executor {self.o.executor}" if self.o.executor != "local" else "")
                           + (f" --repeats {self.o.repeats}" if self.o.repeats else ""),
                           f"git -C {self.repo} log --oneline {self.state['base_commit'][:12]}..{self.state['branch']}"],

@@ -43,6 +43,14 @@ def target_may_see(name: str) -> bool:
     return not is_secret_name(name) and not APP_ONLY.search(name)
 
 
+def declared_values(names: Iterable[str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The values of the variables a config passes to target code (`sandbox.env`) that are set
+    and may be shown: what a report's "Reproduce" needs (the model, the threads), never a
+    credential-like one even if a config lists it."""
+    environ = os.environ if environ is None else environ
+    return {k: environ[k] for k in sorted(set(names)) if k in environ and target_may_see(k)}
+
+
 def scrubbed_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment without its secrets: what target code is given."""
     environ = os.environ if environ is None else environ
