@@ -204,9 +204,15 @@ def apply_profile(hypotheses: list[Hypothesis], sources, recipes: dict[str, Reci
         bounds = prof.bounds(seqs)
         h.evidence += [Evidence(f"profile:{b.workload}", b.sentence(label)) for b in bounds]
         if primary is not None:
-            bound = next(b for b in bounds if b.workload == primary.name)
-            h.score = round(h.score * profile_mod.rank_factor(bound.pct, config.thresholds.min_effect_pct)
-                            + profile_mod.rank_bonus(bound.pct), 3)
+            pct = next(b for b in bounds if b.workload == primary.name).pct
+            if h.kind == "parallelism" and primary.graphs and primary.graphs[0].n_threads == 1:
+                # how work is split between threads cannot matter to a one-thread benchmark,
+                # however much time its op takes
+                pct = 0.0
+                h.evidence.append(Evidence(f"profile:{primary.name}", f"{primary.name} runs on one thread: "
+                                           "a change to the split between threads has nothing to balance (bound 0%)"))
+            h.score = round(h.score * profile_mod.rank_factor(pct, config.thresholds.min_effect_pct)
+                            + profile_mod.rank_bonus(pct), 3)
 
 
 def model_digests(found: Research, sources) -> dict[str, str]:

@@ -174,6 +174,24 @@ def test_merge_sources_states_bounds_and_ranks_by_them():
     assert "| MUL_MAT | 71.1% | 71.1% |" in md and "| SOFT_MAX | not found | not found |" in md
 
 
+def test_a_parallelism_change_has_no_bound_on_a_one_thread_benchmark():
+    config = parse_config(CONFIG)
+    recipes = {"split-rows": _recipe("split-rows", ["MUL_MAT"]), "fuse-softmax": _recipe("fuse-softmax", ["SOFT_MAX"])}
+    hyps = [Hypothesis(id="split-rows", title="s", kind="parallelism", rationale="r", ops=["MUL_MAT"], score=2.0,
+                       recipe="split-rows"),
+            Hypothesis(id="rope", title="r", kind="fusion", rationale="r", ops=["ROPE"], score=3.0, recipe=None)]
+    for threads, first in ((2, "split-rows"), (1, "rope")):
+        text = "\n".join(" ".join(line.split()[:3] + [str(threads)] + line.split()[4:]) if line.startswith("G ")
+                          else line for line in profile_text().splitlines()) + "\n"
+        prof = P.from_text(text, ["pp4", "tg2"])
+        merged = merge_sources(Research([Hypothesis(**vars(h)) for h in hyps], recipes=recipes),
+                               Sources(profile=prof), config)
+        assert merged.hypotheses[0].id == first, (threads, [(h.id, h.score) for h in merged.hypotheses])
+        split = next(h for h in merged.hypotheses if h.id == "split-rows")
+        notes = [e.note for e in split.evidence if e.where == "profile:pp4"]
+        assert any("one thread" in n for n in notes) == (threads == 1), notes
+
+
 def test_primary_metric_without_a_workload_leaves_the_ranking_and_says_so():
     config = parse_config(CONFIG.replace("name: pp4, primary: true}, {name: tg2}",
                                          "name: latency, primary: true}, {name: tg2}"))
