@@ -76,7 +76,10 @@ def test_a_setsid_daemon_does_not_outlive_its_step_and_its_cpu_is_charged(tmp_pa
     time.sleep(0.2)
     leftovers = subprocess.run(["pgrep", "-f", "bash ./daemon.sh"], capture_output=True, text=True).stdout.split()
     assert not [p for p in leftovers if alive(int(p))], "the daemon survived its step"
-    assert c.cpu_s >= 0.8 * alone.cpu_s, f"the daemon's CPU was not charged ({c.cpu_s:.3f} s vs {alone.cpu_s:.3f} s)"
+    # Uncharged, the step would cost only its polling loop (a few ms). The same work's CPU time
+    # varies by a third between processes on a busy host (1.59 s vs 2.15 s seen in one run), so
+    # the bound leaves room for that and still fails by a factor of ~100 when nothing is charged.
+    assert c.cpu_s >= 0.4 * alone.cpu_s, f"the daemon's CPU was not charged ({c.cpu_s:.3f} s vs {alone.cpu_s:.3f} s)"
 
 
 def test_private_tmp_and_home_and_a_read_only_benchmark_tree(tmp_path):
