@@ -190,7 +190,8 @@ def test_a_commit_that_breaks_the_stack_leaves_it(tmp_path):
            "metrics: [{name: score, primary: true}]\neditable: ['src/**']\n"
            "repeats: {min: 3, max: 24, warmup: 1, calibration: 8}\n")
     bench = ("#!/usr/bin/env bash\nv=100; [ -e src/a ] && v=$((v+20)); [ -e src/b ] && v=$((v+20))\n"
-             "awk -v s=$v -v r=$RANDOM 'BEGIN { printf \"METRIC score=%.3f\\n\", s * (1 + (r % 200 - 100) / 10000) }'\n")
+             "awk -v s=$v -v r=$RANDOM 'BEGIN { for (i = 0; i < 6e7 / s; i++) w += i;"
+             " printf \"METRIC score=%.3f\\n\", s * (1 + (r % 200 - 100) / 10000) }'\n")
     checks = "#!/usr/bin/env bash\n! { [ -e src/a ] && [ -e src/b ]; }\n"
     repo = make_repo(tmp_path / "t", {".github/autoresearch.yml": cfg, "bench.sh": bench, "checks.sh": checks,
                                       "src/keep": ""})
@@ -208,6 +209,8 @@ def test_a_commit_that_breaks_the_stack_leaves_it(tmp_path):
 
 
 def test_a_commit_that_adds_nothing_to_the_stack_is_dropped_from_the_branch(tmp_path):
+    # (This bench, like the one above and tests/synthetic.py's, does work in proportion to 1/score: a faster
+    # build really takes less process time, so the runner's clock check does not call it a cheat.)
     # "lucky" looks like a win alone, but on top of "real" it adds nothing (a null riding along
     # with a real win): the stack re-measure alone would confirm it; leave-one-out drops it.
     from conftest import make_repo
@@ -215,7 +218,8 @@ def test_a_commit_that_adds_nothing_to_the_stack_is_dropped_from_the_branch(tmp_
            "metrics: [{name: score, primary: true}]\neditable: ['src/**']\n"
            "repeats: {min: 3, max: 24, warmup: 1, calibration: 8}\n")
     bench = ("#!/usr/bin/env bash\nv=100; { [ -e src/real ] || [ -e src/lucky ]; } && v=130\n"
-             "awk -v s=$v -v r=$RANDOM 'BEGIN { printf \"METRIC score=%.3f\\n\", s * (1 + (r % 200 - 100) / 10000) }'\n")
+             "awk -v s=$v -v r=$RANDOM 'BEGIN { for (i = 0; i < 6e7 / s; i++) w += i;"
+             " printf \"METRIC score=%.3f\\n\", s * (1 + (r % 200 - 100) / 10000) }'\n")
     repo = make_repo(tmp_path / "t", {".github/autoresearch.yml": cfg, "bench.sh": bench, "src/keep": ""})
     real = patch_for(repo, tmp_path / "real.patch", {"src/real": "1\n"})
     lucky = patch_for(repo, tmp_path / "lucky.patch", {"src/lucky": "1\n"})
