@@ -102,14 +102,14 @@ run_cell() {
   [ -d "$target/.git" ] || { echo "matrix.sh: run '$0 setup' first ($target missing)" >&2; exit 2; }
   [ -f "$model" ] || { echo "matrix.sh: model $model missing; run '$0 setup'" >&2; exit 2; }
   mkdir -p "$dest"
-  local cmd=(nice -n 10 "$AR" run "$target" --out "$out" "$@")
+  local cmd=(nice -n 10 "$AR" run "$target" --out "$out" "$@") tg=on
+  [ "$primary" = pp512only ] && tg=off
   {
     echo "# $(date -u +%Y-%m-%dT%H:%MZ) on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) ($(nproc) cpus)"
-    echo "AUTORESEARCH_MODEL=$model AUTORESEARCH_THREADS=$threads AUTORESEARCH_TG=$([ "$primary" = pp512only ] && echo off || echo on) AUTORESEARCH_CFLAGS='${AUTORESEARCH_CFLAGS:-}' ${cmd[*]}"
+    echo "AUTORESEARCH_MODEL=$model AUTORESEARCH_THREADS=$threads AUTORESEARCH_TG=$tg AUTORESEARCH_CFLAGS='${AUTORESEARCH_CFLAGS:-}' ${cmd[*]}"
     echo "# target HEAD: $(git -C "$target" log -1 --format='%h %s')"
   } > "$dest/command.txt"
-  local started=$SECONDS rc=0 tg=on
-  [ "$primary" = pp512only ] && tg=off
+  local started=$SECONDS rc=0
   AUTORESEARCH_MODEL="$model" AUTORESEARCH_THREADS="$threads" AUTORESEARCH_TG="$tg" "${cmd[@]}" || rc=$?
   echo "# exit $rc after $((SECONDS - started)) s" >> "$dest/command.txt"
   for f in pr.md research.md summary.json hypotheses.json experiments.jsonl; do
