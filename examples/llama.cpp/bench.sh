@@ -9,7 +9,7 @@
 # which turns it on for the CPU backend: the tiled FA path runs for the prompt, SOFT_MAX does not).
 # Generation: $AUTORESEARCH_TG = on|off (default on); off runs the prompt only (-n 0) and prints
 # no tg128 line, so a config that measures pp512 alone gets twice the samples per minute (its
-# `metrics` must then not list tg128: the runner says so if it does).
+# `metrics` must then not list tg128: only a missing primary metric is an error per sample).
 set -euo pipefail
 
 MODEL="${AUTORESEARCH_MODEL:-$HOME/.cache/autoresearch/models/synthetic-tinyllama-4L-q4_0.gguf}"
