@@ -20,6 +20,7 @@ builds the instrumented copy and runs the process through `jobs.runner.run_step`
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -296,12 +297,21 @@ def rank_factor(bound_pct: float, floor_pct: float) -> float:
     return HYPOTHESIS_FLOOR_FACTOR + (1 - HYPOTHESIS_FLOOR_FACTOR) * viable
 
 
+RANK_BONUS_PER_DOUBLING = 1.5   # points per doubling of (1 + bound%)
+RANK_BONUS_BOUND_CAP = 30.0      # bound % past which more share says nothing about a change's gain
+
+
 def rank_bonus(bound_pct: float) -> float:
-    """Points for where the time goes: +0.3 per percent of bound, at most +3 (a 10% bound). As
-    large as the gap between kinds (fusion 3, micro 0.5), so a micro change to an op that takes a
-    fifth of the time ranks above a fusion that can win one percent (a Qwen3 run ranked the
-    flash-attention packing, bound +19%, below an rms_norm fusion, bound +1.1%, at +1 point)."""
-    return 0.3 * min(max(bound_pct, 0.0), 10.0)
+    """Points for where the time goes: 1.5 x log2(1 + bound%), the bound capped at 30%. Taken
+    together with the kind weights (fusion 3, parallelism 2, micro 0.5) as log-scale points, this
+    ranks by kind x bound: a micro change outranks a fusion once its 1 + bound% is about 3.2x the
+    fusion's (2^(2.5/1.5)), and at equal bounds the kind orders. The linear +0.3/percent capped at
+    +3 this replaces put a micro change to flash attention (bound +27%) below a QK-norm fusion
+    that could win at most 1.7% (3.5 vs 3.51 on a Qwen3 run), i.e. below a change the run could
+    not even detect. The cap keeps an op that takes most of the time (MUL_MAT, bound +300%) from
+    outranking every kind on share alone: a change to it is usually a small part of that op."""
+    bound = min(max(bound_pct, 0.0), RANK_BONUS_BOUND_CAP)
+    return RANK_BONUS_PER_DOUBLING * math.log2(1.0 + bound)
 
 
 # -- rendering ------------------------------------------------------------------------------------

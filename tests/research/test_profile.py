@@ -123,8 +123,9 @@ def test_rank_factor_shrinks_only_bounds_below_the_effect_floor():
     assert P.rank_factor(0.0, 1.0) == pytest.approx(0.1)
     assert P.rank_factor(0.5, 1.0) == pytest.approx(0.55)
     assert P.rank_factor(1.0, 1.0) == P.rank_factor(30.0, 1.0) == 1.0
-    assert P.rank_bonus(30.0) == pytest.approx(3.0) and P.rank_bonus(2.0) == pytest.approx(0.6)
+    assert P.rank_bonus(1.0) == pytest.approx(1.5) and P.rank_bonus(3.0) == pytest.approx(3.0)
     assert P.rank_bonus(-1.0) == 0.0
+    assert P.rank_bonus(300.0) == P.rank_bonus(P.RANK_BONUS_BOUND_CAP)   # share alone stops counting
 
 
 def test_a_large_bound_outranks_the_kind_prior():
@@ -134,6 +135,19 @@ def test_a_large_bound_outranks_the_kind_prior():
     assert micro > small_fusion
     big_fusion = 3.0 * P.rank_factor(19.2, 1.0) + P.rank_bonus(19.2)
     assert big_fusion > micro          # at equal bounds the kind still orders
+
+
+def score(weight, bound):
+    return weight * P.rank_factor(bound, 1.0) + P.rank_bonus(bound)
+
+
+def test_a_micro_change_outranks_a_fusion_only_when_its_bound_is_about_three_times_larger():
+    """The AVX-512 Qwen3 run: flash attention +27.3% (micro fa-tile-pack) against QK-norm RMS_NORM+
+    MUL+ROPE +1.7% (fusion). The old linear bonus capped at +3 ranked the fusion first (3.51 vs 3.5)."""
+    assert score(0.5, 27.3) > score(3.0, 1.7)
+    assert score(0.5, 10.0) > score(3.0, 2.0)      # (1 + bound) 3.7x the fusion's
+    assert score(0.5, 10.0) < score(3.0, 3.0)      # 2.75x: the fusion's kind still wins
+    assert score(3.0, 27.3) > score(0.5, 27.3)
 
 
 CONFIG = """\
