@@ -107,7 +107,7 @@ def render_research(target: str, base_commit: str, hypotheses: list[Hypothesis],
 
 
 def ab_table(metrics: list[dict[str, Any]]) -> list[str]:
-    rows = ["| metric | base mean ± sd | head mean ± sd | Δ% | interval (level) | p | verdict |",
+    rows = ["| metric | base mean ± sd | head mean ± sd | Δ% | interval (level) | p (two-sided) | verdict |",
             "|---|---|---|---|---|---|---|"]
     for m in metrics:
         level = f" ({m['alpha']:.2g})" if m.get("alpha") else ""
@@ -148,7 +148,9 @@ def _headline(summary: dict[str, Any]) -> str:
     for platform, stack in summary.get("stacks", {}).items():
         m = _primary(stack, primary)
         if m and stack["status"] == "keep":
-            parts.append(f"**{primary} {m['delta_pct']:+.1f}%** ({_p_eq(m['p_value'])}) on {platform}")
+            level = f" at level {m['alpha']:.2g}" if m.get("alpha") else ""
+            parts.append(f"**{primary} {m['delta_pct']:+.1f}%** (interval {_pct(m['ci_low_pct'])}…"
+                         f"{_pct(m['ci_high_pct'])}{level}; two-sided {_p_eq(m['p_value'])}) on {platform}")
         else:
             parts.append(f"on {platform} the stack was {STATUS_WORDS.get(stack['status'], stack['status'])}: "
                          f"{stack['reason']}")
@@ -187,7 +189,9 @@ def _calibration(summary: dict[str, Any]) -> list[str]:
         ec = summary.get("error_control") or {}
         out += ["How results are judged: baseline and candidate run as coin-ordered pairs of whole processes "
                 "with the same input seed, sampled until an anytime-valid paired test decides (or the pair "
-                "cap); a keep needs its interval to clear the floor. "
+                "cap); a keep needs its interval to clear the floor. The decision is one-sided (the "
+                "interval's lower end, at the level per side, against the floor), while p is the two-sided "
+                "anytime-valid p-value for \"no change\", so a kept change can show a p up to twice its level. "
                 + (f"Across the run, the experiment in slot i is kept at level {ec.get('alpha', 0.05):g} / "
                    f"(i · H_{ec.get('family', '?')}), so the chance of any false keep in this run is at most "
                    f"{ec.get('alpha', 0.05):g}. " if ec else "")
@@ -220,7 +224,7 @@ def render_pr(summary: dict[str, Any]) -> str:
 
     out += _calibration(summary)
     out += profile_section(summary.get("profile"))
-    out += ["## Per optimization", "", f"| experiment | platform | kind | status | {primary} Δ% | p | level | why |",
+    out += ["## Per optimization", "", f"| experiment | platform | kind | status | {primary} Δ% | p (two-sided) | level | why |",
             "|---|---|---|---|---|---|---|---|"]
     for e in experiments:
         m = _primary(e, primary)

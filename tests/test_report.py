@@ -43,7 +43,8 @@ def summary(**kw):
 
 def test_pr_has_tables_verdicts_and_honest_unmeasured_platform():
     md = render_pr(summary())
-    assert "**tg +11.0%** (p<0.001) on x86" in md
+    assert "**tg +11.0%** (interval +8.0%…+14.0%; two-sided p<0.001) on x86" in md
+    assert "a kept change can show a p up to twice its level" in md
     assert "## A/B on x86" in md and "| tg | 100.0 ± 2.00 (n=10) | 111.0 ± 2.50 (n=10) | +11.0% |" in md
     arm = md.split("## A/B on arm")[1].split("##")[0]
     assert "Not measured" in arm and "|" not in arm           # no invented numbers for ARM
