@@ -248,7 +248,10 @@ def judge(raw: RawResult, config: TargetConfig, plan: Plan) -> Judgement:
                          f"but does not clear the {plan.floor_pct:g}% floor ({decision.n} pairs)",
                          results, flags, view)
     if decision.kind == FUTILE:
-        why = f"improvements of {plan.target_pct:g}% or more ruled out after {decision.at} pairs"
+        # The futility stop has its own (looser, non-binding) level: say it, or the report's
+        # interval at the keep level can seem to contradict "ruled out".
+        why = (f"improvements of {plan.target_pct:g}% or more ruled out at level {plan.rule().alpha_futility:g} "
+               f"after {decision.at} pairs")
     else:
         why = f"{decision.n} pairs, interval {main.ci_low_pct:+.1f}%…{main.ci_high_pct:+.1f}%"
     return Judgement(Status.DISCARD, f"{primary.name}: no detectable difference ({main.delta_pct:+.1f}%; {why}; "
