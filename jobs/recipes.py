@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 RECIPES_DIR = Path(__file__).resolve().parent.parent / "kernels" / "recipes"
 
@@ -55,10 +55,31 @@ class Recipe(_Strict):
                                     description="further op sequences the same edits fuse (longer chains)")
     why: str
     expected: str = ""
+    # The graphs a change acts on, by tokens per graph (the op profile's workloads): a path taken
+    # only by prompts (flash attention's 64-row tiles) or only by generation (one activation
+    # row) has no Amdahl bound on the other workload, however much time its op takes there.
+    min_tokens: int = Field(1, ge=1, description="acts only on graphs of at least this many tokens")
+    max_tokens: int | None = Field(None, ge=1, description="acts only on graphs of at most this many tokens")
     detect: Detect
     edits: list[Edit] = Field(min_length=1)
     commit: str = Field(description="commit message: subject line, blank line, body")
     source_dir: str = ""
+
+    @model_validator(mode="after")
+    def _token_range(self) -> "Recipe":
+        if self.max_tokens is not None and self.max_tokens < self.min_tokens:
+            raise ValueError(f"max_tokens ({self.max_tokens}) is below min_tokens ({self.min_tokens})")
+        return self
+
+    def acts_on(self, tokens: int) -> bool:
+        return tokens >= self.min_tokens and (self.max_tokens is None or tokens <= self.max_tokens)
+
+    def token_range(self) -> str:
+        if self.max_tokens is None:
+            return f"graphs of {self.min_tokens} or more tokens"
+        if self.min_tokens == 1:
+            return f"graphs of at most {self.max_tokens} token{'s' if self.max_tokens > 1 else ''}"
+        return f"graphs of {self.min_tokens}-{self.max_tokens} tokens"
 
 
 @dataclass

@@ -201,7 +201,10 @@ def apply_profile(hypotheses: list[Hypothesis], sources, recipes: dict[str, Reci
             continue
         label = sequence_label(seqs)
         sources.profile_sequences.setdefault(label, seqs)
-        bounds = prof.bounds(seqs)
+        recipe = recipes.get(h.recipe or "")
+        bounds = prof.bounds(seqs, None if recipe is None else (
+            lambda tokens, r=recipe: "" if r.acts_on(tokens) else
+            f"this change acts only on {r.token_range()} ({tokens} per graph here)"))
         h.evidence += [Evidence(f"profile:{b.workload}", b.sentence(label)) for b in bounds]
         if primary is not None:
             pct = next(b for b in bounds if b.workload == primary.name).pct

@@ -240,12 +240,15 @@ class Bound:
     share: float          # of the workload's time, every node of the sequence
     per_graph: float
     removable: float      # the part a fusion can remove (KEPT_OPS members left out)
+    not_acting: str = ""  # why the change does not act on this workload (then the bound is 0)
 
     @property
     def pct(self) -> float:
-        return amdahl_pct(self.removable)
+        return 0.0 if self.not_acting else amdahl_pct(self.removable)
 
     def sentence(self, ops: str) -> str:
+        if self.not_acting:
+            return f"{ops} takes {100 * self.share:.1f}% of {self.workload}, but {self.not_acting} (bound 0%)"
         if self.per_graph == 0:
             return f"{ops} does not occur in {self.workload} (bound 0%)"
         kept = (f", {100 * self.removable:.1f}% outside the matmul/attention nodes a fusion keeps"
@@ -264,9 +267,12 @@ class Profile:
     def workload(self, name: str) -> Workload | None:
         return next((w for w in self.workloads if w.name == name), None)
 
-    def bounds(self, sequences: Iterable[tuple[str, ...]]) -> list[Bound]:
+    def bounds(self, sequences: Iterable[tuple[str, ...]], acts_on: Callable[[int], str] | None = None) -> list[Bound]:
+        """One bound per workload; `acts_on(tokens)` says why a change does not act on graphs of
+        that many tokens ("" when it does), and such a workload's bound is 0."""
         seqs = [tuple(s) for s in sequences]
-        return [Bound(w.name, *w.share(seqs)) for w in self.workloads]
+        return [Bound(w.name, *w.share(seqs), not_acting=acts_on(w.tokens) if acts_on else "")
+                for w in self.workloads]
 
     def to_dict(self) -> dict:
         """Plain data for state/summary (pr.md renders it with jobs.report.profile_section)."""

@@ -206,6 +206,29 @@ def test_a_parallelism_change_has_no_bound_on_a_one_thread_benchmark():
         assert any("one thread" in n for n in notes) == (threads == 1), notes
 
 
+def test_a_change_has_no_bound_on_workloads_its_token_range_excludes():
+    """A prompt-only path (flash attention's 64-row tiles) cannot speed up generation, however much
+    time its op takes there; as primary, such a workload leaves the hypothesis the floor's 10%."""
+    prompt_only = Recipe(**{**_recipe("tile", ["ROPE"]).model_dump(), "min_tokens": 4})
+    assert prompt_only.acts_on(4) and not prompt_only.acts_on(1)
+    for primary, acting in (("pp4", True), ("tg2", False)):
+        config = parse_config(CONFIG.replace("{name: pp4, primary: true}, {name: tg2}",
+                                             f"{{name: pp4{', primary: true' if primary == 'pp4' else ''}}}, "
+                                             f"{{name: tg2{', primary: true' if primary == 'tg2' else ''}}}"))
+        assert config.primary.name == primary
+        h = Hypothesis(id="tile", title="t", kind="fusion", rationale="r", ops=["ROPE"], score=3.0, recipe="tile")
+        merged = merge_sources(Research([h], recipes={"tile": prompt_only}),
+                               Sources(profile=P.from_text(profile_text(), ["pp4", "tg2"])), config)
+        notes = {e.where: e.note for e in merged.hypotheses[0].evidence if e.where.startswith("profile:")}
+        assert "at best +" in notes["profile:pp4"]
+        assert notes["profile:tg2"].endswith("but this change acts only on graphs of 4 or more tokens "
+                                             "(1 per graph here) (bound 0%)"), notes
+        score = merged.hypotheses[0].score
+        assert (score > 3.0) if acting else score == pytest.approx(0.3)
+    with pytest.raises(ValueError, match="max_tokens .2. is below min_tokens .4."):
+        Recipe(**{**_recipe("bad", ["ROPE"]).model_dump(), "min_tokens": 4, "max_tokens": 2})
+
+
 def test_primary_metric_without_a_workload_leaves_the_ranking_and_says_so():
     config = parse_config(CONFIG.replace("name: pp4, primary: true}, {name: tg2}",
                                          "name: latency, primary: true}, {name: tg2}"))
