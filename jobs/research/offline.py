@@ -184,6 +184,19 @@ def sequence_label(seqs: list[tuple[str, ...]]) -> str:
     return first + "".join(f" (+{e})" for e in extra)
 
 
+def why_not_acting(h: Hypothesis, recipe: Recipe | None):
+    """For Profile.bounds: why `h` cannot change a workload at all, "" when it can. Outside its
+    recipe's token range (a prompt-only path on a 1-token graph); or a change to the split between
+    threads on a workload that runs one thread, however much time its op takes."""
+    def why(w) -> str:
+        if recipe is not None and not recipe.acts_on(w.tokens):
+            return f"this change acts only on {recipe.token_range()} ({w.tokens} per graph here)"
+        if h.kind == "parallelism" and w.graphs and w.graphs[0].n_threads == 1:
+            return f"{w.name} runs on one thread: a change to the split between threads has nothing to balance"
+        return ""
+    return why
+
+
 def apply_profile(hypotheses: list[Hypothesis], sources, recipes: dict[str, Recipe], config: TargetConfig) -> None:
     """Each hypothesis gets its Amdahl bound per profiled workload as evidence (`profile:<workload>`),
     and its score the profile's weight on the primary metric's workload (profile.rank_factor: a
@@ -201,19 +214,10 @@ def apply_profile(hypotheses: list[Hypothesis], sources, recipes: dict[str, Reci
             continue
         label = sequence_label(seqs)
         sources.profile_sequences.setdefault(label, seqs)
-        recipe = recipes.get(h.recipe or "")
-        bounds = prof.bounds(seqs, None if recipe is None else (
-            lambda tokens, r=recipe: "" if r.acts_on(tokens) else
-            f"this change acts only on {r.token_range()} ({tokens} per graph here)"))
+        bounds = prof.bounds(seqs, why_not_acting(h, recipes.get(h.recipe or "")))
         h.evidence += [Evidence(f"profile:{b.workload}", b.sentence(label)) for b in bounds]
         if primary is not None:
             pct = next(b for b in bounds if b.workload == primary.name).pct
-            if h.kind == "parallelism" and primary.graphs and primary.graphs[0].n_threads == 1:
-                # how work is split between threads cannot matter to a one-thread benchmark,
-                # however much time its op takes
-                pct = 0.0
-                h.evidence.append(Evidence(f"profile:{primary.name}", f"{primary.name} runs on one thread: "
-                                           "a change to the split between threads has nothing to balance (bound 0%)"))
             h.score = round(h.score * profile_mod.rank_factor(pct, config.thresholds.min_effect_pct)
                             + profile_mod.rank_bonus(pct), 3)
 

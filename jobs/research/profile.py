@@ -267,11 +267,12 @@ class Profile:
     def workload(self, name: str) -> Workload | None:
         return next((w for w in self.workloads if w.name == name), None)
 
-    def bounds(self, sequences: Iterable[tuple[str, ...]], acts_on: Callable[[int], str] | None = None) -> list[Bound]:
-        """One bound per workload; `acts_on(tokens)` says why a change does not act on graphs of
-        that many tokens ("" when it does), and such a workload's bound is 0."""
+    def bounds(self, sequences: Iterable[tuple[str, ...]],
+               not_acting: Callable[[Workload], str] | None = None) -> list[Bound]:
+        """One bound per workload; `not_acting(workload)` says why a change cannot act on that
+        workload ("" when it can), and such a workload's bound is 0."""
         seqs = [tuple(s) for s in sequences]
-        return [Bound(w.name, *w.share(seqs), not_acting=acts_on(w.tokens) if acts_on else "")
+        return [Bound(w.name, *w.share(seqs), not_acting=not_acting(w) if not_acting else "")
                 for w in self.workloads]
 
     def to_dict(self) -> dict:

@@ -137,17 +137,17 @@ def test_a_large_bound_outranks_the_kind_prior():
     assert big_fusion > micro          # at equal bounds the kind still orders
 
 
-def score(weight, bound):
+def ranked(weight, bound):
     return weight * P.rank_factor(bound, 1.0) + P.rank_bonus(bound)
 
 
 def test_a_micro_change_outranks_a_fusion_only_when_its_bound_is_about_three_times_larger():
     """The AVX-512 Qwen3 run: flash attention +27.3% (micro fa-tile-pack) against QK-norm RMS_NORM+
     MUL+ROPE +1.7% (fusion). The old linear bonus capped at +3 ranked the fusion first (3.51 vs 3.5)."""
-    assert score(0.5, 27.3) > score(3.0, 1.7)
-    assert score(0.5, 10.0) > score(3.0, 2.0)      # (1 + bound) 3.7x the fusion's
-    assert score(0.5, 10.0) < score(3.0, 3.0)      # 2.75x: the fusion's kind still wins
-    assert score(3.0, 27.3) > score(0.5, 27.3)
+    assert ranked(0.5, 27.3) > ranked(3.0, 1.7)
+    assert ranked(0.5, 10.0) > ranked(3.0, 2.0)      # (1 + bound) 3.7x the fusion's
+    assert ranked(0.5, 10.0) < ranked(3.0, 3.0)      # 2.75x: the fusion's kind still wins
+    assert ranked(3.0, 27.3) > ranked(0.5, 27.3)
 
 
 CONFIG = """\
