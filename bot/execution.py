@@ -50,6 +50,7 @@ def execute(flow: Any, rec: RunRecord, prep: api.Preparation, lease: Lease) -> O
         try:
             summary = api.start(prep.layout, executor=flow.place.executor, overrides=rec.overrides,
                                 agent=prep.config.agent, candidates=prep.candidates, research=prep.research,
+                                operator=getattr(flow.place, "operator", None),   # the operator's, not the repo's
                                 on_event=Progress(flow.store, flow.refresh_status, rec, prep.layout.out,
                                                   prep.config.primary.name),
                                 should_stop=lambda: lease.lost or flow.store.cancel_requested(flow.repo, run_id))

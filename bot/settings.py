@@ -13,6 +13,12 @@
 | AUTORESEARCH_WORKDIR | clones and run artifacts (default ~/.cache/autoresearch/bot) |
 | AUTORESEARCH_EXECUTOR | local (default) or skypilot |
 | AUTORESEARCH_DELIVERY_TTL | seconds a delivery id is remembered for dedupe (default 7 days) |
+| AUTORESEARCH_ALLOW_UNSANDBOXED | 1: a repository's `sandbox: {enabled: false}` is honoured (trusted installations only; default: ignored) |
+| AUTORESEARCH_SANDBOX_ENV | comma-separated names target code may get when a repository's `sandbox.env` asks (default: none) |
+| AUTORESEARCH_LIMIT_* | per-step limits of the sandbox (jobs/limits.py: memory, processes, file size, tmpfs, output) |
+
+The last three are the operator's (`jobs.operator.OperatorPolicy`), read here, before the job's
+environment is scrubbed, and handed to every run (`Settings.operator`); a repository only asks.
 
 The Action (`Settings.for_action`) reads the workflow's own variables instead: GITHUB_API_URL,
 GITHUB_SERVER_URL, RUNNER_TEMP, and AUTORESEARCH_EXECUTOR=auto|local|skypilot.
@@ -24,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jobs import sandbox
+from jobs.operator import OperatorError, OperatorPolicy
 
 ACTION_BOT_LOGIN = "github-actions[bot]"     # who the workflow's token comments as
 
@@ -45,6 +52,7 @@ class Settings:
     workdir: Path = Path.home() / ".cache" / "autoresearch" / "bot"
     executor: str = "local"
     delivery_ttl: int = 7 * 24 * 3600
+    operator: OperatorPolicy = OperatorPolicy(face="app")
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "Settings":
@@ -62,6 +70,7 @@ class Settings:
             raise SettingsError("AUTORESEARCH_EXECUTOR must be local or skypilot")
         # The key file is masked in every sandbox of this process: target code never reads it.
         sandbox.hide(env["AUTORESEARCH_PRIVATE_KEY_PATH"])
+        workdir = Path(env.get("AUTORESEARCH_WORKDIR", str(cls.workdir)))
         return cls(
             app_id=env["AUTORESEARCH_APP_ID"],
             private_key_path=Path(env["AUTORESEARCH_PRIVATE_KEY_PATH"]),
@@ -71,9 +80,10 @@ class Settings:
             git_url=env.get("AUTORESEARCH_GIT_URL", cls.git_url).rstrip("/"),
             bot_login=env.get("AUTORESEARCH_BOT_LOGIN", ""),
             fork_owner=env.get("AUTORESEARCH_FORK_OWNER", ""),
-            workdir=Path(env.get("AUTORESEARCH_WORKDIR", str(cls.workdir))),
+            workdir=workdir,
             executor=executor,
             delivery_ttl=ttl,
+            operator=operator_policy(env, "app", workdir),
         )
 
     @classmethod
@@ -88,13 +98,15 @@ class Settings:
         if executor not in ("local", "skypilot"):
             raise SettingsError("executor must be auto, local or skypilot")
         runner_temp = env.get("RUNNER_TEMP") or str(Path.home() / ".cache")
+        workdir = Path(env.get("AUTORESEARCH_WORKDIR") or Path(runner_temp) / "autoresearch")
         return cls(
             app_id="", private_key_path=Path("/nonexistent"), webhook_secret="", redis_url="", executor=executor,
             api_url=(env.get("AUTORESEARCH_GITHUB_API_URL") or env.get("GITHUB_API_URL") or cls.api_url).rstrip("/"),
             git_url=(env.get("AUTORESEARCH_GIT_URL") or env.get("GITHUB_SERVER_URL") or cls.git_url).rstrip("/"),
             bot_login=env.get("AUTORESEARCH_BOT_LOGIN") or ACTION_BOT_LOGIN,
             fork_owner=env.get("AUTORESEARCH_FORK_OWNER", ""),
-            workdir=Path(env.get("AUTORESEARCH_WORKDIR") or Path(runner_temp) / "autoresearch"),
+            workdir=workdir,
+            operator=operator_policy(env, "action", workdir),
         )
 
     def private_key(self) -> str:
@@ -105,3 +117,12 @@ class Settings:
 
     def clone_url(self, owner: str, repo: str) -> str:
         return f"{self.git_url}/{owner}/{repo}.git"
+
+
+def operator_policy(env, face: str, workdir: Path) -> OperatorPolicy:
+    """The operator's decisions, from the App's (or the workflow's) own environment, never from a
+    repository; the workdir (every run's clone and files) is protected from declared caches."""
+    try:
+        return OperatorPolicy.from_env(env, face=face, protected=(str(workdir),))
+    except OperatorError as exc:
+        raise SettingsError(str(exc)) from None

@@ -32,7 +32,7 @@ import os
 import shutil
 import signal
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -41,6 +41,7 @@ from .cloud import catalog
 from .config import ConfigError, Overrides, TargetConfig, load_config
 from .errors import RunError
 from .model import Hypothesis
+from .operator import OperatorPolicy
 from .pipeline import Run, RunOptions
 from .plan import Plan
 from .plan import make_plan as _make_plan
@@ -179,12 +180,18 @@ def _research_from(data: dict[str, Any], config: TargetConfig) -> Research:
 # -- start ---------------------------------------------------------------------------------------
 def start(layout: RunLayout, *, executor: str, overrides: Overrides = Overrides(), agent: str | None = None,
           candidates: list[Path] | tuple[Path, ...] = (), research: Research | None = None,
-          on_event: Callable[[dict], None] | None = None, should_stop: Callable[[], bool] | None = None) -> dict:
-    """Run the pipeline on the run's clone (resuming whatever `layout.out` already holds)."""
+          on_event: Callable[[dict], None] | None = None, should_stop: Callable[[], bool] | None = None,
+          operator: OperatorPolicy | None = None) -> dict:
+    """Run the pipeline on the run's clone (resuming whatever `layout.out` already holds), under the
+    operator's decisions (`bot.settings` reads them; None: the strict defaults: always sandboxed, no
+    variable passed through, the default limits). The workdir of every run is protected."""
+    operator = operator or OperatorPolicy(face="app")
+    operator = replace(operator, protected=(*operator.protected, str(layout.workdir)))
     options = RunOptions(target=layout.clone, out=layout.out, run_id=layout.run_id, agent=agent,
                          candidates=list(candidates), executor=executor, primary=overrides.metric,
                          platforms=list(overrides.platforms) if overrides.platforms else None,
-                         budget_usd=overrides.budget, research=research)
+                         budget_usd=overrides.budget, research=research, operator=operator,
+                         repo_identity=layout.full_name)
     with ended_processes():
         return Run(options, on_event=on_event, should_stop=should_stop).execute()
 

@@ -95,13 +95,19 @@ class Integrity(Strict):
 
 
 class Sandbox(Strict):
-    """What target code may see besides its worktree. Paths must lie under the operator's cache
-    root ($AUTORESEARCH_CACHE_ROOT, default ~/.cache/autoresearch); checked when a run starts."""
+    """What target code may see besides its worktree: a request; the operator decides. Paths must
+    lie under the operator's cache root ($AUTORESEARCH_CACHE_ROOT, default ~/.cache/autoresearch)
+    and not be the root itself; checked when a run starts."""
 
-    enabled: bool = Field(True, description="false runs target code unsandboxed; reports say so")
-    caches: list[str] = Field(default_factory=list, description="writable in build/checks, read-only in benchmark")
+    enabled: bool = Field(True, description="false asks to run target code unsandboxed; honoured only where the "
+                                            "operator allows it (AUTORESEARCH_ALLOW_UNSANDBOXED, the CLI's "
+                                            "--no-sandbox); reports say who switched it off")
+    caches: list[str] = Field(default_factory=list, description="writable in build/checks, read-only in benchmark; "
+                                                                "kept per repository (and per arm)")
     read_only: list[str] = Field(default_factory=list, description="read-only in every step (e.g. a model file)")
-    env: list[str] = Field(default_factory=list, description="environment variables passed through")
+    env: list[str] = Field(default_factory=list, description="environment variables passed through, of those the "
+                                                             "operator allows (AUTORESEARCH_SANDBOX_ENV); reports "
+                                                             "show names, never values")
 
     @field_validator("caches", "read_only")
     @classmethod

@@ -22,14 +22,27 @@ class ParsedMetrics:
     # Lines that looked like METRIC lines but were not valid: (line number, text, reason).
     rejected: list[tuple[int, str, str]] = field(default_factory=list)
     digests: dict[str, str] = field(default_factory=dict)
+    overflow: str = ""          # why parsing stopped early (too many METRIC/DIGEST lines), or ''
 
 
-def parse_metrics(output: str) -> ParsedMetrics:
+MAX_LINES = 10000               # METRIC/DIGEST lines read per process (jobs.limits.Limits.metric_lines)
+
+
+def parse_metrics(output: str, max_lines: int = MAX_LINES) -> ParsedMetrics:
+    """Bounded: after `max_lines` METRIC/DIGEST lines it stops, with `overflow` saying so (a
+    benchmark that prints millions of them fails instead of stalling the runner)."""
     values: dict[str, float] = {}
     digests: dict[str, str] = {}
     rejected: list[tuple[int, str, str]] = []
+    seen = 0
     for lineno, raw in enumerate(output.splitlines(), start=1):
         line = raw.rstrip("\r")
+        if line.startswith(("METRIC", "DIGEST")):
+            seen += 1
+            if seen > max_lines:
+                return ParsedMetrics(values, rejected, digests,
+                                     f"more than {max_lines} METRIC/DIGEST lines (line {lineno}); the cap is "
+                                     "AUTORESEARCH_LIMIT_METRIC_LINES")
         if line.startswith("DIGEST"):
             digest = DIGEST_LINE.match(line)
             if digest:

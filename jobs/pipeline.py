@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +18,7 @@ from typing import Any, Callable
 
 import hashlib
 
-from . import cleanup, gitops, ledger, runlock, sandbox, secrets
+from . import cleanup, gitops, ledger, runlock, sandbox
 from .agent.offline import NotImplementable
 from .calibration import calibrate_run
 from .config import Overrides, TargetConfig, load_config
@@ -29,15 +28,17 @@ from .executors import Executor, ExecutorUnavailable, make_executors
 from .model import ExperimentRecord, Hypothesis, SkipCause, Status
 from .report import render_pr, render_research
 from .research.offline import Research, candidate_hypothesis, research
-from .runner import Isolation, IsolationError, run_step
+from .operator import OperatorError, OperatorPolicy
+from .runner import Isolation, IsolationError, repo_key, run_step
 from .sequential import mde, slot_alpha
 from .spec import ExperimentSpec, RawResult, SandboxSpec, StopRule
 from .verdict import Judgement, Plan, judge
 
 
-def env_prefix(env: dict[str, str]) -> str:
-    """`A=1 B='x y' ` for a shell command line: the declared environment the benchmark ran with."""
-    return "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(env.items()))
+def env_prefix(names: list[str] | dict[str, str]) -> str:
+    """`A="$A" B="$B" ` for a shell command line: the variables the benchmark was given, by name
+    only (their values never reach a report, a PR or a log: issue 20, N8)."""
+    return "".join(f'{k}="${k}" ' for k in sorted(names) if k.replace("_", "a").isalnum())
 
 
 Event = dict[str, Any]
@@ -55,7 +56,11 @@ class RunOptions:
     executor: str = "local"
     research_only: bool = False
     calibrate_only: bool = False
-    no_sandbox: bool = False                  # run target code unsandboxed (reports say so)
+    no_sandbox: bool = False                  # the CLI user's --no-sandbox (reports say so)
+    # What the operator decided (jobs.operator): the App and the Action pass theirs, read from their
+    # own environment; None: this process's environment, as the CLI's user is the operator.
+    operator: OperatorPolicy | None = None
+    repo_identity: str | None = None          # whose cache namespace (`owner/name`); None: the target's path
     # Overrides from a command such as `/autoresearch optimize cpu metric=tg128 budget=30`.
     primary: str | None = None
     platforms: list[str] | None = None
@@ -88,11 +93,20 @@ class Run:
                            "(git init && git add -A && git commit)")
         self.config: TargetConfig = apply_overrides(load_config(self.repo), options)
         self._warnings: list[str] = []      # shown once the run's events start
-        self.sandboxed = self.config.sandbox.enabled and not options.no_sandbox
+        try:
+            self.operator = options.operator or OperatorPolicy.from_env(face="cli")
+        except OperatorError as exc:
+            raise RunError(str(exc)) from None
+        self.sandboxed, self.unsandboxed_by, refused = self.operator.sandbox_decision(
+            self.config.sandbox.enabled, options.no_sandbox)
+        self._warnings += [refused] if refused else []
         if not self.sandboxed:
-            why = "--no-sandbox" if options.no_sandbox else "the config's sandbox: {enabled: false}"
-            self._warnings.append(f"target code runs WITHOUT a sandbox ({why}): it can read this machine's files "
-                                  "and network, and leave state between benchmark processes")
+            self._warnings.append(f"target code runs WITHOUT a sandbox ({self.unsandboxed_by}): it can read this "
+                                  "machine's files and network, and leave state between benchmark processes")
+        self.env_names, not_allowed = self.operator.allowed_env(self.config.sandbox.env)
+        if not_allowed:
+            self._warnings.append(f"the config's sandbox.env asks for {', '.join(not_allowed)}, which the operator "
+                                  "does not allow (AUTORESEARCH_SANDBOX_ENV): target code does not get them")
         if options.agent is None:
             options.agent = self.config.agent
             if options.agent == "claude" and not os.environ.get("ANTHROPIC_API_KEY"):
@@ -132,7 +146,9 @@ class Run:
     def _sandbox_spec(self) -> SandboxSpec:
         sb = self.config.sandbox
         return SandboxSpec(enabled=self.sandboxed, caches=list(sb.caches), read_only=list(sb.read_only),
-                           env=list(sb.env))
+                           env=list(self.env_names), repo_key=repo_key(self.o.repo_identity or str(self.repo)),
+                           limits=self.operator.limits.to_dict(),
+                           protect=[str(self.repo), str(self.out), *self.operator.protected])
 
     def _init_state(self) -> None:
         self._check_isolation()
@@ -156,7 +172,7 @@ class Run:
                    repeats_override=self.o.repeats,
                    phase="research", platforms=[e.platform for e in self.executors],
                    branch=f"autoresearch/{self.o.run_id}", calibration={}, cost_usd=0.0,
-                   sandboxed=self.sandboxed, bench_env=secrets.declared_values(self.config.sandbox.env))
+                   sandboxed=self.sandboxed, unsandboxed_by=self.unsandboxed_by, bench_env_names=self.env_names)
 
     @property
     def executors(self) -> list[Executor]:
@@ -592,6 +608,7 @@ class Run:
             "attribution": [{k: v for k, v in r.items() if k != "log"}
                             for r in ledger.read(self.out) if r.get("kind") == "attribution"],
             "sandboxed": self.state.get("sandboxed", True),
+            "unsandboxed_by": self.state.get("unsandboxed_by", ""),
             "profile": self.state.get("profile"),
             "error_control": {"alpha": self.config.thresholds.alpha,
                               "family": self.config.budget.max_experiments,
@@ -600,7 +617,7 @@ class Run:
             "cost_usd": self.state.get("cost_usd", 0.0),
             "wall_seconds": round(time.monotonic() - self.started, 1),
             "stack_confirmed": self.state.get("stack_confirmed", False),
-            "reproduce": [env_prefix(self.state.get("bench_env") or {})
+            "reproduce": [env_prefix(self.state.get("bench_env_names") or [])
                           + f"autoresearch run {self.repo} --run-id {self.o.run_id} --out {self.out}"
                           + (f" --executor {self.o.executor}" if self.o.executor != "local" else "")
                           + (f" --repeats {self.o.repeats}" if self.o.repeats else ""),

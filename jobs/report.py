@@ -269,8 +269,9 @@ def render_pr(summary: dict[str, Any]) -> str:
     out += [f"- **{name}** was kept alone but showed no contribution of its own inside the stack "
             "(leave-one-out), so it is not in this branch." for name in summary.get("stack_unattributed", [])]
     if summary.get("sandboxed") is False:
-        out += ["", "**Target code ran WITHOUT a sandbox in this run** (explicit opt-out): the numbers above "
-                "carry no protection against state left between benchmark processes."]
+        by = summary.get("unsandboxed_by") or "the operator's explicit opt-out"
+        out += ["", f"**Target code ran WITHOUT a sandbox in this run** (switched off by {by}): the numbers "
+                "above carry no protection against state left between benchmark processes."]
     out += ["", "## Cost", "", f"{summary.get('cost_usd', 0.0):.2f} USD of machine time "
             f"({summary.get('wall_seconds', 0):.0f} s wall for this invocation).", "",
             "## Reproduce", "", "```", *summary.get("reproduce", []), "```", "",

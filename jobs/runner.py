@@ -12,6 +12,7 @@ what counts as a win (its early stop is a pure function of the same records, val
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import platform
 import sys
@@ -22,6 +23,7 @@ from typing import Callable
 
 from . import sandbox
 from .integrity import digest_problems
+from .limits import Limits
 from .metrics import explain_missing, parse_metrics
 from .secrets import scrubbed_env  # only for --no-sandbox runs: one policy, jobs/secrets.py
 from .sequential import Pair, Prior, Rule, adjusted, decide, pair_schedule, warmup_order
@@ -36,48 +38,98 @@ class IsolationError(ValueError):
     """A declared sandbox path is not allowed or not there; the message says which and why."""
 
 
+NAMESPACES = "repos"           # <cache root>/repos/<repo key>/<arm>/<declared path under the root>
+ARMS = ("base", "candidate")
+
+
+def repo_key(identity: str) -> str:
+    """The folder name of one repository's cache namespace (identity: `owner/name`, or a path)."""
+    return hashlib.sha256(identity.encode()).hexdigest()[:24]
+
+
+def _overlaps(a: Path, b: Path) -> bool:
+    return a == b or a in b.parents or b in a.parents
+
+
 @dataclass(frozen=True)
 class Isolation:
-    """The sandbox settings of a run, resolved on the machine that runs the target."""
+    """The sandbox settings of a run, resolved on the machine that runs the target.
+
+    A declared cache is seen by target code at its declared path, but backed by
+    `<cache root>/repos/<repo key>/<arm>/<that path under the root>`: one repository never sees
+    another's caches, and the baseline's builds (arm `base`) never see what a candidate's build
+    wrote (arm `candidate`), so a candidate cannot poison the baseline's cache to win."""
 
     enabled: bool = True
-    caches: tuple[str, ...] = ()
+    caches: tuple[str, ...] = ()          # declared (view) paths, resolved, under the cache root
     read_only: tuple[str, ...] = ()
-    env: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()             # the names target code gets (already operator-allowed)
+    namespace: str = ""                   # this repository's folder under <root>/repos
+    limits: Limits = Limits()
+    arm: str = "candidate"                # for steps whose caller does not say
 
     @classmethod
-    def from_spec(cls, spec: SandboxSpec) -> "Isolation":
-        root = sandbox.cache_root().resolve()
+    def from_spec(cls, spec: SandboxSpec, protect: tuple[str | Path, ...] = ()) -> "Isolation":
+        """Resolve and check the declared paths: under the cache root, never the root itself, never
+        its namespaces, never anything that contains or lies in a protected path (the run's tree,
+        its out folder, the App's workdir). `protect` adds to the spec's own."""
+        root = sandbox.cache_root().expanduser().resolve()
+        spaces = root / NAMESPACES
+        guarded = [Path(p).expanduser().resolve() for p in (*spec.protect, *protect) if p]
+        limits = Limits.from_dict(spec.limits)
+        namespace = spaces / (spec.repo_key or repo_key("unnamed"))
         resolved: dict[str, list[str]] = {"caches": [], "read_only": []}
         for kind in resolved:
             for raw in getattr(spec, kind):
                 path = Path(raw).expanduser()
-                if kind == "caches":
-                    try:
-                        path.mkdir(parents=True, exist_ok=True)
-                    except OSError as exc:
-                        raise IsolationError(f"sandbox.{kind}: {raw}: cannot create it ({exc})") from None
-                if not path.exists():
+                real = (path.parent.resolve() / path.name) if kind == "caches" else path.resolve()
+                if kind == "read_only" and not path.exists():
                     raise IsolationError(f"sandbox.{kind}: {raw} does not exist on this machine")
-                real = path.resolve()
-                if real != root and root not in real.parents:
-                    raise IsolationError(f"sandbox.{kind}: {raw} is outside the cache root {root}; declared "
-                                         "paths must live under it ($AUTORESEARCH_CACHE_ROOT)")
+                if root not in real.parents:
+                    raise IsolationError(f"sandbox.{kind}: {raw} is {'the cache root itself' if real == root else 'outside the cache root ' + str(root)}"
+                                         "; declared paths must be folders or files under it ($AUTORESEARCH_CACHE_ROOT)")
+                if real == spaces or spaces in real.parents:
+                    raise IsolationError(f"sandbox.{kind}: {raw} lies in the per-repository cache namespaces "
+                                         f"({spaces}); declare a path of your own under {root} instead")
+                hit = next((g for g in guarded if _overlaps(real, g)), None)
+                if hit is not None:
+                    raise IsolationError(f"sandbox.{kind}: {raw} contains or lies in {hit}, which holds the run's "
+                                         "trees or the App's own files; declare a separate folder under the cache root")
                 resolved[kind].append(str(real))
-        return cls(spec.enabled, tuple(resolved["caches"]), tuple(resolved["read_only"]), tuple(spec.env))
+        isolation = cls(spec.enabled, tuple(resolved["caches"]), tuple(resolved["read_only"]), tuple(spec.env),
+                        str(namespace), limits)
+        for view in isolation.caches:
+            for arm in ARMS:
+                backing = Path(isolation.backing(view, arm))
+                try:
+                    backing.mkdir(parents=True, exist_ok=True)
+                    if os.geteuid() == 0:       # a root worker's steps run as this uid (jobs.sandbox)
+                        os.chown(backing, limits.sandbox_uid, limits.sandbox_uid)
+                except OSError as exc:
+                    raise IsolationError(f"sandbox.caches: {view}: cannot create {backing} ({exc})") from None
+        return isolation
 
-    def policy(self, tree: Path, step: str, extra_env: dict[str, str] | None = None) -> sandbox.Policy | None:
-        """`step`: build | checks | benchmark. The benchmark gets nothing writable but its /tmp and
-        $HOME, both fresh: no benchmark process can leave anything for the next one."""
+    def backing(self, view: str, arm: str) -> str:
+        """Where the cache target code sees at `view` is kept for `arm` of this repository."""
+        rel = Path(view).relative_to(sandbox.cache_root().expanduser().resolve())
+        return str(Path(self.namespace) / arm / rel)
+
+    def policy(self, tree: Path, step: str, extra_env: dict[str, str] | None = None,
+               arm: str | None = None) -> sandbox.Policy | None:
+        """`step`: build | checks | benchmark; `arm`: base | candidate, whose caches it sees. The
+        benchmark gets nothing writable but its /tmp and $HOME, both fresh: no benchmark process
+        can leave anything for the next one."""
         if not self.enabled:
             return None
         writable = step != "benchmark"
         home = str(Path.home())
-        mounts = tuple(sandbox.Mount(p, writable=writable) for p in self.caches)
+        arm = arm or self.arm
+        mounts = tuple(sandbox.Mount(p, writable=writable, source=self.backing(p, arm)) for p in self.caches)
         mounts += tuple(sandbox.Mount(p) for p in self.read_only)
         hidden = tuple(p + "/" if os.path.isdir(p) else p for p in sandbox.hidden() if os.path.exists(p))
         return sandbox.Policy(tree=Path(tree).resolve(), tree_writable=writable, mounts=mounts, home=home,
-                              env=sandbox.environment(self.env, extra_env, home=home), hidden=hidden)
+                              env=sandbox.environment(self.env, extra_env, home=home), hidden=hidden,
+                              limits=self.limits)
 
 
 DEFAULT_ISOLATION = Isolation()
@@ -89,16 +141,17 @@ class Step:
     output: str
     seconds: float
     cpu_s: float = 0.0
+    overflow: str = ""              # the output cap it hit (it was stopped there), or ''
 
 
 def run_step(command: str, cwd: Path, timeout: float, *, isolation: Isolation = DEFAULT_ISOLATION,
-             step: str = "build", extra_env: dict[str, str] | None = None) -> Step:
-    """Run a target command: sandboxed (unless the run opted out), the whole tree killed at the
-    time limit and when the command ends."""
-    policy = isolation.policy(cwd, step, extra_env)
+             step: str = "build", extra_env: dict[str, str] | None = None, arm: str | None = None) -> Step:
+    """Run a target command: sandboxed (unless the operator switched it off), under the operator's
+    limits, the whole tree killed at the time limit, at the output cap and when the command ends."""
+    policy = isolation.policy(cwd, step, extra_env, arm)
     env = None if policy else {**scrubbed_env(), **(extra_env or {})}
-    done = sandbox.run(command, Path(cwd), timeout, policy=policy, env=env)
-    return Step(done.returncode, done.output, done.wall_s, done.cpu_s)
+    done = sandbox.run(command, Path(cwd), timeout, policy=policy, env=env, limits=isolation.limits)
+    return Step(done.returncode, done.output, done.wall_s, done.cpu_s, done.overflow)
 
 
 def tail(text: str, limit: int = LOG_TAIL) -> str:
@@ -136,9 +189,12 @@ class Failure(Exception):
 
 
 def _must_pass(command: str, tree: Path, timeout: float, what: str, fail_status: str, isolation: Isolation,
-               step: str) -> tuple[str, float]:
-    """Run a build or checks step; a timeout or non-zero exit becomes that step's own status."""
-    done = run_step(command, tree, timeout, isolation=isolation, step=step)
+               step: str, arm: str) -> tuple[str, float]:
+    """Run a build or checks step; a timeout, an output over the cap or a non-zero exit becomes
+    that step's own status."""
+    done = run_step(command, tree, timeout, isolation=isolation, step=step, arm=arm)
+    if done.overflow:
+        raise Failure(fail_status, f"{what} stopped: {done.overflow}", tail(done.output))
     if done.returncode is None:
         raise Failure("timeout", f"{what} exceeded {timeout:.0f} s", tail(done.output))
     if done.returncode != 0:
@@ -148,12 +204,16 @@ def _must_pass(command: str, tree: Path, timeout: float, what: str, fail_status:
 
 def _invoke(spec: ExperimentSpec, tree: Path, who: str, seed: int, isolation: Isolation) -> Invocation:
     done = run_step(spec.benchmark, tree, spec.benchmark_timeout, isolation=isolation, step="benchmark",
-                    extra_env={"AUTORESEARCH_SEED": str(seed)})
+                    extra_env={"AUTORESEARCH_SEED": str(seed)}, arm="base" if who == "baseline" else "candidate")
+    if done.overflow:
+        raise Failure("crash", f"{who} benchmark stopped: {done.overflow}", tail(done.output))
     if done.returncode is None:
         raise Failure("timeout", f"{who} benchmark exceeded {spec.benchmark_timeout:.0f} s", tail(done.output))
     if done.returncode != 0:
         raise Failure("crash", f"{who} benchmark exited with status {done.returncode}", tail(done.output))
-    parsed = parse_metrics(done.output)
+    parsed = parse_metrics(done.output, max_lines=isolation.limits.metric_lines)
+    if parsed.overflow:
+        raise Failure("crash", f"{who} benchmark: {parsed.overflow}", tail(done.output))
     if spec.primary not in parsed.values:
         raise Failure("crash", f"{who} benchmark: {explain_missing(parsed, spec.primary)}", tail(done.output))
     return Invocation(arm="", pair=-1, position=0, seed=seed,
@@ -191,17 +251,17 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
         if build_base:
             progress("building baseline", 0.0)
             text, result.steps["build_baseline"] = _must_pass(spec.build, base_dir, spec.build_timeout,
-                                                              "baseline build", "build_failed", isolation, "build")
+                                                              "baseline build", "build_failed", isolation, "build", "base")
             log.append(text)
         if head_dir != base_dir:
             progress("building candidate", 0.05)
             text, result.steps["build_candidate"] = _must_pass(spec.build, head_dir, spec.build_timeout,
-                                                               "candidate build", "build_failed", isolation, "build")
+                                                               "candidate build", "build_failed", isolation, "build", "candidate")
             log.append(text)
         if spec.run_checks:
             progress("running checks", 0.1)
             text, result.steps["checks"] = _must_pass(spec.checks, head_dir, spec.checks_timeout, "checks",
-                                                      "checks_failed", isolation, "checks")
+                                                      "checks_failed", isolation, "checks", "candidate")
             log.append(text)
         trees = {"A": (base_dir, "baseline"), "B": (head_dir, "candidate")}
         index = 0
@@ -255,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"PROGRESS {fraction:.2f} {message}", flush=True)
 
     try:
-        isolation = Isolation.from_spec(spec.sandbox)
+        isolation = Isolation.from_spec(spec.sandbox, protect=(args.work, args.repo))
         if isolation.enabled:
             sandbox.check()
     except (IsolationError, sandbox.SandboxUnavailable) as exc:

@@ -6,15 +6,25 @@ Adapter over bubblewrap (`bwrap`, Debian's `bubblewrap`). Inside a sandbox, targ
 * its worktree at its own absolute path, writable for build and checks, read-only for the
   benchmark (so no benchmark process can leave state for the next one);
 * the declared cache paths (`sandbox.caches` writable except in the benchmark, `sandbox.read_only`
-  read-only), which must live under the operator's cache root, never anywhere else;
-* a fresh, empty `$HOME` (same path as the runner's, a private tmpfs), `/tmp`, `/var/tmp` and `/dev/shm`;
+  read-only), which must live under the operator's cache root, never anywhere else; a cache is
+  seen at its declared path but backed by a folder of that repository's own namespace
+  (`Mount.source`, see `jobs.runner.Isolation`);
+* a fresh, empty `$HOME` (same path as the runner's), `/tmp`, `/var/tmp` and `/dev/shm`, each a
+  private tmpfs of at most `Limits.tmpfs_mib`;
 * a new network namespace (no network, loopback included: no Redis, no App), a new PID namespace
   (only its own processes in `/proc`, so no other process's `/proc/*/environ`), new IPC and UTS
   namespaces, a user namespace with every capability dropped;
-* an environment built from an allow-list, never the runner's own (no token, key or URL leaks in).
+* an environment built from an allow-list, never the runner's own (no token, key or URL leaks in);
+* rlimits on every process (`jobs.limits`: address space, processes, file size, no core files), and
+  its output read up to `Limits.output_mib` (more kills the step and says so, `Completed.overflow`);
+* when the worker is root: no user namespace (its uid 0 would still own root's files); bubblewrap
+  drops every capability but setuid/setgid/kill, which only the init keeps: the step's process
+  drops to `Limits.sandbox_uid` before it runs, so target code is an unprivileged user (/etc/shadow unreadable, also masked); a
+  writable tree is made group-writable for that uid (`grant_tree`), its root dir sticky.
 
-PID 1 of every sandbox is a 20-line init of ours (`INIT_SOURCE`, compiled once per machine with
-`cc`): it runs the step, and when the step's main process exits it SIGKILLs every other process
+PID 1 of every sandbox is a small init of ours (`jobs.sandboxinit`, kept in a sealed memfd and
+verified by hash before every use, never on a path a build could replace): it runs the step, and
+when the step's main process exits it SIGKILLs every other process
 of the namespace (a `setsid nohup … &` daemon included) and reaps them itself. Reaping them itself
 is the point: the kernel's own teardown of a PID namespace does not charge the killed processes'
 CPU time to anyone (measured here: a daemon's 0.7 s vanished from the rusage), while reaped
@@ -22,22 +32,26 @@ children's time adds up the tree to the runner's `wait4`, which is what `Complet
 bubblewrap's own init, tini and dumb-init all leave the stragglers to the kernel.
 
 Where bubblewrap cannot create namespaces, `check()` raises `SandboxUnavailable` naming the fix;
-running without a sandbox is an explicit opt-out (`--no-sandbox` / `sandbox: {enabled: false}`)
-that reports and PR bodies state.
+running without a sandbox is the operator's explicit opt-out (`--no-sandbox`, or a repository's
+`sandbox: {enabled: false}` where the operator allows it: `jobs.operator`) that reports and PR
+bodies state.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from .limits import MIB, Limits
+from .sandboxinit import INIT_SOURCE, InitUnavailable, init_fd, init_sha256  # noqa: F401 (re-exported)
 
 SYSTEM_DIRS = ("/usr", "/etc", "/sys", "/opt")
 SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -50,30 +64,8 @@ INSTALL_HINT = ("install bubblewrap (Debian: apt-get install bubblewrap) and all
 
 
 INIT_PATH = "/.autoresearch-init"
-INIT_SOURCE = r"""
-/* PID 1 of an autoresearch sandbox: run argv[1..], wait for it, then kill and reap every other
- * process of the PID namespace so that their CPU time is charged to the sandbox. */
-#include <errno.h>
-#include <signal.h>
-#include <stdio.h>
-#include <sys/wait.h>
-#include <unistd.h>
-int main(int argc, char **argv) {
-    if (argc < 2) return 127;
-    pid_t child = fork();
-    if (child < 0) { perror("autoresearch-init: fork"); return 127; }
-    if (child == 0) { execvp(argv[1], argv + 1); perror("autoresearch-init: exec"); _exit(127); }
-    int status = 0, rc = 127;
-    for (;;) {
-        pid_t p = waitpid(-1, &status, 0);
-        if (p == child) { rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); break; }
-        if (p < 0 && errno != EINTR) break;
-    }
-    kill(-1, SIGKILL);
-    while (waitpid(-1, NULL, 0) > 0 || errno == EINTR) {}
-    return rc;
-}
-"""
+# Root-only files masked in every sandbox of a root worker, besides running it as another uid.
+ROOT_ONLY = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/ssh/")
 
 
 class SandboxUnavailable(RuntimeError):
@@ -82,8 +74,9 @@ class SandboxUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Mount:
-    path: str
+    path: str                       # where the sandbox sees it
     writable: bool = False
+    source: str = ""                # what backs it on this machine ('' = `path` itself)
 
 
 @dataclass(frozen=True)
@@ -97,6 +90,7 @@ class Policy:
     env: dict[str, str] = field(default_factory=dict)
     home: str = "/home/sandbox"
     hidden: tuple[str, ...] = ()
+    limits: Limits = field(default_factory=Limits)
 
 
 _HIDDEN: set[str] = set()
@@ -119,6 +113,7 @@ class Completed:
     wall_s: float
     cpu_s: float                    # user + system CPU of the whole process tree
     sandboxed: bool
+    overflow: str = ""              # the cap its output hit (the step was killed there), or ''
 
 
 def environment(passthrough: tuple[str, ...] | list[str], extra: dict[str, str] | None = None,
@@ -135,13 +130,17 @@ def environment(passthrough: tuple[str, ...] | list[str], extra: dict[str, str] 
     return env
 
 
-def bwrap_argv(policy: Policy, command: list[str], *, existing: set[str], userns: bool, init: str) -> list[str]:
-    """The bubblewrap command line for `command` under `policy`, with `init` (the compiled
-    INIT_SOURCE) as PID 1. Pure: `existing` says which system paths exist on this machine."""
+def bwrap_argv(policy: Policy, command: list[str], *, existing: set[str], userns: bool, init_fd: int,
+               as_uid: int | None = None) -> list[str]:
+    """The bubblewrap command line for `command` under `policy`, with the init read from `init_fd`
+    as PID 1, dropping to `as_uid` first when given (a root worker). Pure: `existing` says which
+    system paths exist on this machine."""
     argv = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--as-pid-1", "--unshare-net",
             "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL"]
     if userns:
         argv += ["--unshare-user", "--disable-userns"]
+    if as_uid is not None:      # only the init holds these; the step loses them when it drops to `as_uid`
+        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_KILL"]
     for d in SYSTEM_DIRS:
         if d in existing:
             argv += ["--ro-bind", d, d]
@@ -151,8 +150,11 @@ def bwrap_argv(policy: Policy, command: list[str], *, existing: set[str], userns
             argv += ["--symlink", target, link]
         elif link in existing:
             argv += ["--ro-bind", link, link]
-    argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--dir", "/var/tmp",
-             "--tmpfs", policy.home]
+    size = str(policy.limits.tmpfs_mib * MIB)
+    argv += ["--dev", "/dev", "--proc", "/proc"]
+    for tmp in ("/tmp", "/dev/shm", policy.home):
+        argv += ["--perms", "1777", "--size", size, "--tmpfs", tmp]
+    argv += ["--perms", "1777", "--dir", "/var/tmp"]
     dirs = [h for h in policy.hidden if h.endswith("/")]
     for path in policy.hidden:      # after the system binds, so the mask lies on top of them
         if any(path != d and path.startswith(d) for d in dirs):
@@ -160,13 +162,14 @@ def bwrap_argv(policy: Policy, command: list[str], *, existing: set[str], userns
         if any(path == d or path.startswith(d + "/") for d in SYSTEM_DIRS if d in existing):
             argv += ["--tmpfs", path] if path.endswith("/") else ["--ro-bind", "/dev/null", path]
     for m in policy.mounts:
-        argv += ["--bind" if m.writable else "--ro-bind", m.path, m.path]
+        argv += ["--bind" if m.writable else "--ro-bind", m.source or m.path, m.path]
     tree = str(policy.tree)
     argv += ["--bind" if policy.tree_writable else "--ro-bind", tree, tree, "--chdir", tree,
-             "--ro-bind", init, INIT_PATH, "--clearenv"]
+             "--perms", "0555", "--ro-bind-data", str(init_fd), INIT_PATH, "--clearenv"]
     for name, value in sorted(policy.env.items()):
         argv += ["--setenv", name, value]
-    return argv + ["--", INIT_PATH, *command]
+    drop = ["-u", str(as_uid)] if as_uid is not None else []
+    return argv + ["--", INIT_PATH, *drop, *command]
 
 
 def existing_link(path: str, existing: set[str]) -> str | None:
@@ -195,71 +198,98 @@ def cache_root() -> Path:
 
 
 @functools.lru_cache(maxsize=1)
-def init_binary() -> str:
-    """Compile INIT_SOURCE once per machine (keyed by its hash) and return the binary's path."""
-    digest = hashlib.sha256(INIT_SOURCE.encode()).hexdigest()[:16]
-    out = cache_root() / "sandbox" / f"init-{digest}"
-    if out.is_file():
-        return str(out)
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        raise SandboxUnavailable("the sandbox needs a C compiler (cc) once, to build its init; "
-                                 "install gcc, or run with --no-sandbox")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    src = out.with_suffix(".c")
-    src.write_text(INIT_SOURCE)
-    tmp = out.with_name(out.name + f".{os.getpid()}")
-    proc = subprocess.run([cc, "-O2", "-static", "-o", str(tmp), str(src)], capture_output=True, text=True)
-    if proc.returncode != 0:      # no static libc here: a dynamic binary sees /usr/lib all the same
-        proc = subprocess.run([cc, "-O2", "-o", str(tmp), str(src)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SandboxUnavailable(f"could not compile the sandbox init with {cc}: {proc.stderr.strip()[-500:]}")
-    os.replace(tmp, out)
-    return str(out)
-
-
-@functools.lru_cache(maxsize=1)
 def check() -> bool:
     """Whether bubblewrap works here; returns True for user-namespace mode, False for the root
-    fallback (no user namespace, capabilities dropped). Raises SandboxUnavailable otherwise."""
+    mode (no user namespace; the init drops to `Limits.sandbox_uid`). A root worker tries the root
+    mode first: in a user namespace its uid would still own root's files. Raises SandboxUnavailable."""
     exe = shutil.which("bwrap")
     if exe is None:
         raise SandboxUnavailable(f"bubblewrap (bwrap) is not installed; {INSTALL_HINT}; or run with "
                                  "--no-sandbox / `sandbox: {enabled: false}` (the report then says so)")
     errors = []
-    for userns in (True, False):
-        if not userns and os.geteuid() != 0:
-            break
-        argv = bwrap_argv(Policy(tree=Path("/tmp")), ["true"], existing=_system_paths(), userns=userns,
-                          init=init_binary())
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    for userns in ((False, True) if os.geteuid() == 0 else (True,)):
+        try:
+            proc = _launch(Policy(tree=Path("/tmp"), tree_writable=False), "true", userns)
+            out, _ = proc.communicate(timeout=30)
+        except InitUnavailable as exc:
+            raise SandboxUnavailable(str(exc)) from None
         if proc.returncode == 0:
             return userns
-        errors.append(proc.stderr.strip() or f"exit {proc.returncode}")
+        errors.append(out.decode(errors="replace").strip() or f"exit {proc.returncode}")
     raise SandboxUnavailable(f"bubblewrap cannot create its namespaces here ({'; '.join(errors)}); "
                              f"{INSTALL_HINT}; or run with --no-sandbox / `sandbox: {{enabled: false}}` "
                              "(the report then says so)")
 
 
+def _launch(policy: Policy, command: str, userns: bool, *, cwd: Path | None = None,
+            cpus: set[int] | None = None) -> subprocess.Popen:
+    """Start `bash -c command` in bubblewrap under `policy`, its rlimits applied (a root worker's
+    step as the unprivileged uid, with root's own files masked besides)."""
+    as_uid = policy.limits.sandbox_uid if os.geteuid() == 0 and not userns else None
+    if os.geteuid() == 0:
+        masks = tuple(p for p in ROOT_ONLY if os.path.exists(p))
+        policy = replace(policy, hidden=(*policy.hidden, *masks))
+    fd = init_fd()
+    try:
+        argv = bwrap_argv(policy, ["bash", "-c", command], existing=_system_paths(), userns=userns,
+                          init_fd=fd, as_uid=as_uid)
+        affinity = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+        return subprocess.Popen(argv, cwd=cwd, env={"PATH": os.environ.get("PATH", DEFAULT_PATH)},
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, pass_fds=(fd,), preexec_fn=policy.limits.preexec(affinity))
+    finally:
+        os.close(fd)
+
+
+def grant_tree(tree: Path, gid: int) -> None:
+    """Make a tree writable for the sandbox's group (a root worker's steps run as another uid): the
+    owner stays root, so git still trusts it; the tree's root dir gets the sticky bit, so the step
+    cannot replace the `.git` file there (nor any other file it did not create)."""
+    for parent, dirs, files in os.walk(tree):
+        for name in (parent, *(os.path.join(parent, f) for f in files)):
+            try:
+                info = os.lstat(name)
+                if stat.S_ISLNK(info.st_mode):
+                    continue
+                os.chown(name, -1, gid, follow_symlinks=False)
+                extra = stat.S_IRWXG if stat.S_ISDIR(info.st_mode) else stat.S_IRGRP | stat.S_IWGRP
+                os.chmod(name, stat.S_IMODE(info.st_mode) | extra)
+            except FileNotFoundError:
+                continue
+    os.chmod(tree, stat.S_IMODE(os.stat(tree).st_mode) | stat.S_ISVTX)
+
+
 def run(command: str, cwd: Path, timeout: float, *, policy: Policy | None,
-        env: dict[str, str] | None = None, cpus: set[int] | None = None) -> Completed:
+        env: dict[str, str] | None = None, cpus: set[int] | None = None, limits: Limits | None = None) -> Completed:
     """Run `bash -c command` (in the sandbox when `policy` is given, else in a process group of
-    its own with `env`), kill the whole tree at `timeout`, and measure its wall and CPU time."""
-    if policy is not None:
-        argv = bwrap_argv(policy, ["bash", "-c", command], existing=_system_paths(), userns=check(),
-                          init=init_binary())
-        popen_env = {"PATH": os.environ.get("PATH", DEFAULT_PATH)}
-    else:
-        argv, popen_env = ["bash", "-c", command], env
-    preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    its own with `env`), kill the whole tree at `timeout` or when its output passes the cap, and
+    measure its wall and CPU time."""
+    limits = policy.limits if policy is not None else (limits or Limits())
     start = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=cwd, env=popen_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=preexec)
+    if policy is not None:
+        userns = check()
+        if os.geteuid() == 0 and not userns and policy.tree_writable:
+            grant_tree(policy.tree, limits.sandbox_uid)
+        proc = _launch(policy, command, userns, cwd=cwd, cpus=cpus)
+    else:
+        affinity = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+        proc = subprocess.Popen(["bash", "-c", command], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=limits.preexec(affinity))
+    cap = limits.output_mib * MIB
     chunks: list[bytes] = []
+    overflow = threading.Event()
 
     def read() -> None:
+        size = 0
         with contextlib.suppress(OSError, ValueError):      # closed under us: a daemon kept the pipe
-            chunks.extend(iter(lambda: proc.stdout.read(65536), b""))
+            for chunk in iter(lambda: proc.stdout.read1(65536), b""):
+                if size < cap:
+                    chunks.append(chunk[:cap - size])
+                size += len(chunk)
+                if size > cap and not overflow.is_set():
+                    overflow.set()
+                    _kill_group(proc.pid)           # read no further: the step ends here
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     timed_out = threading.Event()
@@ -289,7 +319,9 @@ def run(command: str, cwd: Path, timeout: float, *, policy: Policy | None,
     proc.stdout.close()
     output = b"".join(chunks).decode("utf-8", errors="replace")
     code = None if timed_out.is_set() else proc.returncode
-    return Completed(code, output, wall, usage.ru_utime + usage.ru_stime, policy is not None)
+    why = f"its output passed the cap of {limits.output_mib} MiB (AUTORESEARCH_LIMIT_OUTPUT_MIB)" \
+        if overflow.is_set() else ""
+    return Completed(code, output, wall, usage.ru_utime + usage.ru_stime, policy is not None, why)
 
 
 def _kill_group(pgid: int) -> None:

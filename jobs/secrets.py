@@ -2,9 +2,10 @@
 
 One policy, used by every place that hands something to an untrusted party:
 
-- `jobs.sandbox` builds target code's environment from an allow-list and never passes a name
-  for which `target_may_see` is false, even when a config lists it (`scrubbed_env()` only
-  serves runs that opted out of the sandbox);
+- `jobs.sandbox` builds target code's environment from an allow-list (the names a config asks for
+  that the operator allows, `jobs.operator`) and never passes a name for which `target_may_see` is
+  false, even when both list it (`scrubbed_env()` only serves runs the operator left unsandboxed);
+  reports name those variables, never their values;
 - `jobs.cloud.tasks` refuses a SkyPilot task that names or contains a secret (`leaked_names`,
   `secret_values(min_len=TASK_MIN_LEN)`);
 - `jobs.agent.claude` redacts `secret_values()` from every text it sends to the model;
@@ -41,14 +42,6 @@ def is_secret_name(name: str) -> bool:
 def target_may_see(name: str) -> bool:
     """Whether a variable of this name may be passed through to target code at all."""
     return not is_secret_name(name) and not APP_ONLY.search(name)
-
-
-def declared_values(names: Iterable[str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The values of the variables a config passes to target code (`sandbox.env`) that are set
-    and may be shown: what a report's "Reproduce" needs (the model, the threads), never a
-    credential-like one even if a config lists it."""
-    environ = os.environ if environ is None else environ
-    return {k: environ[k] for k in sorted(set(names)) if k in environ and target_may_see(k)}
 
 
 def scrubbed_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:

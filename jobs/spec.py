@@ -33,12 +33,16 @@ class StopRule:
 @dataclass
 class SandboxSpec:
     """What target code may see beyond its worktree (paths may start with ~, expanded where the
-    runner runs); `enabled: false` only by an explicit opt-out that reports state."""
+    runner runs), as the operator decided it (`jobs.operator`): `enabled: false` only by the
+    operator's opt-out that reports state; `env` the names the operator allows of those asked."""
 
     enabled: bool = True
     caches: list[str] = field(default_factory=list)       # writable in build/checks, read-only in benchmark
     read_only: list[str] = field(default_factory=list)
     env: list[str] = field(default_factory=list)          # variable names passed through
+    repo_key: str = ""                                    # the repository's cache namespace (runner.repo_key)
+    limits: dict[str, int] = field(default_factory=dict)  # jobs.limits.Limits.to_dict(); {} = defaults
+    protect: list[str] = field(default_factory=list)      # paths no declared one may contain or lie in
 
 
 @dataclass
@@ -70,8 +74,8 @@ class ExperimentSpec:
     @classmethod
     def from_config(cls, config: TargetConfig, **kw: Any) -> "ExperimentSpec":
         sb = config.sandbox
-        kw.setdefault("sandbox", SandboxSpec(enabled=sb.enabled, caches=list(sb.caches),
-                                             read_only=list(sb.read_only), env=list(sb.env)))
+        # Without the pipeline's decision (jobs.operator): sandboxed, and no variable passed through.
+        kw.setdefault("sandbox", SandboxSpec(caches=list(sb.caches), read_only=list(sb.read_only)))
         return cls(
             build=config.build, benchmark=config.benchmark, checks=config.checks,
             metrics=[m.name for m in config.metrics], primary=config.primary.name,

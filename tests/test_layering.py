@@ -34,10 +34,10 @@ from conftest import ROOT
 PACKAGES = ("jobs", "bot")
 FLOORS: list[tuple[str, tuple[str, ...]]] = [   # bottom first; "x.*" is x and everything under it
     ("ground", ("jobs", "jobs.errors", "jobs.secrets", "jobs.model", "jobs.config", "jobs.metrics", "jobs.recipes",
-                "jobs.gitops", "jobs.results", "jobs.procfs")),
+                "jobs.gitops", "jobs.results", "jobs.procfs", "jobs.limits", "jobs.operator")),
     ("records and maths", ("jobs.ledger", "jobs.spec", "jobs.stats", "jobs.plan", "jobs.sequential",
                            "jobs.integrity", "jobs.runlock", "jobs.configdoc")),
-    ("parts", ("jobs.verdict", "jobs.calibration", "jobs.report", "jobs.sandbox", "jobs.runner", "jobs.research.*",
+    ("parts", ("jobs.verdict", "jobs.calibration", "jobs.report", "jobs.sandboxinit", "jobs.sandbox", "jobs.runner", "jobs.research.*",
                "jobs.agent.*", "jobs.cloud.*", "jobs.cleanup", "jobs.preflight")),
     ("machines", ("jobs.executors.*",)),
     ("the run", ("jobs.pipeline",)),
@@ -54,7 +54,7 @@ ADAPTERS = {   # module (or "x.*") -> the outside system it speaks to
     "bot.issuestore": "GitHub issue comments", "bot.gitclone": "git remotes", "bot.app": "HTTP (Flask)",
     "bot.settings": "the environment", "bot.intake": "Redis", "jobs.cloud.*": "SkyPilot", "jobs.executors.skypilot": "SkyPilot",
     "jobs.research.forks": "GitHub's REST API", "jobs.research.papers": "arXiv", "jobs.agent.claude": "Anthropic",
-    "jobs.gitops": "git", "jobs.sandbox": "bubblewrap",
+    "jobs.gitops": "git", "jobs.sandbox": "bubblewrap", "jobs.sandboxinit": "the C compiler",
 }
 FLOW = {"bot.flow", "bot.ports", "bot.progress", "bot.execution", "bot.bench"}
 DATA_MODULES = {"jobs.config", "jobs.model", "jobs.spec", "jobs.errors"}

@@ -133,12 +133,13 @@ def test_bwrap_command_line_is_built_from_the_policy():
         sandbox.Policy(tree=Path("/w/t"), tree_writable=False,
                        mounts=(sandbox.Mount("/c/ccache", writable=True), sandbox.Mount("/c/models")),
                        env={"A": "1"}, home="/home/u"),
-        ["bash", "-c", "make"], existing={"/usr", "/etc", "/lib=>usr/lib"}, userns=True, init="/c/init")
+        ["bash", "-c", "make"], existing={"/usr", "/etc", "/lib=>usr/lib"}, userns=True, init_fd=7)
     joined = " ".join(argv)
     for part in ("--unshare-net", "--unshare-pid", "--as-pid-1", "--die-with-parent", "--cap-drop ALL",
                  "--unshare-user", "--ro-bind /usr /usr", "--symlink usr/lib /lib", "--tmpfs /home/u",
                  "--bind /c/ccache /c/ccache", "--ro-bind /c/models /c/models", "--ro-bind /w/t /w/t",
-                 "--clearenv", "--setenv A 1", f"-- {sandbox.INIT_PATH} bash -c make"):
+                 "--clearenv", "--setenv A 1", f"--ro-bind-data 7 {sandbox.INIT_PATH}",
+                 f"-- {sandbox.INIT_PATH} bash -c make"):
         assert part in joined, part
     assert "/opt" not in joined and "--bind /w/t" not in joined
 

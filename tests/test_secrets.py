@@ -60,9 +60,3 @@ def test_cancellation_follows_the_chain():
     except KeyboardInterrupt as exc:
         assert cancellation(exc, interrupts=True) and not cancellation(exc)
     assert not cancellation(RunError("broken")) and not cancellation(None)
-
-
-def test_declared_values_are_the_set_and_showable_ones():
-    from jobs.secrets import declared_values
-    env = {"MODEL": "/m.gguf", "THREADS": "2", "HF_TOKEN": "hf_abcdefgh", "OTHER": "x"}
-    assert declared_values(["THREADS", "MODEL", "HF_TOKEN", "UNSET"], env) == {"MODEL": "/m.gguf", "THREADS": "2"}

@@ -1,0 +1,116 @@
+"""What one sandboxed step may consume, decided by the operator (never by a repository).
+
+| variable | default | bounds |
+|---|---|---|
+| AUTORESEARCH_LIMIT_MEMORY_MIB | 8192 | address space of each process of a step (RLIMIT_AS) |
+| AUTORESEARCH_LIMIT_PROCESSES | 4096 | processes of the sandbox's uid (RLIMIT_NPROC; per uid, see below) |
+| AUTORESEARCH_LIMIT_FILE_MIB | 8192 | the largest file a step may write (RLIMIT_FSIZE) |
+| AUTORESEARCH_LIMIT_TMPFS_MIB | 1024 | each of the sandbox's /tmp, /dev/shm and $HOME (bwrap `--size`) |
+| AUTORESEARCH_LIMIT_OUTPUT_MIB | 16 | what the runner reads of one step's output; more fails the step |
+| AUTORESEARCH_LIMIT_METRIC_LINES | 10000 | METRIC/DIGEST lines parsed per benchmark process; more fails it |
+| AUTORESEARCH_SANDBOX_UID | 65534 | the uid (and gid) target code runs as when the worker is root |
+
+Core files are off (RLIMIT_CORE 0). RLIMIT_NPROC counts every process of a uid on the machine, so
+the process limit is shared by the sandboxes running at once (the kernel exempts uid 0 from it,
+which is one more reason a root worker's sandboxes run as the unprivileged uid above). Memory is an
+rlimit per process, not per step: Docker here offers cgroup v1 only, which a worker cannot
+delegate; the tmpfs sizes bound what a step can park in memory besides its processes.
+
+`read_capped` is how the worker reads any file a target could have written: a regular file only
+(never a FIFO, a device such as /dev/zero, or a symlink), and never more than its cap.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import stat
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Mapping
+
+MIB = 1024 * 1024
+ENV_PREFIX = "AUTORESEARCH_LIMIT_"
+
+
+class LimitError(ValueError):
+    """An operator's limit setting is not usable; the message names the variable and the fix."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory_mib: int = 8192
+    processes: int = 4096
+    file_mib: int = 8192
+    tmpfs_mib: int = 1024
+    output_mib: int = 16
+    metric_lines: int = 10000
+    sandbox_uid: int = 65534
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "Limits":
+        env = os.environ if env is None else env
+        values = {}
+        for name, default in asdict(cls()).items():
+            var = "AUTORESEARCH_SANDBOX_UID" if name == "sandbox_uid" else ENV_PREFIX + name.upper()
+            raw = env.get(var, "").strip()
+            if not raw:
+                values[name] = default
+                continue
+            try:
+                values[name] = int(raw)
+            except ValueError:
+                raise LimitError(f"{var}={raw!r}: not a whole number; fix: e.g. {var}={default}") from None
+            if values[name] <= 0:
+                raise LimitError(f"{var}={raw}: must be above 0; fix: e.g. {var}={default}")
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, int] | None) -> "Limits":
+        known = asdict(cls())
+        return cls(**{k: int(v) for k, v in (data or {}).items() if k in known})
+
+    def rlimits(self) -> list[tuple[int, int]]:
+        """(resource, limit) pairs applied to a step's first process, inherited by all of it."""
+        return [(resource.RLIMIT_AS, self.memory_mib * MIB), (resource.RLIMIT_NPROC, self.processes),
+                (resource.RLIMIT_FSIZE, self.file_mib * MIB), (resource.RLIMIT_CORE, 0)]
+
+    def preexec(self, then: Callable[[], None] | None = None) -> Callable[[], None]:
+        """A `preexec_fn` that lowers the child's limits (never raises one above its hard limit)."""
+        pairs = self.rlimits()
+
+        def apply() -> None:
+            for res, value in pairs:
+                _, hard = resource.getrlimit(res)
+                value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+                resource.setrlimit(res, (value, value))
+            if then is not None:
+                then()
+        return apply
+
+
+class TooLarge(ValueError):
+    """A file the worker was about to read is not a regular file or is over its cap."""
+
+
+def read_capped(path: str | Path, cap: int) -> bytes:
+    """The bytes of a regular file, refusing symlinks, devices, FIFOs and anything over `cap` bytes
+    (the size is checked on the open file and again while reading: a file that grows is caught)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise TooLarge(f"{path}: not a regular file; refused")
+        if info.st_size > cap:
+            raise TooLarge(f"{path}: {info.st_size} bytes, over the cap of {cap}")
+        chunks, total = [], 0
+        while chunk := os.read(fd, min(1 << 20, cap + 1 - total)):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > cap:
+                raise TooLarge(f"{path}: grew over the cap of {cap} bytes while being read")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
