@@ -47,6 +47,14 @@ def repo_key(identity: str) -> str:
     return hashlib.sha256(identity.encode()).hexdigest()[:24]
 
 
+def backings(view: str | Path) -> list[Path]:
+    """Every repository's and arm's folder behind the declared cache `view` (for an operator
+    looking for what a cache holds, e.g. `~/.cache/autoresearch/ccache`)."""
+    root = sandbox.cache_root().expanduser().resolve()
+    rel = Path(view).expanduser().parent.resolve().joinpath(Path(view).name).relative_to(root)
+    return sorted(p for p in (root / NAMESPACES).glob(f"*/*/{rel}") if p.exists())
+
+
 def _overlaps(a: Path, b: Path) -> bool:
     return a == b or a in b.parents or b in a.parents
 

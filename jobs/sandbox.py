@@ -161,6 +161,7 @@ def bwrap_argv(policy: Policy, command: list[str], *, existing: set[str], userns
             continue                # inside a folder that is masked as a whole
         if any(path == d or path.startswith(d + "/") for d in SYSTEM_DIRS if d in existing):
             argv += ["--tmpfs", path] if path.endswith("/") else ["--ro-bind", "/dev/null", path]
+    argv += _parent_dirs([m.path for m in policy.mounts] + [str(policy.tree)], existing)
     for m in policy.mounts:
         argv += ["--bind" if m.writable else "--ro-bind", m.source or m.path, m.path]
     tree = str(policy.tree)
@@ -170,6 +171,19 @@ def bwrap_argv(policy: Policy, command: list[str], *, existing: set[str], userns
         argv += ["--setenv", name, value]
     drop = ["-u", str(as_uid)] if as_uid is not None else []
     return argv + ["--", INIT_PATH, *drop, *command]
+
+
+def _parent_dirs(paths: list[str], existing: set[str]) -> list[str]:
+    """`--dir` for the folders above each bind's destination that bubblewrap would otherwise create
+    0700 in its tmpfs (untraversable for a root worker's unprivileged step). Existing ones keep their
+    mode; those inside a read-only system bind exist already."""
+    system = [d for d in (*SYSTEM_DIRS, *SYSTEM_LINKS) if d in existing or existing_link(d, existing)]
+    parents = {str(p) for path in paths for p in Path(path).parents if str(p) != "/"}
+    argv: list[str] = []
+    for d in sorted(parents, key=lambda p: (p.count("/"), p)):
+        if not any(d == s or d.startswith(s + "/") for s in system):
+            argv += ["--perms", "0755", "--dir", d]
+    return argv
 
 
 def existing_link(path: str, existing: set[str]) -> str | None:

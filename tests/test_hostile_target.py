@@ -57,7 +57,15 @@ class Hostile:
     marker: str
 
     def attempts(self) -> list[str]:
-        return (self.report / "attempts.txt").read_text().splitlines()
+        # The declared cache is the build's view; what it wrote is kept in its repository's namespace.
+        from jobs.runner import backings
+        return [line for d in backings(self.report) if (d / "attempts.txt").is_file()
+                for line in (d / "attempts.txt").read_text().splitlines()]
+
+    def cleanup(self) -> None:
+        from jobs.runner import backings
+        for d in [self.report, *backings(self.report)]:
+            shutil.rmtree(d, ignore_errors=True)
 
     def daemons(self) -> list[int]:
         """Live processes of the daemon its build started, anywhere on this machine."""
@@ -144,7 +152,7 @@ def app_secret(tmp_path) -> Path:
 def test_a_hostile_target_through_the_cli_is_contained(tmp_path, redis_url, app_secret, request):
     port = int(redis_url.rsplit(":", 1)[1].split("/")[0])
     h = hostile_target(tmp_path, app_secret, port)
-    request.addfinalizer(lambda: shutil.rmtree(h.report, ignore_errors=True))
+    request.addfinalizer(h.cleanup)
     out = tmp_path / "out"
     # The CLI on the App's machine: the App's settings and a token are in its environment.
     env = {**os.environ, "AUTORESEARCH_PRIVATE_KEY_PATH": str(app_secret), "AUTORESEARCH_REDIS_URL": redis_url,

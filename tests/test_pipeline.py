@@ -72,12 +72,13 @@ def test_every_status_from_maintainer_candidates(target, tmp_path):
 
 
 def test_out_of_path_edit_is_refused(target, tmp_path, monkeypatch):
-    # the config passes two variables to target code; Reproduce names the one that is set
+    # the config passes two variables to target code, both allowed by the operator
     cfg = target / ".github/autoresearch.yml"
     cfg.write_text(cfg.read_text() + "sandbox: {env: [SYN_MODEL, SYN_THREADS]}\n")
     git(target, "commit", "-qam", "declare the benchmark's environment")
     monkeypatch.setenv("SYN_MODEL", "/models/a b.gguf")
     monkeypatch.delenv("SYN_THREADS", raising=False)
+    monkeypatch.setenv("AUTORESEARCH_SANDBOX_ENV", "SYN_MODEL,SYN_THREADS")    # the operator allows both
     bad = patch_for(target, tmp_path / "cheat.patch", {"bench.sh": "#!/bin/sh\necho 'METRIC score=1e9'\n"})
     outside = patch_for(target, tmp_path / "outside.patch", {"README": "hi\n"})
     summary = run(target, tmp_path / "out", [bad, outside])
@@ -85,8 +86,9 @@ def test_out_of_path_edit_is_refused(target, tmp_path, monkeypatch):
     assert status["cheat"]["status"] == "skipped" and "yardstick" in status["cheat"]["reason"]
     assert status["outside"]["status"] == "skipped" and "outside the editable paths" in status["outside"]["reason"]
     assert summary["stacks"] == {}
-    assert summary["reproduce"][0].startswith("SYN_MODEL='/models/a b.gguf' autoresearch run ")
-    assert "SYN_MODEL='/models/a b.gguf' autoresearch run" in (tmp_path / "out" / "pr.md").read_text()
+    # Reproduce names the variables, never their values (issue 20, N8).
+    assert summary["reproduce"][0].startswith('SYN_MODEL="$SYN_MODEL" SYN_THREADS="$SYN_THREADS" autoresearch run ')
+    assert "/models/a b.gguf" not in (tmp_path / "out" / "pr.md").read_text()
 
 
 def test_baseline_that_does_not_build_stops_the_run_with_a_reason(tmp_path):

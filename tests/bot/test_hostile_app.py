@@ -39,7 +39,7 @@ def test_a_hostile_target_through_the_app_is_contained(bot_env, tmp_path, monkey
     key_path = Path(bot_env.env["AUTORESEARCH_PRIVATE_KEY_PATH"])
     port = int(bot_env.env["AUTORESEARCH_REDIS_URL"].rsplit(":", 1)[1].split("/")[0])
     h = hostile_target(tmp_path, key_path, port)
-    request.addfinalizer(lambda: shutil.rmtree(h.report, ignore_errors=True))
+    request.addfinalizer(h.cleanup)
     cand = h.target / ".github" / "autoresearch" / "candidates"
     cand.mkdir(parents=True)
     (cand / "faster.patch").write_text(h.patch.read_text())

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from jobs import api
+from jobs.operator import OperatorPolicy
 from conftest import alive, git
 from synthetic import patch_for, synthetic_target
 
@@ -52,7 +53,9 @@ def test_start_returns_only_after_a_detached_daemon_of_an_unsandboxed_target_is_
     git(target, "add", "-A")
     git(target, "commit", "-qm", "a build that leaves a daemon behind")
     patch = patch_for(target, tmp_path / "faster.patch", {"src/speed.txt": "130\n"})
-    summary = api.start(layout, executor="local", agent="none", candidates=[patch])
+    # A repository's opt-out counts only where the operator allows it (issue 20, F1a).
+    summary = api.start(layout, executor="local", agent="none", candidates=[patch],
+                        operator=OperatorPolicy(allow_unsandboxed=True))
     assert summary["sandboxed"] is False
     daemon = int(pidfile.read_text())
     try:
