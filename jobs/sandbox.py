@@ -257,10 +257,12 @@ def _launch(policy: Policy, command: str, userns: bool, *, cwd: Path | None = No
 
 def grant_tree(tree: Path, gid: int) -> None:
     """Make a tree writable for the sandbox's group (a root worker's steps run as another uid): the
-    owner stays root, so git still trusts it; the tree's root dir gets the sticky bit, so the step
-    cannot replace the `.git` file there (nor any other file it did not create)."""
+    owner stays root, so git still trusts it; `.git` files and folders are left alone, and the tree's
+    root dir gets the sticky bit, so the step cannot replace the `.git` file there (nor any other
+    file it did not create)."""
     for parent, dirs, files in os.walk(tree):
-        for name in (parent, *(os.path.join(parent, f) for f in files)):
+        dirs[:] = [d for d in dirs if d != ".git"]          # git's own files stay root's alone
+        for name in (parent, *(os.path.join(parent, f) for f in files if f != ".git")):
             try:
                 info = os.lstat(name)
                 if stat.S_ISLNK(info.st_mode):
