@@ -267,9 +267,11 @@ def grant_tree(tree: Path, gid: int) -> None:
                 info = os.lstat(name)
                 if stat.S_ISLNK(info.st_mode):
                     continue
-                os.chown(name, -1, gid, follow_symlinks=False)
                 extra = stat.S_IRWXG if stat.S_ISDIR(info.st_mode) else stat.S_IRGRP | stat.S_IWGRP
-                os.chmod(name, stat.S_IMODE(info.st_mode) | extra)
+                if info.st_gid != gid:
+                    os.chown(name, -1, gid, follow_symlinks=False)
+                if info.st_mode & extra != extra or info.st_gid != gid:     # chown clears setgid bits
+                    os.chmod(name, stat.S_IMODE(info.st_mode) | extra)
             except FileNotFoundError:
                 continue
     os.chmod(tree, stat.S_IMODE(os.stat(tree).st_mode) | stat.S_ISVTX)
