@@ -10,7 +10,8 @@
 | AUTORESEARCH_LIMIT_METRIC_LINES | 10000 | METRIC/DIGEST lines parsed per benchmark process; more fails it |
 | AUTORESEARCH_SANDBOX_UID | 65534 | the uid (and gid) target code runs as when the worker is root |
 
-Core files are off (RLIMIT_CORE 0). RLIMIT_NPROC counts every process of a uid on the machine, so
+The rlimits are set by util-linux's `prlimit` in front of bubblewrap (`Limits.wrap`), so every
+process of the step inherits them. Core files are off (RLIMIT_CORE 0). RLIMIT_NPROC counts every process of a uid on the machine, so
 the process limit is shared by the sandboxes running at once (the kernel exempts uid 0 from it,
 which is one more reason a root worker's sandboxes run as the unprivileged uid above). Memory is an
 rlimit per process, not per step: Docker here offers cgroup v1 only, which a worker cannot
@@ -23,10 +24,11 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Mapping
 
 MIB = 1024 * 1024
 ENV_PREFIX = "AUTORESEARCH_LIMIT_"
@@ -72,23 +74,24 @@ class Limits:
         known = asdict(cls())
         return cls(**{k: int(v) for k, v in (data or {}).items() if k in known})
 
-    def rlimits(self) -> list[tuple[int, int]]:
-        """(resource, limit) pairs applied to a step's first process, inherited by all of it."""
-        return [(resource.RLIMIT_AS, self.memory_mib * MIB), (resource.RLIMIT_NPROC, self.processes),
-                (resource.RLIMIT_FSIZE, self.file_mib * MIB), (resource.RLIMIT_CORE, 0)]
+    def rlimits(self) -> list[tuple[str, int, int]]:
+        """(prlimit option, resource, limit) applied to a step's first process, inherited by all of it."""
+        return [("--as", resource.RLIMIT_AS, self.memory_mib * MIB), ("--nproc", resource.RLIMIT_NPROC, self.processes),
+                ("--fsize", resource.RLIMIT_FSIZE, self.file_mib * MIB), ("--core", resource.RLIMIT_CORE, 0)]
 
-    def preexec(self, then: Callable[[], None] | None = None) -> Callable[[], None]:
-        """A `preexec_fn` that lowers the child's limits (never raises one above its hard limit)."""
-        pairs = self.rlimits()
-
-        def apply() -> None:
-            for res, value in pairs:
-                _, hard = resource.getrlimit(res)
-                value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-                resource.setrlimit(res, (value, value))
-            if then is not None:
-                then()
-        return apply
+    def wrap(self, argv: list[str]) -> list[str]:
+        """`argv` run under these limits, through util-linux's `prlimit` (an exec, not a
+        `preexec_fn`: Python code between fork and exec is unsafe in a threaded runner). A limit is
+        never raised above the hard limit this process already has."""
+        exe = shutil.which("prlimit")
+        if exe is None:
+            raise LimitError("the sandbox's limits need prlimit (Debian: util-linux); install it")
+        options = []
+        for option, res, value in self.rlimits():
+            _, hard = resource.getrlimit(res)
+            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            options.append(f"{option}={value}:{value}")
+        return [exe, *options, "--", *argv]
 
 
 class TooLarge(ValueError):

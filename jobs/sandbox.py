@@ -248,9 +248,9 @@ def _launch(policy: Policy, command: str, userns: bool, *, cwd: Path | None = No
         argv = bwrap_argv(policy, ["bash", "-c", command], existing=_system_paths(), userns=userns,
                           init_fd=fd, as_uid=as_uid)
         affinity = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-        return subprocess.Popen(argv, cwd=cwd, env={"PATH": os.environ.get("PATH", DEFAULT_PATH)},
+        return subprocess.Popen(policy.limits.wrap(argv), cwd=cwd, env={"PATH": os.environ.get("PATH", DEFAULT_PATH)},
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, pass_fds=(fd,), preexec_fn=policy.limits.preexec(affinity))
+                                start_new_session=True, pass_fds=(fd,), preexec_fn=affinity)
     finally:
         os.close(fd)
 
@@ -291,9 +291,9 @@ def run(command: str, cwd: Path, timeout: float, *, policy: Policy | None,
         proc = _launch(policy, command, userns, cwd=cwd, cpus=cpus)
     else:
         affinity = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-        proc = subprocess.Popen(["bash", "-c", command], cwd=cwd, env=env, stdout=subprocess.PIPE,
+        proc = subprocess.Popen(limits.wrap(["bash", "-c", command]), cwd=cwd, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                                preexec_fn=limits.preexec(affinity))
+                                preexec_fn=affinity)
     cap = limits.output_mib * MIB
     chunks: list[bytes] = []
     overflow = threading.Event()

@@ -343,7 +343,6 @@ def test_files_from_a_tree_are_read_with_a_cap(tmp_path):
 def test_rlimits_never_raise_a_hard_limit():
     soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
     code = "import resource; print(resource.getrlimit(resource.RLIMIT_CORE), resource.getrlimit(resource.RLIMIT_FSIZE))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         preexec_fn=Limits(file_mib=3).preexec()).stdout
+    out = subprocess.run(Limits(file_mib=3).wrap([sys.executable, "-c", code]), capture_output=True, text=True).stdout
     assert out.strip() == f"(0, 0) ({3 * 1024 * 1024}, {3 * 1024 * 1024})"
     assert resource.getrlimit(resource.RLIMIT_NPROC) == (soft, hard)   # only the child was lowered

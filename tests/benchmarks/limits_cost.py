@@ -25,7 +25,7 @@ from jobs.limits import Limits  # noqa: E402
 from jobs.runner import Isolation, run_step  # noqa: E402
 
 LIMITED = Isolation()
-_real_argv, _real_check, _real_rlimits = sandbox.bwrap_argv, sandbox.check, Limits.rlimits
+_real_argv, _real_check, _real_wrap = sandbox.bwrap_argv, sandbox.check, Limits.wrap
 
 
 def unlimited(on: bool) -> None:
@@ -39,9 +39,9 @@ def unlimited(on: bool) -> None:
             return out
         sandbox.bwrap_argv = argv
         sandbox.check = lambda: True           # the user-namespace mode: no uid drop, no grant_tree
-        Limits.rlimits = lambda self: []
+        Limits.wrap = lambda self, argv: argv
     else:
-        sandbox.bwrap_argv, sandbox.check, Limits.rlimits = _real_argv, _real_check, _real_rlimits
+        sandbox.bwrap_argv, sandbox.check, Limits.wrap = _real_argv, _real_check, _real_wrap
 
 
 def measure(tree: Path, rounds: int, label: str) -> None:
