@@ -12,6 +12,7 @@ what counts as a win (its early stop is a pure function of the same records, val
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import platform
@@ -107,6 +108,8 @@ class Isolation:
         isolation = cls(spec.enabled, tuple(resolved["caches"]), tuple(resolved["read_only"]), tuple(spec.env),
                         str(namespace), limits)
         for view in isolation.caches:
+            with contextlib.suppress(OSError):      # the mount point, for a root under a read-only system dir
+                Path(view).mkdir(parents=True, exist_ok=True)
             for arm in ARMS:
                 backing = Path(isolation.backing(view, arm))
                 try:
