@@ -346,3 +346,11 @@ def test_rlimits_never_raise_a_hard_limit():
     out = subprocess.run(Limits(file_mib=3).wrap([sys.executable, "-c", code]), capture_output=True, text=True).stdout
     assert out.strip() == f"(0, 0) ({3 * 1024 * 1024}, {3 * 1024 * 1024})"
     assert resource.getrlimit(resource.RLIMIT_NPROC) == (soft, hard)   # only the child was lowered
+
+
+def test_the_pr_says_who_switched_the_sandbox_off():
+    from jobs.report import render_pr
+    from test_report import summary
+    assert "WITHOUT a sandbox" not in render_pr(summary())
+    md = render_pr(summary(sandboxed=False, unsandboxed_by="--no-sandbox (the operator)"))
+    assert "WITHOUT a sandbox in this run** (switched off by --no-sandbox (the operator))" in md
