@@ -213,9 +213,15 @@ def _must_pass(command: str, tree: Path, timeout: float, what: str, fail_status:
     return f"== {what} ({done.seconds:.1f} s)\n{tail(done.output, 1000)}\n", done.seconds
 
 
+def base_arm(spec: ExperimentSpec) -> str:
+    """Whose caches the baseline sees: `base`, written only by builds of a run's base commit. An
+    attribution's baseline is a stack of candidates, so it builds with the candidates' caches."""
+    return "candidate" if spec.kind == "attribution" else "base"
+
+
 def _invoke(spec: ExperimentSpec, tree: Path, who: str, seed: int, isolation: Isolation) -> Invocation:
     done = run_step(spec.benchmark, tree, spec.benchmark_timeout, isolation=isolation, step="benchmark",
-                    extra_env={"AUTORESEARCH_SEED": str(seed)}, arm="base" if who == "baseline" else "candidate")
+                    extra_env={"AUTORESEARCH_SEED": str(seed)}, arm=base_arm(spec) if who == "baseline" else "candidate")
     if done.overflow:
         raise Failure("crash", f"{who} benchmark stopped: {done.overflow}", tail(done.output))
     if done.returncode is None:
@@ -262,7 +268,7 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
         if build_base:
             progress("building baseline", 0.0)
             text, result.steps["build_baseline"] = _must_pass(spec.build, base_dir, spec.build_timeout,
-                                                              "baseline build", "build_failed", isolation, "build", "base")
+                                                              "baseline build", "build_failed", isolation, "build", base_arm(spec))
             log.append(text)
         if head_dir != base_dir:
             progress("building candidate", 0.05)

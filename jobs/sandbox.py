@@ -63,6 +63,8 @@ INSTALL_HINT = ("install bubblewrap (Debian: apt-get install bubblewrap) and all
                 "--security-opt seccomp=unconfined / a userns-capable runtime)")
 
 
+OPT_OUT = ("or, where the operator trusts the target, run it without a sandbox: --no-sandbox on the CLI, "
+           "AUTORESEARCH_ALLOW_UNSANDBOXED=1 for the App or the Action (the report then says so)")
 INIT_PATH = "/.autoresearch-init"
 # Root-only files masked in every sandbox of a root worker, besides running it as another uid.
 ROOT_ONLY = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/ssh/")
@@ -218,8 +220,7 @@ def check() -> bool:
     mode first: in a user namespace its uid would still own root's files. Raises SandboxUnavailable."""
     exe = shutil.which("bwrap")
     if exe is None:
-        raise SandboxUnavailable(f"bubblewrap (bwrap) is not installed; {INSTALL_HINT}; or run with "
-                                 "--no-sandbox / `sandbox: {enabled: false}` (the report then says so)")
+        raise SandboxUnavailable(f"bubblewrap (bwrap) is not installed; {INSTALL_HINT}; {OPT_OUT}")
     errors = []
     for userns in ((False, True) if os.geteuid() == 0 else (True,)):
         try:
@@ -231,8 +232,7 @@ def check() -> bool:
             return userns
         errors.append(out.decode(errors="replace").strip() or f"exit {proc.returncode}")
     raise SandboxUnavailable(f"bubblewrap cannot create its namespaces here ({'; '.join(errors)}); "
-                             f"{INSTALL_HINT}; or run with --no-sandbox / `sandbox: {{enabled: false}}` "
-                             "(the report then says so)")
+                             f"{INSTALL_HINT}; {OPT_OUT}")
 
 
 def _launch(policy: Policy, command: str, userns: bool, *, cwd: Path | None = None,

@@ -354,3 +354,15 @@ def test_the_pr_says_who_switched_the_sandbox_off():
     assert "WITHOUT a sandbox" not in render_pr(summary())
     md = render_pr(summary(sandboxed=False, unsandboxed_by="--no-sandbox (the operator)"))
     assert "WITHOUT a sandbox in this run** (switched off by --no-sandbox (the operator))" in md
+
+
+def test_only_builds_of_the_base_commit_write_the_baselines_caches(tmp_path):
+    from jobs.config import load_config
+    from jobs.runner import base_arm
+    from jobs.spec import ExperimentSpec
+    repo = synthetic_target(tmp_path / "t")
+    head = git(repo, "rev-parse", "HEAD")
+    for kind, arm in (("experiment", "base"), ("calibration", "base"), ("stack", "base"), ("attribution", "candidate")):
+        spec = ExperimentSpec.from_config(load_config(repo), run_id="r", name="e", platform="local", base_commit=head,
+                                          head_commit=head, n_per_arm=3, kind=kind)
+        assert base_arm(spec) == arm, kind
