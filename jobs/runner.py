@@ -95,8 +95,9 @@ class Isolation:
                 if kind == "read_only" and not path.exists():
                     raise IsolationError(f"sandbox.{kind}: {raw} does not exist on this machine")
                 if root not in real.parents:
-                    raise IsolationError(f"sandbox.{kind}: {raw} is {'the cache root itself' if real == root else 'outside the cache root ' + str(root)}"
-                                         "; declared paths must be folders or files under it ($AUTORESEARCH_CACHE_ROOT)")
+                    where = "the cache root itself" if real == root else f"outside the cache root {root}"
+                    raise IsolationError(f"sandbox.{kind}: {raw} is {where}; declared paths must be folders or "
+                                         "files under it ($AUTORESEARCH_CACHE_ROOT)")
                 if real == spaces or spaces in real.parents:
                     raise IsolationError(f"sandbox.{kind}: {raw} lies in the per-repository cache namespaces "
                                          f"({spaces}); declare a path of your own under {root} instead")
@@ -267,13 +268,13 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
     try:
         if build_base:
             progress("building baseline", 0.0)
-            text, result.steps["build_baseline"] = _must_pass(spec.build, base_dir, spec.build_timeout,
-                                                              "baseline build", "build_failed", isolation, "build", base_arm(spec))
+            text, result.steps["build_baseline"] = _must_pass(spec.build, base_dir, spec.build_timeout, "baseline build",
+                                                              "build_failed", isolation, "build", base_arm(spec))
             log.append(text)
         if head_dir != base_dir:
             progress("building candidate", 0.05)
-            text, result.steps["build_candidate"] = _must_pass(spec.build, head_dir, spec.build_timeout,
-                                                               "candidate build", "build_failed", isolation, "build", "candidate")
+            text, result.steps["build_candidate"] = _must_pass(spec.build, head_dir, spec.build_timeout, "candidate build",
+                                                               "build_failed", isolation, "build", "candidate")
             log.append(text)
         if spec.run_checks:
             progress("running checks", 0.1)
