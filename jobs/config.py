@@ -412,8 +412,19 @@ def parse_config(text: str, source: str = CONFIG_PATH) -> TargetConfig:
         raise ConfigError(source, _problems(exc)) from None
 
 
+MAX_CONFIG_BYTES = 1 << 20
+
+
 def load_config(repo: Path) -> TargetConfig:
+    """The config of a checkout. A file of the repository: read as a regular file only (never
+    through a symlink, e.g. to the App's key or /dev/zero) and up to MAX_CONFIG_BYTES."""
+    from .limits import TooLarge, read_capped
     path = Path(repo) / CONFIG_PATH
-    if not path.is_file():
+    if not path.is_file() and not path.is_symlink():
         raise ConfigError(str(path), [("(file)", f"not found; create {CONFIG_PATH} in the target repository")])
-    return parse_config(path.read_text(encoding="utf-8"), source=str(path))
+    try:
+        data = read_capped(path, MAX_CONFIG_BYTES)
+    except (OSError, TooLarge) as exc:
+        raise ConfigError(str(path), [("(file)", f"not readable as a plain file of at most {MAX_CONFIG_BYTES} "
+                                                 f"bytes ({type(exc).__name__}); fix: commit it as a regular file")]) from None
+    return parse_config(data.decode("utf-8", errors="replace"), source=str(path))

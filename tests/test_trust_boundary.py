@@ -366,3 +366,21 @@ def test_only_builds_of_the_base_commit_write_the_baselines_caches(tmp_path):
         spec = ExperimentSpec.from_config(load_config(repo), run_id="r", name="e", platform="local", base_commit=head,
                                           head_commit=head, n_per_arm=3, kind=kind)
         assert base_arm(spec) == arm, kind
+
+
+def test_a_config_that_is_a_symlink_or_huge_is_refused_unread(tmp_path):
+    from jobs.config import CONFIG_PATH, ConfigError, load_config
+    secret = tmp_path / "app.pem"
+    secret.write_text("-----BEGIN PRIVATE KEY-----\nkey-bytes-canary\n")
+    repo = synthetic_target(tmp_path / "t")
+    cfg = repo / CONFIG_PATH
+    for target in (secret, Path("/dev/zero")):
+        cfg.unlink()
+        cfg.symlink_to(target)
+        with pytest.raises(ConfigError, match="not readable as a plain file") as err:
+            load_config(repo)
+        assert "key-bytes-canary" not in str(err.value)
+    cfg.unlink()
+    cfg.write_text("name: x\n" + "#" * (2 << 20))
+    with pytest.raises(ConfigError, match="at most"):
+        load_config(repo)
