@@ -2,7 +2,7 @@
 
 | variable | default | bounds |
 |---|---|---|
-| AUTORESEARCH_LIMIT_MEMORY_MIB | 8192 | address space of each process of a step (RLIMIT_AS) |
+| AUTORESEARCH_LIMIT_MEMORY_MIB | 0 = the machine's RAM | address space of each process of a step (RLIMIT_AS) |
 | AUTORESEARCH_LIMIT_PROCESSES | 4096 | processes of the sandbox's uid (RLIMIT_NPROC; per uid, see below) |
 | AUTORESEARCH_LIMIT_FILE_MIB | 8192 | the largest file a step may write (RLIMIT_FSIZE) |
 | AUTORESEARCH_LIMIT_TMPFS_MIB | 1024 | each of the sandbox's /tmp, /dev/shm and $HOME (bwrap `--size`) |
@@ -11,11 +11,12 @@
 | AUTORESEARCH_SANDBOX_UID | 65534 | the uid (and gid) target code runs as when the worker is root |
 
 The rlimits are set by util-linux's `prlimit` in front of bubblewrap (`Limits.wrap`), so every
-process of the step inherits them. Core files are off (RLIMIT_CORE 0). RLIMIT_NPROC counts every process of a uid on the machine, so
-the process limit is shared by the sandboxes running at once (the kernel exempts uid 0 from it,
+process of the step inherits them. Core files are off (RLIMIT_CORE 0). RLIMIT_NPROC counts every
+process of a uid on the machine, so the process limit is shared by the sandboxes running at once (the kernel exempts uid 0 from it,
 which is one more reason a root worker's sandboxes run as the unprivileged uid above). Memory is an
-rlimit per process, not per step: Docker here offers cgroup v1 only, which a worker cannot
-delegate; the tmpfs sizes bound what a step can park in memory besides its processes.
+rlimit per process, not per step: a model file the benchmark maps counts too, hence the default of
+the machine's RAM (no one process can take more than there is). Docker here offers cgroup v1 only,
+which a worker cannot delegate; the tmpfs sizes bound what a step can park in memory besides.
 
 `read_capped` is how the worker reads any file a target could have written: a regular file only
 (never a FIFO, a device such as /dev/zero, or a symlink), and never more than its cap.
@@ -40,7 +41,7 @@ class LimitError(ValueError):
 
 @dataclass(frozen=True)
 class Limits:
-    memory_mib: int = 8192
+    memory_mib: int = 0                 # 0: the physical memory of the machine the step runs on
     processes: int = 4096
     file_mib: int = 8192
     tmpfs_mib: int = 1024
@@ -62,7 +63,7 @@ class Limits:
                 values[name] = int(raw)
             except ValueError:
                 raise LimitError(f"{var}={raw!r}: not a whole number; fix: e.g. {var}={default}") from None
-            if values[name] <= 0:
+            if values[name] < 0 or (values[name] == 0 and name != "memory_mib"):
                 raise LimitError(f"{var}={raw}: must be above 0; fix: e.g. {var}={default}")
         return cls(**values)
 
@@ -76,7 +77,8 @@ class Limits:
 
     def rlimits(self) -> list[tuple[str, int, int]]:
         """(prlimit option, resource, limit) applied to a step's first process, inherited by all of it."""
-        return [("--as", resource.RLIMIT_AS, self.memory_mib * MIB), ("--nproc", resource.RLIMIT_NPROC, self.processes),
+        memory = self.memory_mib * MIB or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return [("--as", resource.RLIMIT_AS, memory), ("--nproc", resource.RLIMIT_NPROC, self.processes),
                 ("--fsize", resource.RLIMIT_FSIZE, self.file_mib * MIB), ("--core", resource.RLIMIT_CORE, 0)]
 
     def wrap(self, argv: list[str]) -> list[str]:
