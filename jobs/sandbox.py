@@ -19,13 +19,15 @@ Adapter over bubblewrap (`bwrap`, Debian's `bubblewrap`). Inside a sandbox, targ
   its output read up to `Limits.output_mib` (more kills the step and says so, `Completed.overflow`);
 * when the worker is root: no user namespace (its uid 0 would still own root's files); bubblewrap
   drops every capability but setuid/setgid/kill, which only the init keeps: the step's process
-  drops to `Limits.sandbox_uid` before it runs, so target code is an unprivileged user (/etc/shadow unreadable, also masked); a
-  writable tree is made group-writable for that uid (`grant_tree`), its root dir sticky.
+  drops to `Limits.sandbox_uid` before it runs, so target code is an unprivileged user
+  (/etc/shadow unreadable, and masked besides); a writable tree is made group-writable for that
+  uid (`grant_tree`), its root dir sticky. (Where bubblewrap as root cannot work without a user
+  namespace, e.g. without CAP_SYS_ADMIN, `check()` falls back to one: then only the masks hold.)
 
 PID 1 of every sandbox is a small init of ours (`jobs.sandboxinit`, kept in a sealed memfd and
 verified by hash before every use, never on a path a build could replace): it runs the step, and
-when the step's main process exits it SIGKILLs every other process
-of the namespace (a `setsid nohup … &` daemon included) and reaps them itself. Reaping them itself
+when the step's main process exits it SIGKILLs every other process of the namespace (a
+`setsid nohup … &` daemon included) and reaps them itself. Reaping them itself
 is the point: the kernel's own teardown of a PID namespace does not charge the killed processes'
 CPU time to anyone (measured here: a daemon's 0.7 s vanished from the rusage), while reaped
 children's time adds up the tree to the runner's `wait4`, which is what `Completed.cpu_s` reports.
