@@ -76,10 +76,10 @@ def _num(value: float | None) -> str:
 
 def rule_sentence(floor_pct: float | None, alpha: float | None) -> str:
     floor = f"{floor_pct:g}%" if floor_pct is not None else "the floor"
-    at = f" at level {alpha:.2g}" if alpha else ""
-    return (f"A change is kept when the lower end of its paired interval{at} (one-sided) clears the "
-            f"{floor} floor; Δ is the median paired change (Hodges–Lehmann) over coin-ordered pairs of "
-            "whole benchmark processes.")
+    run = f"the run's {alpha:.2g} split across its experiments" if alpha else "the experiment's own"
+    return (f"How sure: a change is kept when the lower end of its paired one-sided interval clears the {floor} "
+            f"floor, at the level shown in brackets beside each interval ({run}). Δ is the median paired change "
+            "(Hodges–Lehmann) over coin-ordered pairs of whole benchmark processes.")
 
 
 # -- what each kept commit touches ----------------------------------------------------------------
@@ -112,7 +112,8 @@ def commits_section(summary: dict[str, Any]) -> list[str]:
         name = c.get("hypothesis", "")
         out.append(f"{i}. **{untrusted(name)}** `{c['commit'][:12]}`: "
                    + hypothesis_line(hyps.get(name), alone.get(name), summary["primary"]))
-        out += [""] + ["   " + line for line in fenced(untrusted(c.get("stat", "").rstrip()) or "(no file changes)")]
+        block = fenced(untrusted(c.get("stat", "").rstrip("\n")) or "(no file changes)")
+        out += [""] + ["   " + line for chunk in block for line in chunk.split("\n")]
         out.append("")
     total = summary.get("diffstat")
     if total:

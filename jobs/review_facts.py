@@ -21,12 +21,18 @@ def commit_facts(repo: Path, base: str, head: str, names: list[str]) -> list[dic
         subject = gitops.git(repo, "log", "-1", "--format=%s", commit)
         name = names[i] if len(commits) == len(names) else subject.split(":", 1)[0]
         out.append({"hypothesis": name, "commit": commit, "subject": subject,
-                    "stat": gitops.git(repo, "diff", STAT_WIDTH, f"{commit}^", commit)})
+                    "stat": _stat(repo, f"{commit}^", commit)})
     return out
 
 
 def branch_diffstat(repo: Path, base: str, head: str) -> str:
-    return gitops.git(repo, "diff", STAT_WIDTH, base, head)
+    return _stat(repo, base, head)
+
+
+def _stat(repo: Path, a: str, b: str) -> str:
+    # `git diff --stat` output with its leading space restored (gitops.git strips the output).
+    text = gitops.git(repo, "diff", STAT_WIDTH, a, b)
+    return " " + text if text else ""
 
 
 def with_failure_output(record: dict[str, Any], log: str) -> dict[str, Any]:
