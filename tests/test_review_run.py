@@ -91,3 +91,19 @@ def test_a_run_that_keeps_nothing_leaves_no_branch(tmp_path):
     # Its reproduce block runs the loop again with the same candidate, not a resume of this run.
     script = shell_block(md, "Reproduce")
     assert f"--candidate {wrong}" in script and "--run-id" not in script
+
+
+def test_research_names_its_sub_steps_and_the_profile_can_be_switched_off(tmp_path):
+    target = synthetic_target(tmp_path / "target")
+    cfg = target / ".github" / "autoresearch.yml"
+    cfg.write_text(cfg.read_text() + "research: {profile: {instrument: llama/op-profile.yml}}\n")
+    git(target, "commit", "-qam", "profile")
+    for mode, note in (("reuse", "profile: not measured (instrumentation op-profile does not fit"),
+                       ("off", "profile: not measured (switched off with --profile off)")):
+        events: list[dict] = []
+        Run(RunOptions(target=target, out=tmp_path / mode, run_id=mode, agent="offline", research_only=True,
+                       profile=mode), on_event=events.append).execute()
+        steps = [e["message"].split(" (")[0] for e in events if e["type"] == "progress" and e["name"] == "research"]
+        assert steps[:2] == ["scan", "gap scan"], steps
+        assert ("profile build" in steps) is False        # the instrumentation does not fit this target
+        assert note in (tmp_path / mode / "research.md").read_text()
