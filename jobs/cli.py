@@ -152,7 +152,7 @@ def cmd_calibrate(args) -> int:
         result = Run(options, on_event=view).execute()
     for platform, cal in result["calibration"].items():
         table = Table(title=f"A/A calibration on {platform} ({result['cpus'][platform]})")
-        for col in ("metric", "pairs", "noise/pair", "A/A Δ (p)", "order effect", "false-win rate",
+        for col in ("metric", "pairs", "noise/pair", "A/A Δ (two-sided p)", "order effect", "false-win rate",
                     "MDE (slot 1)", "pairs null/MDE", "floor", "max pairs"):
             table.add_column(col)
         for name, c in cal.items():

@@ -166,7 +166,7 @@ def _headline(summary: dict[str, Any]) -> str:
     line = f"{_plural(len(kept), 'optimization')} kept ({', '.join(kept)}); together: " + "; ".join(parts) + "."
     if stacks := summary.get("stacks"):
         if not any(st["status"] == "keep" for st in stacks.values()):
-            line += (" The re-measure did not confirm the stack;" + no_branch + " The individual results below "
+            line += (" The re-measure did not confirm the stack." + no_branch + " The individual results below "
                      "are leads to re-measure, not changes to merge.")
     return line
 

@@ -37,7 +37,10 @@ def fenced(text: str, info: str = "") -> list[str]:
 def interval(m: dict[str, Any]) -> str:
     """`+1.2%…+8.0% (0.018)`: the interval at the level per side it was decided at."""
     at = f" ({m['alpha']:.2g})" if m.get("alpha") else ""
-    return f"{pct(m.get('ci_low_pct'))}…{pct(m.get('ci_high_pct'))}{at}"
+    lo, hi = m.get("ci_low_pct"), m.get("ci_high_pct")
+    if (lo is None or lo <= -99.95) and hi is None:
+        return f"unbounded{at}: too few pairs at this level"    # e.g. a futility stop after a few pairs
+    return f"{pct(lo)}…{pct(hi)}{at}"
 
 
 def decision(m: dict[str, Any], floor_pct: float | None) -> str:

@@ -133,3 +133,10 @@ def test_untrusted_metric_with_unknown_bounds_renders():
 def test_dropped_winner_is_reported_not_silent():
     md = render_pr(summary(stack_dropped=["fuse-b"]))
     assert "**fuse-b** won on its own but its commit conflicts" in md
+
+
+def test_an_interval_open_at_both_ends_says_so():
+    from jobs.report_review import interval
+    assert interval(dict(ci_low_pct=-100.0, ci_high_pct=None, alpha=0.0092)) == \
+        "unbounded (0.0092): too few pairs at this level"
+    assert interval(dict(ci_low_pct=-3.0, ci_high_pct=None)) == "-3.0%…?"
