@@ -17,6 +17,7 @@ from .config import ConfigError, load_config
 from .ledger import LedgerError, load_state
 from .pipeline import Run, RunCancelled, RunError, RunOptions, new_run_id
 from .progress_view import PlainView, ProgressView  # noqa: F401  (ProgressView: re-exported)
+from .report_review import interval
 from .recipes import RecipeError
 from .results import metric
 
@@ -87,10 +88,7 @@ def _print_table(summary: dict) -> None:
 
 
 def _interval(m: dict | None) -> str:
-    if not m or m.get("ci_low_pct") is None:
-        return "—"
-    hi = "?" if m.get("ci_high_pct") is None else f"{m['ci_high_pct']:+.1f}%"
-    return f"{m['ci_low_pct']:+.1f}%…{hi}" + (f" ({m['alpha']:.2g})" if m.get("alpha") else "")
+    return interval(m) if m else "—"
 
 
 def _platform_table(summary: dict, platform: str) -> None:
