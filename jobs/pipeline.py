@@ -140,6 +140,8 @@ class Run:
 
     def _init_state(self) -> None:
         self._check_isolation()
+        if self.o.agent == "claude":
+            self.agent      # --agent claude without a key (or SDK) refuses here, before any research is built
         base = gitops.head_commit(self.repo)
         if self.state:
             if self.state["run_id"] != self.o.run_id:

@@ -107,3 +107,16 @@ def test_research_names_its_sub_steps_and_the_profile_can_be_switched_off(tmp_pa
         assert steps[:2] == ["scan", "gap scan"], steps
         assert ("profile build" in steps) is False        # the instrumentation does not fit this target
         assert note in (tmp_path / mode / "research.md").read_text()
+
+
+def test_agent_claude_without_a_key_refuses_before_anything_runs(tmp_path):
+    # README, "The Claude agent": the config's `agent: claude` falls back to offline with a warning
+    # (tests/test_pipeline.py); an explicit --agent claude refuses, and it does so at once.
+    target = synthetic_target(tmp_path / "target")
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    proc = subprocess.run([sys.executable, "-m", "jobs.cli", "run", str(target), "--agent", "claude",
+                           "--out", str(tmp_path / "out")], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "--agent claude needs ANTHROPIC_API_KEY" in proc.stdout
+    assert not (tmp_path / "out" / "research.md").exists() and not (tmp_path / "out" / "state.json").exists()
