@@ -61,7 +61,7 @@ def amdahl_lines(h: Hypothesis) -> list[str]:
     if not rows:
         return []
     return ["Amdahl bound (op profile): " + "; ".join(
-        f"{e.where[len(PROFILE_EVIDENCE):]}: {e.note}" for e in rows)]
+        f"{untrusted(e.where[len(PROFILE_EVIDENCE):])}: {untrusted(e.note)}" for e in rows)]
 
 
 def profile_section(profile: dict[str, Any] | None, top: int = 8) -> list[str]:
@@ -71,11 +71,11 @@ def profile_section(profile: dict[str, Any] | None, top: int = 8) -> list[str]:
         return []
     out = ["## Where the time goes (op profile of the base commit)", ""]
     if profile.get("command"):
-        out += [f"One process of `{profile['command']}`" + (f" on {profile['cpu']}" if profile.get("cpu") else "")
+        out += [f"One process of `{untrusted(profile['command'])}`" + (f" on {profile['cpu']}" if profile.get("cpu") else "")
                 + "; share of graph-evaluation time per op:", ""]
     for w in profile["workloads"]:
-        ops = ", ".join(f"{op} {100 * share:.1f}%" for op, share in list(w["by_op"].items())[:top])
-        out.append(f"- **{w['name']}** ({_plural(w['graphs'], 'graph')} of {_plural(w['tokens'], 'token')}, "
+        ops = ", ".join(f"{untrusted(op)} {100 * share:.1f}%" for op, share in list(w["by_op"].items())[:top])
+        out.append(f"- **{untrusted(w['name'])}** ({_plural(w['graphs'], 'graph')} of {_plural(w['tokens'], 'token')}, "
                    f"{w['total_ms']:.1f} ms, {_plural(w['threads'], 'thread')}): {ops}")
     out.append("")
     return out
@@ -88,23 +88,23 @@ def render_research(target: str, base_commit: str, hypotheses: list[Hypothesis],
            "first (the lever when code is memory-bound), parallelism next, micro-tuning last "
            "(usually noise: compilers already do it).", "", "## Ranked hypotheses", ""]
     for rank, h in enumerate(hypotheses, start=1):
-        out.append(f"### {rank}. {h.title} (`{h.id}`, {h.kind}, score {h.score:.2f})")
+        out.append(f"### {rank}. {untrusted(h.title)} (`{untrusted(h.id)}`, {h.kind}, score {h.score:.2f})")
         out.append("")
         if h.ops:
-            out.append(f"Ops: {' + '.join(h.ops)}")
-        out.append(f"Why: {h.rationale}")
+            out.append(f"Ops: {untrusted(' + '.join(h.ops))}")
+        out.append(f"Why: {untrusted(h.rationale)}")
         if h.expected:
-            out.append(f"Expected: {h.expected}")
+            out.append(f"Expected: {untrusted(h.expected)}")
         out += amdahl_lines(h)
         out.append("Evidence:")
-        out += [f"- `{e.where}` {e.note}" for e in h.evidence if not e.where.startswith(PROFILE_EVIDENCE)]
+        out += [f"- `{untrusted(e.where)}` {untrusted(e.note)}" for e in h.evidence if not e.where.startswith(PROFILE_EVIDENCE)]
         out.append("Implementation: " + (f"recipe `{h.recipe}`" if h.recipe else
                                         "maintainer patch" if h.patch else "none available offline"))
         out.append("")
     if notes:
-        out += ["## Already present or not applicable", ""] + [f"- {n}" for n in notes] + [""]
+        out += ["## Already present or not applicable", ""] + [f"- {untrusted(n)}" for n in notes] + [""]
     if findings:
-        out += ["## All memory-pass findings", ""] + [f"- {f}" for f in findings] + [""]
+        out += ["## All memory-pass findings", ""] + [f"- {untrusted(f)}" for f in findings] + [""]
     return "\n".join(out)
 
 
@@ -120,7 +120,7 @@ def runner_table(experiments: list[dict[str, Any]]) -> list[str]:
         r = e.get("runner") or {}
         if not r.get("pairs"):
             continue
-        rows.append(f"| {e['name']} | {e['platform']} | {r['pairs']} | {r.get('stopped') or '—'} | "
+        rows.append(f"| {untrusted(e['name'])} | {e['platform']} | {r['pairs']} | {r.get('stopped') or '—'} | "
                     f"{_seconds(r.get('wall_base_s'))} → {_seconds(r.get('wall_head_s'))} | "
                     f"{_seconds(r.get('cpu_base_s'))} → {_seconds(r.get('cpu_head_s'))} |")
     return rows if len(rows) > 2 else []
@@ -161,9 +161,9 @@ def _headline(summary: dict[str, Any]) -> str:
     if not alone:
         return "No optimization beat the baseline by more than this machine's noise; no stack was built." + no_branch
     if not kept:
-        return (f"{_plural(len(alone), 'optimization')} {'was' if len(alone) == 1 else 'were'} kept alone ({', '.join(alone)}), but none kept its place in "
+        return (f"{_plural(len(alone), 'optimization')} {'was' if len(alone) == 1 else 'were'} kept alone ({untrusted(', '.join(alone))}), but none kept its place in "
                 "the stack (see the leave-one-out table below)." + no_branch)
-    line = f"{_plural(len(kept), 'optimization')} kept ({', '.join(kept)}); together: " + "; ".join(parts) + "."
+    line = f"{_plural(len(kept), 'optimization')} kept ({untrusted(', '.join(kept))}); together: " + "; ".join(parts) + "."
     if stacks := summary.get("stacks"):
         if not any(st["status"] == "keep" for st in stacks.values()):
             line += (" The re-measure did not confirm the stack." + no_branch + " The individual results below "
@@ -218,7 +218,7 @@ def render_pr(summary: dict[str, Any]) -> str:
     experiments = summary["experiments"]
     stacks = summary.get("stacks", {})
     ec = summary.get("error_control") or {}
-    out = [f"# autoresearch: CPU optimizations for {summary['target']}", "", "## Summary", "",
+    out = [f"# autoresearch: CPU optimizations for {untrusted(summary['target'])}", "", "## Summary", "",
            _headline(summary), "", _branch_line(summary, experiments), "",
            rule_sentence(floor_of(summary, summary["platform"]) if summary.get("platform") else None,
                          ec.get("alpha")), ""]
@@ -258,7 +258,7 @@ def render_pr(summary: dict[str, Any]) -> str:
             m = _primary(a, primary)
             out.append(f"| {untrusted(a['name'].removeprefix('attribution:'))} | {a['platform']} | "
                        f"{STATUS_WORDS.get(a['status'], a['status'])} | {_pct(m['delta_pct']) if m else '—'} | "
-                       f"{_interval(m)} | {a['reason']} |")
+                       f"{_interval(m)} | {untrusted(a['reason'])} |")
         out.append("")
     clocks = runner_table(experiments + list(stacks.values()))
     if clocks:
@@ -272,12 +272,12 @@ def render_pr(summary: dict[str, Any]) -> str:
 
     failed = [e for e in experiments if e["status"] != "keep"]
     out += ["## What did not work, and why", ""]
-    out += [f"- **{name}** won on its own but its commit conflicts with the ones stacked before it, so it "
+    out += [f"- **{untrusted(name)}** won on its own but its commit conflicts with the ones stacked before it, so it "
             "is not in this branch; it needs rebasing onto the stack and a measurement of its own."
             for name in summary.get("stack_dropped", [])]
     out += [f"- **{untrusted(e['name'])}** on {e['platform']} ({STATUS_WORDS.get(e['status'], e['status'])}): "
             f"{untrusted(e['reason'])}" for e in failed] or ["- Everything tried was kept."]
-    out += [f"- **{name}** was kept alone but showed no contribution of its own inside the stack "
+    out += [f"- **{untrusted(name)}** was kept alone but showed no contribution of its own inside the stack "
             "(leave-one-out), so it is not in this branch." for name in summary.get("stack_unattributed", [])]
     out.append("")
     out += failures_section(failed)
