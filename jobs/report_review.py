@@ -104,6 +104,16 @@ def hypothesis_line(h: dict[str, Any] | None, alone: dict[str, Any] | None, prim
     return "; ".join(parts) or "no hypothesis on record"
 
 
+# Paths that look like the measuring side of a project (its benchmarks, tests, checks): a commit
+# that edits them may change what is measured rather than how fast the code is. A name test only:
+# it cannot know what the config's commands run, so it asks the reviewer to look.
+YARDSTICK_LIKE = re.compile(r"(^|[/_.-])(bench\w*|benchmarks?|perf|tests?|testing|checks?)(/|[._-]|$)", re.I)
+
+
+def yardstick_like(files: list[str]) -> list[str]:
+    return [f for f in files if YARDSTICK_LIKE.search(f)]
+
+
 def commits_section(summary: dict[str, Any]) -> list[str]:
     commits = summary.get("commits") or []
     if not commits:
@@ -115,6 +125,10 @@ def commits_section(summary: dict[str, Any]) -> list[str]:
         name = c.get("hypothesis", "")
         out.append(f"{i}. **{untrusted(name)}** `{c['commit'][:12]}`: "
                    + hypothesis_line(hyps.get(name), alone.get(name), summary["primary"]))
+        if suspect := yardstick_like(c.get("files") or []):
+            out += ["", "   **Look at this one:** it edits paths named like benchmark or test code ("
+                    + ", ".join(f"`{untrusted(f)}`" for f in suspect) + "); check that it changes the code "
+                    "measured, not the measurement or the checks."]
         block = fenced(untrusted(c.get("stat", "").rstrip("\n")) or "(no file changes)")
         out += [""] + ["   " + line for chunk in block for line in chunk.split("\n")]
         out.append("")

@@ -21,7 +21,8 @@ def commit_facts(repo: Path, base: str, head: str, names: list[str]) -> list[dic
         subject = gitops.git(repo, "log", "-1", "--format=%s", commit)
         name = names[i] if len(commits) == len(names) else subject.split(":", 1)[0]
         out.append({"hypothesis": name, "commit": commit, "subject": subject,
-                    "stat": _stat(repo, f"{commit}^", commit)})
+                    "stat": _stat(repo, f"{commit}^", commit),
+                    "files": gitops.git(repo, "diff", "--name-only", f"{commit}^", commit).splitlines()})
     return out
 
 

@@ -71,13 +71,24 @@ def test_one_statistical_language_no_unlabelled_p_and_no_unpaired_sd():
 def test_each_kept_commit_shows_its_files_hypothesis_and_evidence():
     stat = " src/ops.c   | 12 +++++++-----\n bench/bench.c |  2 +-\n 2 files changed, 8 insertions(+), 6 deletions(-)"
     md = render_pr(summary(
-        commits=[dict(hypothesis="fuse-a", commit="c" * 40, subject="fuse-a: recipe", stat=stat)],
+        commits=[dict(hypothesis="fuse-a", commit="c" * 40, subject="fuse-a: recipe", stat=stat,
+                      files=["src/ops.c", "bench/bench.c"])],
         hypotheses={"fuse-a": dict(id="fuse-a", title="Fuse A and B", evidence=[
             dict(where="src/ops.c:12", note="copy pass"), dict(where="src/ops.c:40", note="second pass")])}))
     section = md.split("## What each commit changes")[1].split("\n## ")[0]
     assert ("1. **fuse-a** `cccccccccccc`: Fuse A and B; evidence: `src/ops.c:12` copy pass (+1 more in "
             "research.md); alone: tg +12.3%, interval +9.3%…+15.3%") in section
     assert "bench/bench.c |  2 +-" in section and "2 files changed" in section
+    # A commit that edits benchmark-looking code is pointed out, not left to opening the commit.
+    assert "**Look at this one:** it edits paths named like benchmark or test code (`bench/bench.c`)" in section
+
+
+def test_yardstick_like_paths():
+    from jobs.report_review import yardstick_like
+    files = ["bench/bench.c", "src/ops.c", "tests/test_ops.c", "ggml/src/ggml-cpu/ops.cpp", "benchmark.py",
+             "tools/llama-bench/llama-bench.cpp", "src/bench_util.h", "src/benchmarks.c", "src/testify.c"]
+    assert yardstick_like(files) == ["bench/bench.c", "tests/test_ops.c", "benchmark.py",
+                                     "tools/llama-bench/llama-bench.cpp", "src/bench_util.h", "src/benchmarks.c"]
 
 
 def test_failures_are_folded_with_the_first_lines_of_their_output():
