@@ -606,7 +606,7 @@ class Run:
             self._save(stack_confirmed=False)
         else:
             gitops.set_branch(self.repo, branch, head)
-            self._save(stack_confirmed=True)
+            self._save(stack_confirmed=True, branch_left=True, branch_note="")
         return stacks
 
     def _no_branch(self, branch: str, why: str) -> None:
