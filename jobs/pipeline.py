@@ -247,7 +247,15 @@ class Run:
         return ExperimentSpec.from_config(
             self.config, run_id=self.o.run_id, name=name, platform=ex.platform,
             base_commit=base, head_commit=head, n_per_arm=n, kind=kind, seed=seed, stop=stop, prior=prior,
-            sandbox=self._sandbox_spec())
+            sandbox=self._sandbox_spec(), simulate_floor_pct=self._sim_floor(ex.platform))
+
+    def _sim_floor(self, platform: str) -> float:
+        """The simulated change a keep needs: the config's floor, raised past the A/A jitter."""
+        from .simulate import floor_pct
+        if self.config.simulate is None:
+            return 0.0
+        aa = self.state.get("simulate", {}).get(platform, {}).get("aa_delta_pct")
+        return floor_pct(self.config.simulate.min_effect_pct, aa)
 
     def _execute(self, ex: Executor, spec: ExperimentSpec) -> RawResult:
         label = spec.name if len(self.executors) == 1 else f"{spec.name}@{ex.platform}"
@@ -312,6 +320,13 @@ class Run:
                 seconds=raw.seconds, cpu=raw.cpu, cost_usd=raw.cost_usd, kind="calibration",
                 flags=[f for c in cal.values() for f in c["flags"]] + result.warnings,
                 runner={"pairs": len(raw.pairs()), "sandboxed": raw.sandboxed, "steps": raw.steps}))
+            if raw.simulated:
+                from .simulate import compare
+                sim = compare(raw.simulated)
+                self._save(simulate={**self.state.get("simulate", {}), ex.platform: {
+                    "aa_delta_pct": sim.delta_pct if sim else None, "base_cycles": sim.base if sim else None,
+                    "seconds": raw.simulated.get("A", {}).get("wall_s"),
+                    "native_seconds": raw.steps.get("native_simulate_s")}})
             self._save(calibration={**self.state["calibration"], ex.platform: cal},
                        digests={**self.state.get("digests", {}), ex.platform: result.digests},
                        cpus={**self.state.get("cpus", {}), ex.platform: raw.cpu})
@@ -382,6 +397,10 @@ class Run:
                 base: str | None = None) -> tuple[RawResult, Judgement]:
         spec = self._spec(ex, name, commit, plan.max_pairs, kind, plan=plan, base=base)
         raw = self._execute(ex, spec)
+        if self.config.simulate is not None:
+            from .simulate import Guard, judge_yardstick
+            guard = Guard(self.config.simulate.wall_tolerance_pct, plan.alpha_loss, plan.min_pairs, plan.alpha_loss)
+            return raw, judge_yardstick(raw, self.config, plan, self._sim_floor(ex.platform), guard)
         return raw, judge(raw, self.config, plan)
 
     def _experiment(self, h: Hypothesis, ex: Executor, count: int) -> ExperimentRecord:
@@ -593,6 +612,7 @@ class Run:
                             for r in ledger.read(self.out) if r.get("kind") == "attribution"],
             "sandboxed": self.state.get("sandboxed", True),
             "profile": self.state.get("profile"),
+            "simulate": self.state.get("simulate"),
             "error_control": {"alpha": self.config.thresholds.alpha,
                               "family": self.config.budget.max_experiments,
                               "platforms": len(self.executors)},

@@ -224,6 +224,8 @@ def render_pr(summary: dict[str, Any]) -> str:
 
     out += _calibration(summary)
     out += profile_section(summary.get("profile"))
+    from .simulate import render_section
+    out += render_section(summary)
     out += ["## Per optimization", "", f"| experiment | platform | kind | status | {primary} Δ% | p (two-sided) | level | why |",
             "|---|---|---|---|---|---|---|---|"]
     for e in experiments:
