@@ -201,31 +201,48 @@ class Run:
             if self.o.agent != "none":
                 found = self.o.research if self.o.research is not None else research(tree, self.config)
             sources = None
+            callprof = None
             if found:
                 from .research.offline import merge_sources, model_research
                 from .research.sources import gather
+                from .research.clib import research_c
                 # Gap scan; forks/papers when configured; the op profile builds and runs target code,
                 # so it runs in this run's sandbox like every other step.
                 isolation = Isolation.from_spec(self._sandbox_spec())
+                extra, cnotes, callprof = research_c(tree, self.config, self.out / "patches", lambda c, cwd, timeout, **kw:
+                                                     run_step(c, cwd, timeout, isolation=isolation, **kw))
+                found.hypotheses += extra
+                found.notes += cnotes
                 sources = gather(tree, self.config, profile_runner=lambda command, cwd, timeout: run_step(
                     command, cwd, timeout, isolation=isolation, step="build"))
                 found = merge_sources(found, sources, self.config)
+                if callprof is not None:
+                    from .research.callgrind import digest
+                    sources.extra_digests["callgrind profile of the reduced workload (simulated cycles)"] = digest(callprof)
+                    if hasattr(self.agent, "profile_digest"):
+                        self.agent.profile_digest = digest(callprof)
                 if hasattr(self.agent, "research"):           # a model researcher ranks from the digests
                     found.hypotheses, extra = model_research(self.agent, found, sources)
                     found.notes += extra
                 hypotheses += found.hypotheses
             notes = found.notes if found else ["--agent none: only the given candidates are evaluated"]
             findings = [f"`{f.where}` {f.describe()}" for f in (found.findings if found else [])]
+            from .research.callgrind import render as render_callgrind
+            from .research.clib import scanned
+            coverage = scanned(tree, self.config, sources_ran=found is not None, findings=len(findings),
+                               candidates=len(self.o.candidates), prof=callprof, hypotheses=len(hypotheses))
         finally:
             gitops.remove_worktree(self.repo, tree)
         self._charge_llm()
         (self.out / "research.md").write_text(render_research(
             self.config.name or self.repo.name, self.state["base_commit"], hypotheses, notes, findings,
-            self.o.agent) + ("\n" + sources.markdown() if sources else ""), encoding="utf-8")
+            self.o.agent) + "\n" + "\n".join(coverage + (render_callgrind(callprof) if callprof else []))
+            + ("\n" + sources.markdown() if sources else ""), encoding="utf-8")
         (self.out / "hypotheses.json").write_text(
             json.dumps([h.to_dict() for h in hypotheses], indent=2), encoding="utf-8")
         profile = sources.profile.to_dict() if sources is not None and sources.profile is not None else None
-        self._save(hypotheses=[h.to_dict() for h in hypotheses], phase="calibrate", profile=profile)
+        self._save(hypotheses=[h.to_dict() for h in hypotheses], phase="calibrate", profile=profile,
+                   callgrind=callprof.to_dict() if callprof else None)
         self.emit({"type": "research_done", "hypotheses": [h.id for h in hypotheses]})
         return hypotheses
 
@@ -645,6 +662,12 @@ class Run:
             hypotheses = self.research_phase()
             if self.o.research_only:
                 return {"run_id": self.o.run_id, "hypotheses": [h.to_dict() for h in hypotheses]}
+            if not hypotheses:    # no work without a reason: no calibration, no branch
+                why = ("research found no hypothesis and no --candidate was given; research.md says what was "
+                       "scanned and what to do")
+                self._save(phase="stopped", stopped=why)
+                self.emit({"type": "warning", "message": f"nothing to try: {why}"})
+                return {"run_id": self.o.run_id, "stopped": why, "hypotheses": [], "research": str(self.out / "research.md")}
             self.calibrate_phase()
             results = self.experiments_phase(hypotheses)
             stacks = self.stack_phase(results)
