@@ -306,6 +306,8 @@ class Run:
         for ex in self.executors:
             if ex.platform in self.state["calibration"]:
                 continue
+            if self._reuse_calibration(ex):
+                continue
             self.emit({"type": "phase", "phase": "calibrate", "platform": ex.platform})
             spec = self._spec(ex, "calibration", self.state["base_commit"], self.config.repeats.calibration,
                               "calibration")
@@ -348,8 +350,43 @@ class Run:
                        digests={**self.state.get("digests", {}), ex.platform: result.digests},
                        cpus={**self.state.get("cpus", {}), ex.platform: raw.cpu})
             self.emit({"type": "calibrated", "platform": ex.platform, "calibration": cal})
+            if ex.platform == "local":
+                from . import calcache
+                calcache.store(self.repo, self._calibration_key(ex.platform, raw.cpu), {
+                    "run_id": self.o.run_id, "calibration": cal, "digests": result.digests, "cpu": raw.cpu,
+                    "simulate": self.state.get("simulate", {}).get(ex.platform)})
         self._save(phase="experiments")
         return self.state["calibration"]
+
+    def _calibration_key(self, platform: str, cpu: str) -> str:
+        from . import calcache
+        return calcache.key(self.config, self.state["base_commit"], platform, cpu, self.o.repeats)
+
+    def _reuse_calibration(self, ex: Executor) -> bool:
+        """A recent calibration of this base on this machine with this contract (jobs/calcache.py)."""
+        from . import calcache
+        from .runner import cpu_model
+        if ex.platform != "local":
+            return False
+        found = calcache.lookup(self.repo, self._calibration_key(ex.platform, cpu_model()))
+        if found is None:
+            return False
+        cal = found["calibration"]
+        reason = (f"reused: the calibration of run {found['run_id']} ({found['age_s'] / 60:.0f} min ago; same base "
+                  "commit, machine and contract)")
+        self._append(ExperimentRecord(
+            run_id=self.o.run_id, name="calibration", hypothesis="A/A", platform=ex.platform, status="ok",
+            reason=reason, base_commit=self.state["base_commit"], cpu=found["cpu"], kind="calibration",
+            calibration={k: {f: v for f, v in c.items() if f != "prior"} for k, c in cal.items()},
+            flags=[f for c in cal.values() for f in c.get("flags", [])], runner={"reused_from": found["run_id"]}))
+        if found.get("simulate"):
+            self._save(simulate={**self.state.get("simulate", {}), ex.platform: found["simulate"]})
+        self._save(calibration={**self.state["calibration"], ex.platform: cal},
+                   digests={**self.state.get("digests", {}), ex.platform: found["digests"]},
+                   cpus={**self.state.get("cpus", {}), ex.platform: found["cpu"]})
+        self.emit({"type": "warning", "message": f"{ex.platform}: calibration {reason}"})
+        self.emit({"type": "calibrated", "platform": ex.platform, "calibration": cal, "reused": True})
+        return True
 
     def plan(self, platform: str, alpha: float) -> Plan:
         """The pre-registered test of one experiment on one platform at keep level `alpha`."""

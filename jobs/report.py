@@ -200,12 +200,17 @@ def _calibration(summary: dict[str, Any]) -> list[str]:
     return out
 
 
+def _yardstick_headline(summary: dict[str, Any]) -> list[str]:
+    from .simulate import headline
+    return headline(summary)
+
+
 def render_pr(summary: dict[str, Any]) -> str:
     primary = summary["primary"]
     experiments = summary["experiments"]
     stacks = summary.get("stacks", {})
     out = [f"# autoresearch: CPU optimizations for {summary['target']}", "", "## Summary", "",
-           _headline(summary), "",
+           _headline(summary), "", *_yardstick_headline(summary),
            f"Run `{summary['run_id']}`, base `{summary['base_commit'][:12]}`, branch `{summary['branch']}`, "
            f"{len({e['hypothesis'] for e in experiments})} hypotheses tested, agent: {summary['agent']}.", ""]
 

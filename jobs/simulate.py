@@ -261,9 +261,11 @@ def render_section(summary: dict) -> list[str]:
     if not cal and not rows:
         return []
     out = ["## Deterministic yardstick (simulated cycles)", "", f"Model: {MODEL}.", "",
-           "A keep needs the simulated cycles to fall by at least the floor **and** the wall-clock interval of "
-           "the primary metric to exclude a regression beyond the tolerance; a benchmark that claims a "
-           "speed-up while the simulated cycles do not move is `invalid`.", ""]
+           "Keeps are decided on simulated cycles (one cachegrind run per arm, no pairs): a keep needs them to "
+           "fall by at least the floor **and** the wall-clock interval of the primary metric (coin-ordered "
+           "pairs) not to lie below the tolerance; the wall clock *confirms* a keep when its interval excludes "
+           "a regression beyond the tolerance, and otherwise the reason says it neither confirms nor refutes it. "
+           "A benchmark that claims a speed-up while the simulated cycles do not move is `invalid`.", ""]
     for platform, c in cal.items():
         slow = (f"; {c['seconds']:.1f} s simulated vs {c['native_seconds']:.2f} s native = "
                 f"{c['seconds'] / c['native_seconds']:.0f}x slowdown") if c.get("seconds") and c.get("native_seconds") else ""
@@ -289,3 +291,20 @@ def render_section(summary: dict) -> list[str]:
                        f"{sim['delta_pct']:+.3f}% ({sim['floor_pct']:.2g}%) | {wall} | {e['status']} |")
         out.append("")
     return out
+
+
+def headline(summary: dict) -> list[str]:
+    """One line for pr.md's summary: what the yardstick said about the stack (and the wall clock beside it)."""
+    out = []
+    for platform, st in (summary.get("stacks") or {}).items():
+        sim = (st.get("runner") or {}).get("simulated")
+        if not sim:
+            continue
+        g = st["runner"].get("wall_guard") or {}
+        hi = g.get("hi_pct")
+        out.append(f"Deterministic yardstick on {platform}: the stack changes **simulated cycles by "
+                   f"{sim['delta_pct']:+.2f}%** (floor {sim['floor_pct']:.2g}%); wall clock beside it: interval "
+                   f"{g.get('lo_pct', -100):+.1f}%…{'+inf' if hi is None or hi == math.inf else f'{hi:+.1f}%'} "
+                   f"at level {g.get('alpha', 0):g} over {g.get('pairs', 0)} pairs"
+                   + (" (confirms it)." if g.get("confirmed") else " (neither confirms nor refutes it)."))
+    return out + [""] if out else []

@@ -119,3 +119,21 @@ def test_nothing_to_try_stops_before_calibration(tmp_path):
     research = (out / "research.md").read_text()
     assert "## What was scanned" in research and "the run stops here" in research
     assert "githubkit" not in research and "callgrind profile: not measured: the config declares no" in research
+
+
+def test_a_recent_calibration_of_the_same_base_is_reused(tmp_path):
+    import json
+    from jobs.pipeline import Run, RunOptions
+    from synthetic import patch_for, synthetic_target
+    target = synthetic_target(tmp_path / "target")
+    first = Run(RunOptions(target=target, out=tmp_path / "cal", run_id="c1", agent="none",
+                           calibrate_only=True, repeats=3)).execute()
+    patch = patch_for(target, tmp_path / "faster.patch", {"src/speed.txt": "130\n"})
+    Run(RunOptions(target=target, out=tmp_path / "run", run_id="r1", agent="none", candidates=[patch],
+                      repeats=3)).execute()
+    ledger = [json.loads(line) for line in (tmp_path / "run" / "experiments.jsonl").read_text().splitlines()]
+    cal = next(r for r in ledger if r["kind"] == "calibration")
+    assert cal["reason"].startswith("reused: the calibration of run c1") and cal["runner"]["reused_from"] == "c1"
+    state = json.loads((tmp_path / "run" / "state.json").read_text())
+    for field in ("sd_log", "n_pairs", "floor_pct", "prior"):
+        assert state["calibration"]["local"]["score"][field] == json.loads(json.dumps(first["calibration"]["local"]["score"][field]))

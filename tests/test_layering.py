@@ -38,7 +38,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [   # bottom first; "x.*" is x and e
     ("records and maths", ("jobs.ledger", "jobs.spec", "jobs.stats", "jobs.plan", "jobs.sequential",
                            "jobs.integrity", "jobs.runlock", "jobs.configdoc")),
     ("parts", ("jobs.verdict", "jobs.calibration", "jobs.report", "jobs.sandbox", "jobs.runner", "jobs.research.*",
-               "jobs.simulate", "jobs.simrun",
+               "jobs.simulate", "jobs.simrun", "jobs.calcache",
                "jobs.agent.*", "jobs.cloud.*", "jobs.cleanup", "jobs.preflight")),
     ("machines", ("jobs.executors.*",)),
     ("the run", ("jobs.pipeline",)),
