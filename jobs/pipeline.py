@@ -453,7 +453,7 @@ class Run:
         raw = self._execute(ex, spec)
         if self.config.simulate is not None:
             from .simulate import Guard, judge_yardstick
-            guard = Guard(self.config.simulate.wall_tolerance_pct, plan.alpha_loss, plan.min_pairs, plan.alpha_loss)
+            guard = Guard(self.config.simulate.wall_tolerance_pct, plan.alpha_loss, plan.min_pairs, plan.alpha)
             return raw, judge_yardstick(raw, self.config, plan, self._sim_floor(ex.platform), guard)
         return raw, judge(raw, self.config, plan)
 

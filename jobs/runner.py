@@ -175,7 +175,7 @@ def stop_reason(spec: ExperimentSpec, result: RawResult) -> str:
         y, s = adjusted(metric_pairs(result, spec.primary, spec.directions.get(spec.primary, "higher"),
                                      tuple(st.adjust)), Prior(tuple(Pair(p[0], tuple(p[1:])) for p in spec.prior)))
         return stop_after_pair(compare(result.simulated), spec.simulate_floor_pct, y, s,
-                               Guard(spec.wall_tolerance_pct, st.alpha_loss, st.min_pairs, st.alpha_loss))
+                               Guard(spec.wall_tolerance_pct, st.alpha_loss, st.min_pairs, st.alpha_keep))
     rule = Rule(alpha_keep=st.alpha_keep, floor=st.floor, target=st.target, alpha_loss=st.alpha_loss,
                 alpha_futility=st.alpha_futility, min_pairs=st.min_pairs, max_pairs=spec.n_per_arm)
     prior = Prior(tuple(Pair(p[0], tuple(p[1:])) for p in spec.prior))
