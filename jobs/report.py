@@ -210,7 +210,7 @@ def render_pr(summary: dict[str, Any]) -> str:
     experiments = summary["experiments"]
     stacks = summary.get("stacks", {})
     out = [f"# autoresearch: CPU optimizations for {summary['target']}", "", "## Summary", "",
-           _headline(summary), "", *_yardstick_headline(summary),
+           *(_yardstick_headline(summary) or [_headline(summary), ""]),
            f"Run `{summary['run_id']}`, base `{summary['base_commit'][:12]}`, branch `{summary['branch']}`, "
            f"{len({e['hypothesis'] for e in experiments})} hypotheses tested, agent: {summary['agent']}.", ""]
 

@@ -296,17 +296,22 @@ def render_section(summary: dict) -> list[str]:
 
 
 def headline(summary: dict) -> list[str]:
-    """One line for pr.md's summary: what the yardstick said about the stack (and the wall clock beside it)."""
+    """pr.md's summary when the deterministic yardstick decided the stack: the simulated change
+    first, the wall clock of the primary metric beside it, labelled ([] otherwise)."""
     out = []
+    kept = summary.get("stack_applied") or []
     for platform, st in (summary.get("stacks") or {}).items():
         sim = (st.get("runner") or {}).get("simulated")
-        if not sim:
+        if not sim or st.get("status") != "keep":
             continue
         g = st["runner"].get("wall_guard") or {}
+        m = next((m for m in st.get("metrics", []) if m["name"] == summary.get("primary")), None)
         hi = g.get("hi_pct")
-        out.append(f"Deterministic yardstick on {platform}: the stack changes **simulated cycles by "
-                   f"{sim['delta_pct']:+.2f}%** (floor {sim['floor_pct']:.2g}%); wall clock beside it: interval "
-                   f"{g.get('lo_pct', -100):+.1f}%…{'+inf' if hi is None or hi == math.inf else f'{hi:+.1f}%'} "
-                   f"at level {g.get('alpha', 0):g} over {g.get('pairs', 0)} pairs"
-                   + (" (confirms it)." if g.get("confirmed") else " (neither confirms nor refutes it)."))
+        wall = (f"{summary.get('primary')} {m['delta_pct']:+.1f}%, interval {g.get('lo_pct', -100):+.1f}%…"
+                f"{'+inf' if hi is None or hi == math.inf else f'{hi:+.1f}%'} at level {g.get('alpha', 0):g} over "
+                f"{g.get('pairs', 0)} pairs" if m else "no pairs")
+        out.append(f"{len(kept)} optimization(s) kept ({', '.join(kept)}), decided by the deterministic yardstick "
+                   f"on {platform}: **simulated cycles {sim['delta_pct']:+.2f}%** (floor {sim['floor_pct']:.2g}%). "
+                   f"Wall clock beside it: {wall}, which "
+                   + ("confirms it." if g.get("confirmed") else "neither confirms nor refutes it on this machine."))
     return out + [""] if out else []

@@ -210,3 +210,14 @@ def test_tiny_c_target_end_to_end(tmp_path):
     assert abs(cal["aa_delta_pct"]) < 0.01 and cal["seconds"] > 0
     pr = (out / "pr.md").read_text()
     assert "## Deterministic yardstick (simulated cycles)" in pr and "| drop_redundant | local |" in pr
+
+
+def test_pr_summary_leads_with_the_yardstick_when_it_decided_the_stack():
+    from jobs.simulate import headline
+    j = judge_yardstick(raw_with(0.0, 1_000_000, 985_000, n=4, noise=0.3), CONFIG, PLAN, 0.5, GUARD)
+    stack = {"status": "keep", "runner": j.runner, "metrics": j.metric_dicts()}
+    text = headline({"primary": "speed", "stack_applied": ["a"], "stacks": {"local": stack}})[0]
+    assert text.startswith("1 optimization(s) kept (a), decided by the deterministic yardstick on local: "
+                           "**simulated cycles -1.50%**")
+    assert "Wall clock beside it: speed" in text and "neither confirms nor refutes it" in text
+    assert headline({"primary": "speed", "stacks": {"local": {**stack, "status": "discard"}}}) == []

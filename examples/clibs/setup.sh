@@ -26,7 +26,7 @@ cp -r "$tmp/$pkg-$ver/$vendored/." "$dest/$(basename "$vendored")/"
 for f in "$here/$lib"/*; do
   case $(basename "$f") in
     autoresearch.yml) cp "$f" "$dest/.github/autoresearch.yml" ;;
-    candidates) ;;
+    candidates) ;;   # maintainer patches to try with --candidate, not part of the target
     *) cp "$f" "$dest/" ;;
   esac
 done
