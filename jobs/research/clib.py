@@ -183,7 +183,12 @@ def research_c(tree: Path, config, patches: Path, run) -> tuple[list[Hypothesis]
             prof = measure(tree, config, run)
         except RuntimeError as exc:
             notes.append(f"callgrind profile: not measured ({exc})")
-    found = build_option_hypotheses(tree, list(config.editable), patches, prof, notes)
+    found: list[Hypothesis] = []
+    if config.simulate is None:
+        notes.append("build options: proposed only with a `simulate:` yardstick (their effects, a few %, are "
+                     "below what wall-clock pairs on a shared machine can decide)")
+    else:
+        found = build_option_hypotheses(tree, list(config.editable), patches, prof, notes)
     if prof is not None:
         hot = hot_function_hypotheses(prof, list(config.editable), notes)
         if not hot:
