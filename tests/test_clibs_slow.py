@@ -53,5 +53,5 @@ def test_xxhash_a_real_one_percent_change_is_decided_by_the_yardstick(tmp_path):
     assert rec["status"] == "keep", rec["reason"]
     assert abs(summary["simulate"]["local"]["aa_delta_pct"]) < 0.05
     pr = (tmp_path / "run" / "pr.md").read_text()
-    assert "Deterministic yardstick on local" in pr and "| endjmp | local |" in pr
+    assert "decided by the deterministic yardstick on local" in pr and "| endjmp | local |" in pr
     print(json.dumps({"sim": sim, "guard": rec["runner"]["wall_guard"], "calibration": summary["simulate"]}))
