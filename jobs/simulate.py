@@ -314,4 +314,10 @@ def headline(summary: dict) -> list[str]:
                    f"on {platform}: **simulated cycles {sim['delta_pct']:+.2f}%** (floor {sim['floor_pct']:.2g}%). "
                    f"Wall clock beside it: {wall}, which "
                    + ("confirms it." if g.get("confirmed") else "neither confirms nor refutes it on this machine."))
+    if not out and summary.get("simulate") and not summary.get("stacks"):
+        tried = [e for e in summary.get("experiments", []) if (e.get("runner") or {}).get("simulated")]
+        if tried:
+            out.append(f"No optimization changed the simulated cycles by more than the floor and held on the wall "
+                       f"clock ({len(tried)} measured; the table below gives each one's simulated change), so no "
+                       "stack was built and the branch equals the base commit.")
     return out + [""] if out else []

@@ -221,3 +221,6 @@ def test_pr_summary_leads_with_the_yardstick_when_it_decided_the_stack():
                            "**simulated cycles -1.50%**")
     assert "Wall clock beside it: speed" in text and "neither confirms nor refutes it" in text
     assert headline({"primary": "speed", "stacks": {"local": {**stack, "status": "discard"}}}) == []
+    none = headline({"primary": "speed", "simulate": {"local": {}}, "stacks": {},
+                     "experiments": [{"runner": j.runner}]})[0]
+    assert none.startswith("No optimization changed the simulated cycles by more than the floor")
