@@ -64,9 +64,11 @@ def test_remarks_on_hot_lines_only():
     out = "\n".join(["t.c:3:5: missed: couldn't vectorize loop",
                      "t.c:3:5: missed: not vectorized: possible alias involving gather/scatter.",
                      "t.c:90:5: missed: couldn't vectorize loop",
-                     "t.c:2:1: note: something unrelated"])
+                     "t.c:2:1: note: something unrelated",
+                     "t.c:2:9: remark: loop not vectorized [-Rpass-missed=loop-vectorize]"])   # clang
     found = remarks(out, prof)
     assert [(r.where, r.message) for r in found] == [
+        ("t.c:2", "loop not vectorized [-Rpass-missed=loop-vectorize]"),
         ("t.c:3", "couldn't vectorize loop"), ("t.c:3", "not vectorized: possible alias involving gather/scatter.")]
 
 

@@ -128,7 +128,9 @@ def parse(text: str, root: str = "") -> CallProfile:
     return prof
 
 
-REMARK = re.compile(r"^(?P<file>[^\s:]+\.(?:c|cc|cpp|cxx|h|hpp)):(?P<line>\d+):\d+: (?:optimized|missed|note): "
+# gcc -fopt-info-vec-missed ("missed: couldn't vectorize loop") and clang -Rpass-missed=loop-vectorize
+# ("remark: loop not vectorized").
+REMARK = re.compile(r"^(?P<file>[^\s:]+\.(?:c|cc|cpp|cxx|h|hpp)):(?P<line>\d+):\d+: (?:optimized|missed|note|remark): "
                     r"(?P<msg>.*)$")
 
 
@@ -141,7 +143,7 @@ def remarks(build_output: str, prof: CallProfile, window: int = 3) -> list[Remar
         if not m:
             continue
         f, n, msg = m["file"].removeprefix("./"), int(m["line"]), m["msg"].strip()
-        if "vectoriz" not in msg and "vectoris" not in msg:
+        if "vectoriz" not in msg and "vectoris" not in msg:   # gcc and clang spell it with a z
             continue
         if any(f == hf and abs(n - hn) <= window for hf, hn in hot):
             out.setdefault((f, n, msg), Remark(f, n, msg))
