@@ -205,10 +205,11 @@ class Simulate(Strict):
                                                          "(raised past 3x the A/A jitter)")
     wall_tolerance_pct: float = Field(5.0, gt=0, description="a keep's wall-clock interval must exclude a "
                                                              "regression beyond this")
-    profile_flags: str = Field("-O2 -g -fopt-info-vec-missed",
+    profile_flags: str = Field("-O2 -g -fopt-info-vec-missed -fopt-info-vec-optimized",
                                description="CFLAGS/CXXFLAGS of the research build that is profiled under "
                                            "callgrind (file:line needs -g; the compiler's remarks need "
-                                           "-fopt-info-vec-missed); '' profiles the build as it is")
+                                           "-fopt-info-vec-missed, and a loop versioned for possible aliasing "
+                                           "-fopt-info-vec-optimized); '' profiles the build as it is")
 
 
 class Price(Strict):

@@ -139,3 +139,27 @@ def test_a_recent_calibration_of_the_same_base_is_reused(tmp_path):
     state = json.loads((tmp_path / "run" / "state.json").read_text())
     for field in ("sd_log", "n_pairs", "floor_pct", "prior"):
         assert state["calibration"]["local"]["score"][field] == json.loads(json.dumps(first["calibration"]["local"]["score"][field]))
+
+
+def test_a_loop_blocked_by_aliasing_gets_a_restrict_patch_that_compiles(tmp_path):
+    from jobs.research.callgrind import Remark
+    from jobs.research.clib import restrict_hypotheses
+    tree = tmp_path / "t"
+    (tree / "src").mkdir(parents=True)
+    (tree / "src/add.c").write_text("void add(float *a, const float *b,\n         const float *c, int n) {\n"
+                                    "  for (int i = 0; i < n; i++)\n    a[i] = b[i] * 2.0f + c[i];\n}\n")
+    subprocess.run(["git", "init", "-q", str(tree)], check=True)
+    subprocess.run(["git", "-C", str(tree), "add", "-A"], check=True)
+    prof = CallProfile(total_cycles=1000, functions=[Spot("add", "add", 900, 0.9, 0.1, "src/add.c:1")],
+                       lines=[Spot("src/add.c:4", "add", 800, 0.8)],
+                       remarks=[Remark("src/add.c", 3, "optimized:  loop versioned for vectorization because of "
+                                                       "possible aliasing")])
+    [h] = restrict_hypotheses(tree, prof, ["src/**"], tmp_path / "patches")
+    assert h.id == "restrict-add" and "review the callers" in h.rationale and h.evidence[0].where == "src/add.c:3"
+    subprocess.run(["git", "-C", str(tree), "apply", h.patch], check=True)
+    text = (tree / "src/add.c").read_text()
+    assert "float *restrict a, const float *restrict b,\n         const float *restrict c, int n" in text
+    subprocess.run(["cc", "-std=c99", "-fsyntax-only", str(tree / "src/add.c")], check=True)
+    # no alias remark on its hot lines: no patch
+    prof.remarks = [Remark("src/add.c", 3, "not vectorized: control flow in loop")]
+    assert restrict_hypotheses(tree, prof, ["src/**"], tmp_path / "p2") == []

@@ -7,11 +7,13 @@ Two kinds, each only where it can be made honestly:
   optimisation (`-flto`), `-funroll-loops`, and target-specific code (`-march=x86-64-v3`, with its
   caveat: such a binary no longer runs on CPUs without AVX2, so a distributed build needs run-time
   dispatch). They act on the whole program, so their Amdahl bound is the whole workload.
+* **`restrict`** on the pointer parameters of a hot function whose hot loop the compiler names as
+  not vectorised, or versioned, because of possible aliasing: a patch, whose rationale says it is
+  correct only if no caller passes overlapping buffers (the checks run; they cannot prove it).
 * **Hot functions** of the callgrind profile (jobs/research/callgrind.py), each with its share of
   the simulated cycles, its hot lines, its cache-miss spots and the compiler's remarks on its
-  loops (e.g. a loop not vectorised because of possible aliasing). No mechanical patch is honest
-  for these (a `restrict` is only correct if no caller passes overlapping buffers), so they are
-  leads for the Claude agent, with the evidence, never a patch the offline agent pretends to have.
+  loops. No mechanical patch is honest for these, so they are leads for the Claude agent, with
+  the evidence, never a patch the offline agent pretends to have.
 """
 from __future__ import annotations
 
@@ -190,6 +192,7 @@ def research_c(tree: Path, config, patches: Path, run) -> tuple[list[Hypothesis]
     else:
         found = build_option_hypotheses(tree, list(config.editable), patches, prof, notes)
     if prof is not None:
+        found += restrict_hypotheses(tree, prof, list(config.editable), patches)
         hot = hot_function_hypotheses(prof, list(config.editable), notes)
         if not hot:
             notes.append("hot functions: no function takes 3% or more of the simulated cycles")
@@ -225,3 +228,79 @@ def scanned(tree: Path, config, *, sources_ran: bool, findings: int, candidates:
                 "profile and build-option patches, pass your own patches with `--candidate`, use the Claude "
                 "agent (`--agent claude`), or name a recipe set (`research.recipes`)."]
     return out + [""]
+
+
+ALIAS = re.compile(r"alias|dependence", re.I)
+PARAM_POINTER = re.compile(r"^(?P<type>[^*()\[\]]*?\*+)\s*(?P<name>[A-Za-z_]\w*)$")
+
+
+def _split_params(text: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch in "(<[" and 1 or (-1 if ch in ")>]" else 0)
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return out + [cur]
+
+
+def restrict_definition(source: str, function: str, keyword: str = "restrict") -> str | None:
+    """`source` with `keyword` added to the pointer parameters of `function`'s definition, or None
+    when the definition is not found, has fewer than two such parameters, or already says so."""
+    m = re.search(rf"(?m)^[^;#{{}}\n]*\b{re.escape(function)}\s*\(([^()]*)\)\s*\{{", source)
+    if not m:
+        return None
+    params = _split_params(m.group(1))
+    changed, pointers = [], 0
+    for p in params:
+        q = PARAM_POINTER.match(" ".join(p.split()))
+        if q and "restrict" not in p and q["type"].count("*") == 1:
+            pointers += 1
+            lead = p[: len(p) - len(p.lstrip())]
+            changed.append(f"{lead}{q['type']}{keyword} {q['name']}")
+        else:
+            changed.append(p)
+    if pointers < 2:
+        return None
+    return source[: m.start(1)] + ",".join(changed) + source[m.end(1):]
+
+
+def restrict_hypotheses(tree: Path, prof: CallProfile, editable: list[str], patches: Path,
+                        min_share: float = 0.03) -> list[Hypothesis]:
+    """A `restrict` patch for each hot editable function whose hot loops the compiler names as
+    blocked (or versioned) by possible aliasing."""
+    out = []
+    for fn in prof.functions:
+        if fn.share < min_share or not editable_spot(fn, editable) or not fn.first_line:
+            continue
+        rel = fn.first_line.rsplit(":", 1)[0]
+        hot = {int(s.where.rsplit(":", 1)[1]) for s in prof.lines if s.function == fn.function
+               and s.where.startswith(rel + ":")}
+        blocked = [r for r in prof.remarks if r.file == rel and ALIAS.search(r.message)
+                   and any(abs(r.line - n) <= 3 for n in hot)]
+        path = Path(tree) / rel
+        if not blocked or not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        new = restrict_definition(text, fn.function, "__restrict" if path.suffix in (".cc", ".cpp", ".cxx", ".hpp")
+                                  else "restrict")
+        if new is None:
+            continue
+        patch = patches / f"restrict-{re.sub(r'[^A-Za-z0-9_]+', '-', fn.function)[:50]}.patch"
+        patch.parent.mkdir(parents=True, exist_ok=True)
+        patch.write_text(unified_patch(rel, text, new), encoding="utf-8")
+        pct = 100 * fn.share
+        out.append(Hypothesis(
+            id=patch.stem, title=f"restrict-qualify the pointer parameters of {fn.function}() ({pct:.1f}%)",
+            kind="micro",
+            rationale=(f"The compiler did not vectorise (or had to version) {fn.function}()'s hot loop because of "
+                       "possible aliasing between its pointer parameters; `restrict` promises they never overlap. "
+                       "Correct only if no caller passes overlapping buffers: review the callers before merging "
+                       "(the checks run, but cannot prove it)."),
+            expected=f"at most {pct:.1f}% (Amdahl bound from the measured share)",
+            evidence=[Evidence(r.where, f"compiler: {r.message}") for r in blocked[:4]]
+            + [Evidence("profile:simulated", f"{fn.function} is {pct:.1f}% of the simulated cycles: at most {pct:.1f}%")],
+            score=round(min(3.0, 10 * fn.share), 3), patch=str(patch.resolve())))
+    return out
