@@ -451,9 +451,10 @@ class Run:
                 base: str | None = None) -> tuple[RawResult, Judgement]:
         spec = self._spec(ex, name, commit, plan.max_pairs, kind, plan=plan, base=base)
         raw = self._execute(ex, spec)
-        if self.config.simulate is not None:
+        if self.config.simulate is not None or raw.stopped == "identical":
             from .simulate import Guard, judge_yardstick
-            guard = Guard(self.config.simulate.wall_tolerance_pct, plan.alpha_loss, plan.min_pairs, plan.alpha)
+            tolerance = self.config.simulate.wall_tolerance_pct if self.config.simulate else 5.0
+            guard = Guard(tolerance, plan.alpha_loss, plan.min_pairs, plan.alpha)
             return raw, judge_yardstick(raw, self.config, plan, self._sim_floor(ex.platform), guard)
         return raw, judge(raw, self.config, plan)
 

@@ -163,3 +163,19 @@ def test_a_loop_blocked_by_aliasing_gets_a_restrict_patch_that_compiles(tmp_path
     # no alias remark on its hot lines: no patch
     prof.remarks = [Remark("src/add.c", 3, "not vectorized: control flow in loop")]
     assert restrict_hypotheses(tree, prof, ["src/**"], tmp_path / "p2") == []
+
+
+def test_identical_build_outputs_are_not_sampled_without_a_simulation(tmp_path):
+    from conftest import git
+    from jobs.pipeline import Run, RunOptions
+    from synthetic import patch_for, synthetic_target
+    target = synthetic_target(tmp_path / "target")
+    cfg = target / ".github/autoresearch.yml"
+    cfg.write_text(cfg.read_text() + "artifacts: [build/speed]\n")
+    git(target, "commit", "-qam", "declare the build output")
+    same = patch_for(target, tmp_path / "tidy.patch", {"src/code.c": "int main(void) { return 0; } /* tidy */\n"})
+    summary = Run(RunOptions(target=target, out=tmp_path / "out", run_id="a1", agent="none", candidates=[same],
+                             repeats=3)).execute()
+    [rec] = summary["experiments"]
+    assert rec["status"] == "discard" and rec["reason"].startswith("no change in the binary: the 1 declared")
+    assert rec["runner"]["pairs"] == 0
