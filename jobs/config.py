@@ -193,6 +193,25 @@ class Research(Strict):
     max_hypotheses: int = Field(8, ge=1, description="most hypotheses a run tries")
 
 
+class Simulate(Strict):
+    """A reduced workload run once per arm under Valgrind's cachegrind: its simulated cycles decide
+    keeps on a noisy machine (jobs/simulate.py; needs `valgrind`). The wall-clock pairs still run,
+    as a guard against a real slowdown and for the integrity check."""
+
+    command: str = Field(description="shell command of the reduced workload (seconds natively: cachegrind "
+                                     "runs it ~20-100x slower)")
+    timeout: float = Field(900, gt=0, description="seconds for one simulated run")
+    min_effect_pct: float = Field(0.5, gt=0, description="the least fall in simulated cycles a keep needs "
+                                                         "(raised past 3x the A/A jitter)")
+    wall_tolerance_pct: float = Field(5.0, gt=0, description="a keep's wall-clock interval must exclude a "
+                                                             "regression beyond this")
+    profile_flags: str = Field("-O2 -g -fopt-info-vec-missed -fopt-info-vec-optimized",
+                               description="CFLAGS/CXXFLAGS of the research build that is profiled under "
+                                           "callgrind (file:line needs -g; the compiler's remarks need "
+                                           "-fopt-info-vec-missed, and a loop versioned for possible aliasing "
+                                           "-fopt-info-vec-optimized); '' profiles the build as it is")
+
+
 class Price(Strict):
     """USD per million tokens."""
 
@@ -251,6 +270,9 @@ class TargetConfig(Strict):
     integrity: Integrity = Integrity()
     sandbox: Sandbox = Sandbox()
     research: Research = Research()
+    simulate: Simulate | None = Field(None, description="a deterministic yardstick (simulated cycles)")
+    artifacts: list[str] = Field([], description="globs of the build's outputs; a candidate whose outputs "
+                                                 "are byte-identical to the baseline's is not sampled")
     platforms: list[Platform] = Field(default_factory=lambda: [Platform(name="local")],
                                       description="short form [x86, arm] allowed")
     agent: Literal["offline", "claude", "none"] = Field("offline", description="who implements hypotheses")

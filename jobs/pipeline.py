@@ -208,35 +208,54 @@ class Run:
                 self._research_step("scan (recipes, memory passes)")
                 found = self.o.research if self.o.research is not None else research(tree, self.config)
             sources = None
+            callprof = None
             if found:
                 from .research.offline import merge_sources, model_research
                 from .research.sources import gather
+                from .research.clib import research_c
                 # Gap scan; forks/papers when configured; the op profile builds and runs target code,
                 # so it runs in this run's sandbox like every other step.
                 isolation = Isolation.from_spec(self._sandbox_spec())
                 config, cache = self._profile_choice()
+                if self.config.simulate is not None:
+                    self._research_step("callgrind profile (simulate: workload)")
+                extra, cnotes, callprof = research_c(tree, self.config, self.out / "patches", lambda c, cwd, timeout, **kw:
+                                                     run_step(c, cwd, timeout, isolation=isolation, **kw))
+                found.hypotheses += extra
+                found.notes += cnotes
                 sources = gather(tree, config, profile_runner=lambda command, cwd, timeout: run_step(
                     command, cwd, timeout, isolation=isolation, step="build"), on_step=self._research_step,
                     profile_cache=cache)
                 if config is not self.config:
                     sources.notes.append("profile: not measured (switched off with --profile off)")
                 found = merge_sources(found, sources, self.config)
+                if callprof is not None:
+                    from .research.callgrind import digest
+                    sources.extra_digests["callgrind profile of the reduced workload (simulated cycles)"] = digest(callprof)
+                    if hasattr(self.agent, "profile_digest"):
+                        self.agent.profile_digest = digest(callprof)
                 if hasattr(self.agent, "research"):           # a model researcher ranks from the digests
                     found.hypotheses, extra = model_research(self.agent, found, sources)
                     found.notes += extra
                 hypotheses += found.hypotheses
             notes = found.notes if found else ["--agent none: only the given candidates are evaluated"]
             findings = [f"`{f.where}` {f.describe()}" for f in (found.findings if found else [])]
+            from .research.callgrind import render as render_callgrind
+            from .research.clib import scanned
+            coverage = scanned(tree, self.config, sources_ran=found is not None, findings=len(findings),
+                               candidates=len(self.o.candidates), prof=callprof, hypotheses=len(hypotheses))
         finally:
             gitops.remove_worktree(self.repo, tree)
         self._charge_llm()
         (self.out / "research.md").write_text(render_research(
             self.config.name or self.repo.name, self.state["base_commit"], hypotheses, notes, findings,
-            self.o.agent) + ("\n" + sources.markdown() if sources else ""), encoding="utf-8")
+            self.o.agent) + "\n" + "\n".join(coverage + (render_callgrind(callprof) if callprof else []))
+            + ("\n" + sources.markdown() if sources else ""), encoding="utf-8")
         (self.out / "hypotheses.json").write_text(
             json.dumps([h.to_dict() for h in hypotheses], indent=2), encoding="utf-8")
         profile = sources.profile.to_dict() if sources is not None and sources.profile is not None else None
-        self._save(hypotheses=[h.to_dict() for h in hypotheses], phase="calibrate", profile=profile)
+        self._save(hypotheses=[h.to_dict() for h in hypotheses], phase="calibrate", profile=profile,
+                   callgrind=callprof.to_dict() if callprof else None)
         self.emit({"type": "research_done", "hypotheses": [h.id for h in hypotheses]})
         return hypotheses
 
@@ -281,7 +300,15 @@ class Run:
         return ExperimentSpec.from_config(
             self.config, run_id=self.o.run_id, name=name, platform=ex.platform,
             base_commit=base, head_commit=head, n_per_arm=n, kind=kind, seed=seed, stop=stop, prior=prior,
-            sandbox=self._sandbox_spec())
+            sandbox=self._sandbox_spec(), simulate_floor_pct=self._sim_floor(ex.platform))
+
+    def _sim_floor(self, platform: str) -> float:
+        """The simulated change a keep needs: the config's floor, raised past the A/A jitter."""
+        from .simulate import floor_pct
+        if self.config.simulate is None:
+            return 0.0
+        aa = self.state.get("simulate", {}).get(platform, {}).get("aa_delta_pct")
+        return floor_pct(self.config.simulate.min_effect_pct, aa)
 
     def _execute(self, ex: Executor, spec: ExperimentSpec) -> RawResult:
         label = spec.name if len(self.executors) == 1 else f"{spec.name}@{ex.platform}"
@@ -315,6 +342,8 @@ class Run:
         for ex in self.executors:
             if ex.platform in self.state["calibration"]:
                 continue
+            if self._reuse_calibration(ex):
+                continue
             self.emit({"type": "phase", "phase": "calibrate", "platform": ex.platform})
             spec = self._spec(ex, "calibration", self.state["base_commit"], self.config.repeats.calibration,
                               "calibration")
@@ -346,12 +375,54 @@ class Run:
                 seconds=raw.seconds, cpu=raw.cpu, cost_usd=raw.cost_usd, kind="calibration",
                 flags=[f for c in cal.values() for f in c["flags"]] + result.warnings,
                 runner={"pairs": len(raw.pairs()), "sandboxed": raw.sandboxed, "steps": raw.steps}))
+            if raw.simulated:
+                from .simulate import compare
+                sim = compare(raw.simulated)
+                self._save(simulate={**self.state.get("simulate", {}), ex.platform: {
+                    "aa_delta_pct": sim.delta_pct if sim else None, "base_cycles": sim.base if sim else None,
+                    "seconds": raw.simulated.get("A", {}).get("wall_s"),
+                    "native_seconds": raw.steps.get("native_simulate_s")}})
             self._save(calibration={**self.state["calibration"], ex.platform: cal},
                        digests={**self.state.get("digests", {}), ex.platform: result.digests},
                        cpus={**self.state.get("cpus", {}), ex.platform: raw.cpu})
             self.emit({"type": "calibrated", "platform": ex.platform, "calibration": cal})
+            if ex.platform == "local":
+                from . import calcache
+                calcache.store(self.repo, self._calibration_key(ex.platform, raw.cpu), {
+                    "run_id": self.o.run_id, "calibration": cal, "digests": result.digests, "cpu": raw.cpu,
+                    "simulate": self.state.get("simulate", {}).get(ex.platform)})
         self._save(phase="experiments")
         return self.state["calibration"]
+
+    def _calibration_key(self, platform: str, cpu: str) -> str:
+        from . import calcache
+        return calcache.key(self.config, self.state["base_commit"], platform, cpu, self.o.repeats)
+
+    def _reuse_calibration(self, ex: Executor) -> bool:
+        """A recent calibration of this base on this machine with this contract (jobs/calcache.py)."""
+        from . import calcache
+        from .runner import cpu_model
+        if ex.platform != "local":
+            return False
+        found = calcache.lookup(self.repo, self._calibration_key(ex.platform, cpu_model()))
+        if found is None:
+            return False
+        cal = found["calibration"]
+        reason = (f"reused: the calibration of run {found['run_id']} ({found['age_s'] / 60:.0f} min ago; same base "
+                  "commit, machine and contract)")
+        self._append(ExperimentRecord(
+            run_id=self.o.run_id, name="calibration", hypothesis="A/A", platform=ex.platform, status="ok",
+            reason=reason, base_commit=self.state["base_commit"], cpu=found["cpu"], kind="calibration",
+            calibration={k: {f: v for f, v in c.items() if f != "prior"} for k, c in cal.items()},
+            flags=[f for c in cal.values() for f in c.get("flags", [])], runner={"reused_from": found["run_id"]}))
+        if found.get("simulate"):
+            self._save(simulate={**self.state.get("simulate", {}), ex.platform: found["simulate"]})
+        self._save(calibration={**self.state["calibration"], ex.platform: cal},
+                   digests={**self.state.get("digests", {}), ex.platform: found["digests"]},
+                   cpus={**self.state.get("cpus", {}), ex.platform: found["cpu"]})
+        self.emit({"type": "warning", "message": f"{ex.platform}: calibration {reason}"})
+        self.emit({"type": "calibrated", "platform": ex.platform, "calibration": cal, "reused": True})
+        return True
 
     def plan(self, platform: str, alpha: float) -> Plan:
         """The pre-registered test of one experiment on one platform at keep level `alpha`."""
@@ -416,6 +487,11 @@ class Run:
                 base: str | None = None) -> tuple[RawResult, Judgement]:
         spec = self._spec(ex, name, commit, plan.max_pairs, kind, plan=plan, base=base)
         raw = self._execute(ex, spec)
+        if self.config.simulate is not None or raw.stopped == "identical":
+            from .simulate import Guard, judge_yardstick
+            tolerance = self.config.simulate.wall_tolerance_pct if self.config.simulate else 5.0
+            guard = Guard(tolerance, plan.alpha_loss, plan.min_pairs, plan.alpha)
+            return raw, judge_yardstick(raw, self.config, plan, self._sim_floor(ex.platform), guard)
         return raw, judge(raw, self.config, plan)
 
     def _experiment(self, h: Hypothesis, ex: Executor, count: int) -> ExperimentRecord:
@@ -646,6 +722,7 @@ class Run:
                             for r in ledger.read(self.out) if r.get("kind") == "attribution"],
             "sandboxed": self.state.get("sandboxed", True),
             "profile": self.state.get("profile"),
+            "simulate": self.state.get("simulate"),
             "error_control": {"alpha": self.config.thresholds.alpha,
                               "family": self.config.budget.max_experiments,
                               "platforms": len(self.executors)},
@@ -687,6 +764,12 @@ class Run:
             hypotheses = self.research_phase()
             if self.o.research_only:
                 return {"run_id": self.o.run_id, "hypotheses": [h.to_dict() for h in hypotheses]}
+            if not hypotheses:    # no work without a reason: no calibration, no branch
+                why = ("research found no hypothesis and no --candidate was given; research.md says what was "
+                       "scanned and what to do")
+                self._save(phase="stopped", stopped=why)
+                self.emit({"type": "warning", "message": f"nothing to try: {why}"})
+                return {"run_id": self.o.run_id, "stopped": why, "hypotheses": [], "research": str(self.out / "research.md")}
             self.calibrate_phase()
             results = self.experiments_phase(hypotheses)
             stacks = self.stack_phase(results)

@@ -213,13 +213,18 @@ def _interval(m: dict[str, Any] | None) -> str:
     return interval(m) if m else "—"
 
 
+def _yardstick_headline(summary: dict[str, Any]) -> list[str]:
+    from .simulate import headline
+    return headline(summary)
+
+
 def render_pr(summary: dict[str, Any]) -> str:
     primary = summary["primary"]
     experiments = summary["experiments"]
     stacks = summary.get("stacks", {})
     ec = summary.get("error_control") or {}
     out = [f"# autoresearch: CPU optimizations for {untrusted(summary['target'])}", "", "## Summary", "",
-           _headline(summary), "", _branch_line(summary, experiments), "",
+           *(_yardstick_headline(summary) or [_headline(summary), ""]), _branch_line(summary, experiments), "",
            rule_sentence(floor_of(summary, summary["platform"]) if summary.get("platform") else None,
                          ec.get("alpha")), ""]
     out += commits_section(summary)
@@ -239,6 +244,8 @@ def render_pr(summary: dict[str, Any]) -> str:
 
     out += _calibration(summary)
     out += profile_section(summary.get("profile"))
+    from .simulate import render_section
+    out += render_section(summary)
     out += ["## Per optimization", "",
             f"| experiment | platform | kind | status | {primary} Δ | interval (level per side) | why |",
             "|---|---|---|---|---|---|---|"]

@@ -39,6 +39,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [   # bottom first; "x.*" is x and e
                            "jobs.integrity", "jobs.runlock", "jobs.configdoc")),
     ("parts", ("jobs.verdict", "jobs.calibration", "jobs.report", "jobs.report_review", "jobs.review_facts",
                "jobs.sandbox", "jobs.runner", "jobs.research.*",
+               "jobs.simulate", "jobs.simrun", "jobs.calcache",
                "jobs.agent.*", "jobs.cloud.*", "jobs.cleanup", "jobs.preflight")),
     ("machines", ("jobs.executors.*",)),
     ("the run", ("jobs.pipeline",)),

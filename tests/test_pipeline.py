@@ -94,8 +94,10 @@ def test_baseline_that_does_not_build_stops_the_run_with_a_reason(tmp_path):
     (repo / "src" / "broken").write_text("x")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "break")
+    # one candidate, so that there is something to measure (with nothing to try the run stops before calibrating)
+    patch = patch_for(repo, tmp_path / "faster.patch", {"src/speed.txt": "130\n"})
     with pytest.raises(RunError, match="baseline itself could not be measured.*build"):
-        run(repo, tmp_path / "out", [])
+        run(repo, tmp_path / "out", [patch])
 
 
 def test_not_a_git_repo(tmp_path):
@@ -146,8 +148,9 @@ def test_broken_parser_is_caught_before_any_verdict(tmp_path):
     bench = (repo / "bench.sh").read_text().replace("1000 / v", "250 / v")
     (repo / "bench.sh").write_text(bench)
     git(repo, "commit", "-qam", "parser bug")
+    patch = patch_for(repo, tmp_path / "faster.patch", {"src/speed.txt": "130\n"})
     with pytest.raises(RunError, match="sanity check.*score.*ms"):
-        run(repo, tmp_path / "out", [])
+        run(repo, tmp_path / "out", [patch])
 
 
 def test_cli_reports_bad_config_with_exit_2(tmp_path):

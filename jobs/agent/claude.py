@@ -251,6 +251,7 @@ class ClaudeAgent:
         self.context = list(context or [])       # (source, untrusted text): issue body, AGENTS.md, ...
         self.isolation: Isolation | None = None  # the run's sandbox settings (set by the pipeline)
         self.log: list[dict[str, Any]] = []       # one entry per tool call, for the run's record
+        self.profile_digest = ""                  # the callgrind profile + compiler remarks (set by the pipeline)
 
     # -- plumbing ---------------------------------------------------------------------------------
     def _safe(self, text: str) -> str:
@@ -375,6 +376,8 @@ class ClaudeAgent:
                   + quote(f"{h.rationale}\n{evidence}", f"hypothesis {h.id}")
                   + (f"\n\nA recipe describes it:\n{quote(recipe.why + chr(10) + recipe.expected, 'recipe')}"
                      if recipe else "")
+                  + (f"\n\nWhere the time goes (callgrind profile of the reduced workload, with the compiler's "
+                     f"remarks on the hot loops):\n{quote(self.profile_digest, 'profile')}" if self.profile_digest else "")
                   + f"\n\n{self._untrusted()}")
         messages: list[dict[str, Any]] = [{"role": "user", "content": self._safe(prompt)}]
         final_text = ""

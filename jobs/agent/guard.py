@@ -26,7 +26,8 @@ class EditRefused(PermissionError):
 
 def protected_files(tree: Path, config: TargetConfig) -> set[str]:
     protected = {CONFIG_PATH}
-    for command in (config.build, config.benchmark, config.checks):
+    simulate = [config.simulate.command] if getattr(config, "simulate", None) else []   # the yardstick too
+    for command in (config.build, config.benchmark, config.checks, *simulate):
         try:
             words = shlex.split(command)
         except ValueError:

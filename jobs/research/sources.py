@@ -34,6 +34,7 @@ class Sources:
     # hypotheses' sequences so the profile table shows what each one could gain
     profile_sequences: dict[str, list[tuple[str, ...]]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    extra_digests: dict[str, str] = field(default_factory=dict)   # e.g. the callgrind profile (jobs/research/clib.py)
 
     def markdown(self) -> str:
         out: list[str] = []
@@ -68,6 +69,7 @@ class Sources:
             d["forks and competing repositories"] = "\n\n".join(lead.digest() for lead in self.leads)
         if self.papers:
             d["papers"] = "\n\n".join(p.digest() for p in self.papers)
+        d.update(self.extra_digests)
         return d
 
 
@@ -135,9 +137,9 @@ def gather(tree: Path, config: TargetConfig, *, upstream: str | None = None, git
         src.gaps = None
     src.roofline = _roofline(config, src.notes)
     r = config.research
-    if r.forks or getattr(r, "fork_count", 0):
+    upstream = upstream or _upstream(tree)
+    if r.forks or (getattr(r, "fork_count", 0) and upstream):   # nothing configured and no GitHub origin: no note
         on_step("forks (GitHub)")
-        upstream = upstream or _upstream(tree)
         try:
             gh = github or forks_mod.make_github(os.environ.get("GITHUB_TOKEN") or os.environ.get("GH_TOKEN"),
                                                  base_url=os.environ.get("GITHUB_API_URL") or None)
