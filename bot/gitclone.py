@@ -24,7 +24,6 @@ import os
 import re
 import select
 import stat
-import subprocess
 from pathlib import Path
 from typing import Callable
 from urllib.parse import urlsplit

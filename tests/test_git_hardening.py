@@ -198,3 +198,24 @@ def test_safe_reads_refuse_links_devices_and_oversized_files(tmp_path):
     with pytest.raises(FileNotFoundError):
         safefs.read_bytes(tree, "missing", 1024)
     assert sorted(safefs.walk_files(tree)) == ["big", "d/ok.patch"]
+
+
+# -- a whole run (the CLI) with hooks and a worktree hook dir planted in the target -------------------
+@pytest.mark.skipif(__import__("shutil").which("bwrap") is None, reason="bubblewrap is installed by `make test`")
+def test_a_whole_run_with_hooks_planted_in_the_target_runs_none_of_them(tmp_path):
+    import sys
+
+    from conftest import ROOT
+    from synthetic import patch_for, synthetic_target
+    marker = tmp_path / "hook-ran"
+    target = synthetic_target(tmp_path / "target")
+    patch = patch_for(target, tmp_path / "faster.patch", {"src/speed.txt": "130\n"})
+    plant_hooks(target / ".git" / "hooks", marker)
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "bot.cli", "run", str(target), "--agent", "none", "--candidate",
+                           str(patch), "--run-id", "hooks", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "faster" in (out / "pr.md").read_text()
+    assert git(target, "rev-parse", "--verify", "-q", "refs/heads/autoresearch/hooks") != ""   # git did work
+    assert not marker.exists() and not Path(f"{marker}.fds").exists()
