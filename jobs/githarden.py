@@ -17,7 +17,8 @@ Where git finds a program to run, and what closes each door:
   (`.netrc`, `~/.config/git/attributes`);
 - keys the command line cannot switch off because their names are free (`filter.<driver>.*`,
   `diff.<driver>.textconv`/`command`, `merge.<driver>.driver`, `diff.external`, `include.path`,
-  `includeIf.*`, `core.alternateRefsCommand`): the repository's own config must not hold them
+  `includeIf.*`, `core.alternateRefsCommand`, `trailer.*.command`, newer git's `hook.*`): the
+  repository's own config must not hold them
   (`unsafe_keys`); the adapter checks the config files git would read before it runs git there.
   `.gitattributes` in a tree can only name a driver; without a configured driver it runs nothing;
 - transports: only https, http and local files (`protocol.allow=never` plus those three), so no
@@ -78,6 +79,8 @@ _UNSAFE = re.compile(r"""^(?:
     | core\.alternaterefscommand
     | core\.gitproxy
     | uploadpack\.packobjectshook
+    | trailer\..+\.(?:command|cmd)
+    | hook\..+                       # config-defined hooks of newer git
 )$""", re.X | re.S)
 
 

@@ -48,7 +48,8 @@ def test_the_environment_keeps_nothing_of_the_callers_git_settings():
 @pytest.mark.parametrize("key, unsafe", [
     ("filter.evil.smudge", True), ("filter.lfs.process", True), ("diff.pdf.textconv", True),
     ("diff.x.command", True), ("diff.external", True), ("merge.ours.driver", True), ("include.path", True),
-    ("includeif.gitdir:/x/.path", True), ("core.alternaterefscommand", True),
+    ("includeif.gitdir:/x/.path", True), ("core.alternaterefscommand", True), ("trailer.sign.command", True),
+    ("hook.lint.command", True),
     ("core.filemode", False), ("remote.origin.url", False), ("user.name", False), ("core.fsmonitor", False),
     ("core.hookspath", False),     # these two are forced off on the command line instead
 ])
