@@ -432,4 +432,9 @@ def load_config(repo: Path) -> TargetConfig:
     path = Path(repo) / CONFIG_PATH
     if not path.is_file():
         raise ConfigError(str(path), [("(file)", f"not found; create {CONFIG_PATH} in the target repository")])
-    return parse_config(path.read_text(encoding="utf-8"), source=str(path))
+    from . import safefs        # the repository's file: never read through a link, nor unbounded
+    try:
+        text = safefs.read_text(repo, CONFIG_PATH, safefs.CONFIG_LIMIT)
+    except safefs.UnsafeFile as exc:
+        raise ConfigError(str(path), [("(file)", f"{exc}; fix: commit the config itself there")]) from None
+    return parse_config(text, source=str(path))

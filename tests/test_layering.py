@@ -34,7 +34,7 @@ from conftest import ROOT
 PACKAGES = ("jobs", "bot")
 FLOORS: list[tuple[str, tuple[str, ...]]] = [   # bottom first; "x.*" is x and everything under it
     ("ground", ("jobs", "jobs.errors", "jobs.secrets", "jobs.model", "jobs.config", "jobs.metrics", "jobs.recipes",
-                "jobs.gitops", "jobs.results", "jobs.procfs", "jobs.machine")),
+                "jobs.gitops", "jobs.githarden", "jobs.safefs", "jobs.results", "jobs.procfs", "jobs.machine")),
     ("records and maths", ("jobs.ledger", "jobs.spec", "jobs.stats", "jobs.plan", "jobs.sequential",
                            "jobs.integrity", "jobs.runlock", "jobs.configdoc")),
     ("parts", ("jobs.verdict", "jobs.calibration", "jobs.report", "jobs.report_review", "jobs.review_facts",

@@ -407,6 +407,7 @@ def measure(tree: Path, instrument, *, build: str, command: str, variable: str, 
         profile.command = command
         profile.notes.append(f"reused from {cache}")
         return profile
+    from .. import safefs
     from ..recipes import RecipeError, detect, planned_edits
     if run is None:
         from ..runner import run_step as run
@@ -438,7 +439,10 @@ def measure(tree: Path, instrument, *, build: str, command: str, variable: str, 
         raise ProfileError(f"the profiled run wrote no {out.name}: is the hook's variable {variable} read by the target?")
     if out.stat().st_size > MAX_PROFILE_BYTES:
         raise ProfileError(f"{out.name} is {out.stat().st_size >> 20} MiB, above the {MAX_PROFILE_BYTES >> 20} MiB cap")
-    text = out.read_text(encoding="utf-8", errors="replace")
+    try:            # the target wrote it: read without following a link, and no more than the cap
+        text = safefs.read_text(tree, out.relative_to(tree).as_posix(), MAX_PROFILE_BYTES, errors="replace")
+    except OSError as exc:
+        raise ProfileError(f"{out.name} cannot be read: {exc}") from None
     profile = from_text(text, metric_names, explicit)
     profile.command = command
     if cache is not None:
