@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import os
 import secrets
 import shutil
 from pathlib import Path
@@ -50,16 +51,31 @@ def simulate(command: str, tree: Path, timeout: float, run_step: Callable, seed:
     return {**counts.to_dict(), "wall_s": round(done.seconds, 3), "cpu_s": round(done.cpu_s, 3)}
 
 
+MAX_ARTIFACT_BYTES = 4 << 30       # a build output larger than this is not hashed (and so never "identical")
+
+
 def artifact_hashes(tree: Path, globs: list[str]) -> dict[str, str]:
-    """sha256 of every file under `tree` matching one of `globs` (fnmatch from the root)."""
+    """sha256 of every regular file under `tree` matching one of `globs` (fnmatch from the root).
+    The build wrote these files: links are not followed (jobs/safefs.py) and a file is read in
+    chunks up to MAX_ARTIFACT_BYTES, so neither a link to a secret nor /dev/zero is read."""
+    from . import safefs
     tree = Path(tree)
     out: dict[str, str] = {}
-    for path in sorted(tree.rglob("*")):
-        rel = path.relative_to(tree).as_posix()
-        if rel.startswith(".git/") or not path.is_file() or path.is_symlink():
+    for rel in safefs.walk_files(tree):
+        if not any(fnmatch.fnmatch(rel, g) for g in globs):
             continue
-        if any(fnmatch.fnmatch(rel, g) for g in globs):
-            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+        try:
+            fd = safefs.open_regular(tree, rel)
+        except OSError:
+            continue
+        digest, size = hashlib.sha256(), 0
+        try:
+            while size <= MAX_ARTIFACT_BYTES and (chunk := os.read(fd, 1 << 20)):
+                digest.update(chunk)
+                size += len(chunk)
+        finally:
+            os.close(fd)
+        out[rel] = digest.hexdigest() if size <= MAX_ARTIFACT_BYTES else f"too large ({size}+ bytes)"
     return out
 
 

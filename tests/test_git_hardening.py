@@ -220,3 +220,24 @@ def test_a_whole_run_with_hooks_planted_in_the_target_runs_none_of_them(tmp_path
     assert "faster" in (out / "pr.md").read_text()
     assert git(target, "rev-parse", "--verify", "-q", "refs/heads/autoresearch/hooks") != ""   # git did work
     assert not marker.exists() and not Path(f"{marker}.fds").exists()
+
+
+def test_build_outputs_and_build_files_are_read_without_following_links(tmp_path):
+    """N7 for the yardstick's artifact hashes and the C research: a link a build leaves (to a
+    secret, to /dev/zero) is never hashed or read."""
+    from jobs.research.clib import build_files
+    from jobs.simrun import artifact_hashes
+    secret = tmp_path / "app-key.pem"
+    secret.write_text("KEY")
+    tree = tmp_path / "tree"
+    (tree / "lib").mkdir(parents=True)
+    (tree / "lib" / "real.o").write_bytes(b"\x7fELF")
+    (tree / "lib" / "key.o").symlink_to(secret)
+    (tree / "lib" / "zero.o").symlink_to("/dev/zero")
+    (tree / "out").symlink_to(tmp_path)                      # a folder link: not walked
+    (tree / "Makefile").symlink_to(secret)
+    (tree / "sub").mkdir()
+    (tree / "sub" / "Makefile").write_text("CFLAGS = -O2\n")
+    hashes = artifact_hashes(tree, ["lib/*.o", "out/*"])
+    assert list(hashes) == ["lib/real.o"]
+    assert build_files(tree, ["**"]) == ["sub/Makefile"]

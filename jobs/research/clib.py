@@ -21,6 +21,7 @@ import difflib
 import re
 from pathlib import Path
 
+from .. import safefs
 from ..model import Evidence, Hypothesis
 from ..recipes import matches_any
 from .callgrind import CallProfile
@@ -45,13 +46,14 @@ OPTIONS = [   # id, flag, title, why, caveat
 ]
 
 
+MAX_SOURCE_BYTES = 2 << 20      # a build file or source file larger than this is not read
+
+
 def build_files(tree: Path, editable: list[str]) -> list[str]:
     out = []
-    for path in sorted(Path(tree).rglob("*")):
-        rel = path.relative_to(tree).as_posix()
-        if rel.startswith(".git/") or not path.is_file():
-            continue
-        if (path.name in BUILD_NAMES or path.suffix == ".mk") and matches_any(rel, editable):
+    for rel in safefs.walk_files(tree):     # the research worktree: links are not followed
+        name = rel.rsplit("/", 1)[-1]
+        if (name in BUILD_NAMES or name.endswith(".mk")) and matches_any(rel, editable):
             out.append(rel)
     return out
 
@@ -90,7 +92,10 @@ def build_option_hypotheses(tree: Path, editable: list[str], patches: Path, prof
         return []
     out: list[Hypothesis] = []
     for rel in files:
-        text = (Path(tree) / rel).read_text(encoding="utf-8", errors="replace")
+        try:
+            text = safefs.read_text(tree, rel, MAX_SOURCE_BYTES, errors="replace")
+        except OSError:
+            continue
         index = flag_line(text)
         if index is None:
             continue
@@ -281,9 +286,12 @@ def restrict_hypotheses(tree: Path, prof: CallProfile, editable: list[str], patc
         blocked = [r for r in prof.remarks if r.file == rel and ALIAS.search(r.message)
                    and any(abs(r.line - n) <= 3 for n in hot)]
         path = Path(tree) / rel
-        if not blocked or not path.is_file():
+        if not blocked:
             continue
-        text = path.read_text(encoding="utf-8", errors="replace")
+        try:
+            text = safefs.read_text(tree, rel, MAX_SOURCE_BYTES, errors="replace")
+        except OSError:
+            continue
         new = restrict_definition(text, fn.function, "__restrict" if path.suffix in (".cc", ".cpp", ".cxx", ".hpp")
                                   else "restrict")
         if new is None:
