@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from . import gitops, ledger, procfs
+from . import gitops, ledger, procfs, safefs
 from .cloud import catalog
 from .config import ConfigError, Overrides, TargetConfig, load_config
 from .errors import RunError
@@ -120,9 +120,14 @@ def prepare(layout: RunLayout, base: str, config: TargetConfig, executor: str) -
     shutil.rmtree(layout.candidates, ignore_errors=True)
     layout.candidates.mkdir(parents=True)
     candidates = []
-    for patch in sorted((layout.clone / CANDIDATES_DIR).glob("*.patch")):
-        shutil.copy2(patch, layout.candidates / patch.name)
-        candidates.append(layout.candidates / patch.name)
+    try:           # the clone is the repository's: a link (to the App's key, /dev/zero) is never followed
+        for name in [n for n in safefs.list_dir(layout.clone, CANDIDATES_DIR) if n.endswith(".patch")]:
+            data = safefs.read_bytes(layout.clone, f"{CANDIDATES_DIR}/{name}", safefs.PATCH_LIMIT)
+            (layout.candidates / name).write_bytes(data)
+            candidates.append(layout.candidates / name)
+    except OSError as exc:
+        raise PlanError(f"the candidate patches in {CANDIDATES_DIR} cannot be used: {exc.strerror or exc}; fix: "
+                        "commit each patch there as a regular file (no links)") from None
     found = research(layout.clone, config) if config.agent != "none" else None
     n = len(found.hypotheses) if found else 0
     prep = Preparation(layout, base, config, found, candidates, make_plan(config, n + len(candidates), executor))

@@ -199,6 +199,25 @@ class Research(Strict):
     max_hypotheses: int = Field(8, ge=1, description="most hypotheses a run tries")
 
 
+class Simulate(Strict):
+    """A reduced workload run once per arm under Valgrind's cachegrind: its simulated cycles decide
+    keeps on a noisy machine (jobs/simulate.py; needs `valgrind`). The wall-clock pairs still run,
+    as a guard against a real slowdown and for the integrity check."""
+
+    command: str = Field(description="shell command of the reduced workload (seconds natively: cachegrind "
+                                     "runs it ~20-100x slower)")
+    timeout: float = Field(900, gt=0, description="seconds for one simulated run")
+    min_effect_pct: float = Field(0.5, gt=0, description="the least fall in simulated cycles a keep needs "
+                                                         "(raised past 3x the A/A jitter)")
+    wall_tolerance_pct: float = Field(5.0, gt=0, description="a keep's wall-clock interval must exclude a "
+                                                             "regression beyond this")
+    profile_flags: str = Field("-O2 -g -fopt-info-vec-missed -fopt-info-vec-optimized",
+                               description="CFLAGS/CXXFLAGS of the research build that is profiled under "
+                                           "callgrind (file:line needs -g; the compiler's remarks need "
+                                           "-fopt-info-vec-missed, and a loop versioned for possible aliasing "
+                                           "-fopt-info-vec-optimized); '' profiles the build as it is")
+
+
 class Price(Strict):
     """USD per million tokens."""
 
@@ -257,6 +276,9 @@ class TargetConfig(Strict):
     integrity: Integrity = Integrity()
     sandbox: Sandbox = Sandbox()
     research: Research = Research()
+    simulate: Simulate | None = Field(None, description="a deterministic yardstick (simulated cycles)")
+    artifacts: list[str] = Field([], description="globs of the build's outputs; a candidate whose outputs "
+                                                 "are byte-identical to the baseline's is not sampled")
     platforms: list[Platform] = Field(default_factory=lambda: [Platform(name="local")],
                                       description="short form [x86, arm] allowed")
     agent: Literal["offline", "claude", "none"] = Field("offline", description="who implements hypotheses")
@@ -412,19 +434,13 @@ def parse_config(text: str, source: str = CONFIG_PATH) -> TargetConfig:
         raise ConfigError(source, _problems(exc)) from None
 
 
-MAX_CONFIG_BYTES = 1 << 20
-
-
 def load_config(repo: Path) -> TargetConfig:
-    """The config of a checkout. A file of the repository: read as a regular file only (never
-    through a symlink, e.g. to the App's key or /dev/zero) and up to MAX_CONFIG_BYTES."""
-    from .limits import TooLarge, read_capped
     path = Path(repo) / CONFIG_PATH
-    if not path.is_file() and not path.is_symlink():
+    if not path.is_file():
         raise ConfigError(str(path), [("(file)", f"not found; create {CONFIG_PATH} in the target repository")])
+    from . import safefs        # the repository's file: never read through a link, nor unbounded
     try:
-        data = read_capped(path, MAX_CONFIG_BYTES)
-    except (OSError, TooLarge) as exc:
-        raise ConfigError(str(path), [("(file)", f"not readable as a plain file of at most {MAX_CONFIG_BYTES} "
-                                                 f"bytes ({type(exc).__name__}); fix: commit it as a regular file")]) from None
-    return parse_config(data.decode("utf-8", errors="replace"), source=str(path))
+        text = safefs.read_text(repo, CONFIG_PATH, safefs.CONFIG_LIMIT)
+    except safefs.UnsafeFile as exc:
+        raise ConfigError(str(path), [("(file)", f"{exc}; fix: commit the config itself there")]) from None
+    return parse_config(text, source=str(path))

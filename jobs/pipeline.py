@@ -27,6 +27,7 @@ from .errors import RunCancelled, RunError  # noqa: F401  (re-exported: jobs.pip
 from .executors import Executor, ExecutorUnavailable, make_executors
 from .model import ExperimentRecord, Hypothesis, SkipCause, Status
 from .report import render_pr, render_research
+from .report_review import reproduce_lines
 from .research.offline import Research, candidate_hypothesis, research
 from .operator import OperatorError, OperatorPolicy
 from .runner import Isolation, IsolationError, repo_key, run_step
@@ -67,6 +68,9 @@ class RunOptions:
     budget_usd: float | None = None
     # The offline research already made on this commit (the bot's plan did it): not scanned again.
     research: Research | None = None
+    # The op profile's instrumented build: reuse (a profile kept for the same inputs, else build and
+    # keep it), fresh (build even when one is kept) or off (no profile).
+    profile: str = "reuse"
 
 
 def apply_overrides(config: TargetConfig, o: RunOptions) -> TargetConfig:
@@ -152,6 +156,8 @@ class Run:
 
     def _init_state(self) -> None:
         self._check_isolation()
+        if self.o.agent == "claude":
+            self.agent      # --agent claude without a key (or SDK) refuses here, before any research is built
         base = gitops.head_commit(self.repo)
         if self.state:
             if self.state["run_id"] != self.o.run_id:
@@ -172,7 +178,10 @@ class Run:
                    repeats_override=self.o.repeats,
                    phase="research", platforms=[e.platform for e in self.executors],
                    branch=f"autoresearch/{self.o.run_id}", calibration={}, cost_usd=0.0,
-                   sandboxed=self.sandboxed, unsandboxed_by=self.unsandboxed_by, bench_env_names=self.env_names)
+                   sandboxed=self.sandboxed, unsandboxed_by=self.unsandboxed_by, bench_env_names=self.env_names,
+                   # what keys the profile cache: the values' hash, never the values (issue 20, N8)
+                   bench_env_digest=hashlib.sha256(json.dumps({n: os.environ.get(n) for n in self.env_names},
+                                                              sort_keys=True).encode()).hexdigest())
 
     @property
     def executors(self) -> list[Executor]:
@@ -215,35 +224,82 @@ class Run:
             hypotheses: list[Hypothesis] = [candidate_hypothesis(Path(p)) for p in self.o.candidates]
             found = None
             if self.o.agent != "none":
+                self._research_step("scan (recipes, memory passes)")
                 found = self.o.research if self.o.research is not None else research(tree, self.config)
             sources = None
+            callprof = None
             if found:
                 from .research.offline import merge_sources, model_research
                 from .research.sources import gather
+                from .research.clib import research_c
                 # Gap scan; forks/papers when configured; the op profile builds and runs target code,
                 # so it runs in this run's sandbox like every other step.
                 isolation = Isolation.from_spec(self._sandbox_spec())
-                sources = gather(tree, self.config, profile_runner=lambda command, cwd, timeout: run_step(
-                    command, cwd, timeout, isolation=isolation, step="build"))
+                config, cache = self._profile_choice()
+                if self.config.simulate is not None:
+                    self._research_step("callgrind profile (simulate: workload)")
+                extra, cnotes, callprof = research_c(tree, self.config, self.out / "patches", lambda c, cwd, timeout, **kw:
+                                                     run_step(c, cwd, timeout, isolation=isolation, **kw))
+                found.hypotheses += extra
+                found.notes += cnotes
+                sources = gather(tree, config, profile_runner=lambda command, cwd, timeout: run_step(
+                    command, cwd, timeout, isolation=isolation, step="build"), on_step=self._research_step,
+                    profile_cache=cache)
+                if config is not self.config:
+                    sources.notes.append("profile: not measured (switched off with --profile off)")
                 found = merge_sources(found, sources, self.config)
+                if callprof is not None:
+                    from .research.callgrind import digest
+                    sources.extra_digests["callgrind profile of the reduced workload (simulated cycles)"] = digest(callprof)
+                    if hasattr(self.agent, "profile_digest"):
+                        self.agent.profile_digest = digest(callprof)
                 if hasattr(self.agent, "research"):           # a model researcher ranks from the digests
                     found.hypotheses, extra = model_research(self.agent, found, sources)
                     found.notes += extra
                 hypotheses += found.hypotheses
             notes = found.notes if found else ["--agent none: only the given candidates are evaluated"]
             findings = [f"`{f.where}` {f.describe()}" for f in (found.findings if found else [])]
+            from .research.callgrind import render as render_callgrind
+            from .research.clib import scanned
+            coverage = scanned(tree, self.config, sources_ran=found is not None, findings=len(findings),
+                               candidates=len(self.o.candidates), prof=callprof, hypotheses=len(hypotheses))
         finally:
             gitops.remove_worktree(self.repo, tree)
         self._charge_llm()
         (self.out / "research.md").write_text(render_research(
             self.config.name or self.repo.name, self.state["base_commit"], hypotheses, notes, findings,
-            self.o.agent) + ("\n" + sources.markdown() if sources else ""), encoding="utf-8")
+            self.o.agent) + "\n" + "\n".join(coverage + (render_callgrind(callprof) if callprof else []))
+            + ("\n" + sources.markdown() if sources else ""), encoding="utf-8")
         (self.out / "hypotheses.json").write_text(
             json.dumps([h.to_dict() for h in hypotheses], indent=2), encoding="utf-8")
         profile = sources.profile.to_dict() if sources is not None and sources.profile is not None else None
-        self._save(hypotheses=[h.to_dict() for h in hypotheses], phase="calibrate", profile=profile)
+        self._save(hypotheses=[h.to_dict() for h in hypotheses], phase="calibrate", profile=profile,
+                   callgrind=callprof.to_dict() if callprof else None)
         self.emit({"type": "research_done", "hypotheses": [h.id for h in hypotheses]})
         return hypotheses
+
+    def _research_step(self, name: str) -> None:
+        self.emit({"type": "progress", "name": "research", "message": name, "fraction": 0.0})
+
+    def _profile_choice(self) -> tuple[TargetConfig, Path | None]:
+        """The config the research sources see and where the op profile is kept (`--profile`)."""
+        spec = self.config.research.profile
+        if spec is None:
+            return self.config, None
+        if self.o.profile == "off":
+            return self.config.model_copy(update={"research": self.config.research.model_copy(
+                update={"profile": None})}), None
+        from .research import profile as profile_mod
+        from .research.sources import KERNELS_DIR
+        recipe = KERNELS_DIR / spec.instrument
+        git_dir = Path(gitops.git(self.repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+        cache = profile_mod.cache_file(
+            git_dir / "autoresearch" / "profiles", self.state["base_commit"], spec.model_dump_json(),
+            recipe.read_text(encoding="utf-8") if recipe.is_file() else "", self.config.build, self.config.benchmark,
+            self.state.get("bench_env_digest", ""))
+        if self.o.profile == "fresh":
+            cache.unlink(missing_ok=True)
+        return self.config, cache
 
     def _spec(self, ex: Executor, name: str, head: str, n: int, kind: str, *, plan: Plan | None = None,
               base: str | None = None) -> ExperimentSpec:
@@ -263,7 +319,15 @@ class Run:
         return ExperimentSpec.from_config(
             self.config, run_id=self.o.run_id, name=name, platform=ex.platform,
             base_commit=base, head_commit=head, n_per_arm=n, kind=kind, seed=seed, stop=stop, prior=prior,
-            sandbox=self._sandbox_spec())
+            sandbox=self._sandbox_spec(), simulate_floor_pct=self._sim_floor(ex.platform))
+
+    def _sim_floor(self, platform: str) -> float:
+        """The simulated change a keep needs: the config's floor, raised past the A/A jitter."""
+        from .simulate import floor_pct
+        if self.config.simulate is None:
+            return 0.0
+        aa = self.state.get("simulate", {}).get(platform, {}).get("aa_delta_pct")
+        return floor_pct(self.config.simulate.min_effect_pct, aa)
 
     def _execute(self, ex: Executor, spec: ExperimentSpec) -> RawResult:
         label = spec.name if len(self.executors) == 1 else f"{spec.name}@{ex.platform}"
@@ -297,6 +361,8 @@ class Run:
         for ex in self.executors:
             if ex.platform in self.state["calibration"]:
                 continue
+            if self._reuse_calibration(ex):
+                continue
             self.emit({"type": "phase", "phase": "calibrate", "platform": ex.platform})
             spec = self._spec(ex, "calibration", self.state["base_commit"], self.config.repeats.calibration,
                               "calibration")
@@ -328,12 +394,54 @@ class Run:
                 seconds=raw.seconds, cpu=raw.cpu, cost_usd=raw.cost_usd, kind="calibration",
                 flags=[f for c in cal.values() for f in c["flags"]] + result.warnings,
                 runner={"pairs": len(raw.pairs()), "sandboxed": raw.sandboxed, "steps": raw.steps}))
+            if raw.simulated:
+                from .simulate import compare
+                sim = compare(raw.simulated)
+                self._save(simulate={**self.state.get("simulate", {}), ex.platform: {
+                    "aa_delta_pct": sim.delta_pct if sim else None, "base_cycles": sim.base if sim else None,
+                    "seconds": raw.simulated.get("A", {}).get("wall_s"),
+                    "native_seconds": raw.steps.get("native_simulate_s")}})
             self._save(calibration={**self.state["calibration"], ex.platform: cal},
                        digests={**self.state.get("digests", {}), ex.platform: result.digests},
                        cpus={**self.state.get("cpus", {}), ex.platform: raw.cpu})
             self.emit({"type": "calibrated", "platform": ex.platform, "calibration": cal})
+            if ex.platform == "local":
+                from . import calcache
+                calcache.store(self.repo, self._calibration_key(ex.platform, raw.cpu), {
+                    "run_id": self.o.run_id, "calibration": cal, "digests": result.digests, "cpu": raw.cpu,
+                    "simulate": self.state.get("simulate", {}).get(ex.platform)})
         self._save(phase="experiments")
         return self.state["calibration"]
+
+    def _calibration_key(self, platform: str, cpu: str) -> str:
+        from . import calcache
+        return calcache.key(self.config, self.state["base_commit"], platform, cpu, self.o.repeats)
+
+    def _reuse_calibration(self, ex: Executor) -> bool:
+        """A recent calibration of this base on this machine with this contract (jobs/calcache.py)."""
+        from . import calcache
+        from .runner import cpu_model
+        if ex.platform != "local":
+            return False
+        found = calcache.lookup(self.repo, self._calibration_key(ex.platform, cpu_model()))
+        if found is None:
+            return False
+        cal = found["calibration"]
+        reason = (f"reused: the calibration of run {found['run_id']} ({found['age_s'] / 60:.0f} min ago; same base "
+                  "commit, machine and contract)")
+        self._append(ExperimentRecord(
+            run_id=self.o.run_id, name="calibration", hypothesis="A/A", platform=ex.platform, status="ok",
+            reason=reason, base_commit=self.state["base_commit"], cpu=found["cpu"], kind="calibration",
+            calibration={k: {f: v for f, v in c.items() if f != "prior"} for k, c in cal.items()},
+            flags=[f for c in cal.values() for f in c.get("flags", [])], runner={"reused_from": found["run_id"]}))
+        if found.get("simulate"):
+            self._save(simulate={**self.state.get("simulate", {}), ex.platform: found["simulate"]})
+        self._save(calibration={**self.state["calibration"], ex.platform: cal},
+                   digests={**self.state.get("digests", {}), ex.platform: found["digests"]},
+                   cpus={**self.state.get("cpus", {}), ex.platform: found["cpu"]})
+        self.emit({"type": "warning", "message": f"{ex.platform}: calibration {reason}"})
+        self.emit({"type": "calibrated", "platform": ex.platform, "calibration": cal, "reused": True})
+        return True
 
     def plan(self, platform: str, alpha: float) -> Plan:
         """The pre-registered test of one experiment on one platform at keep level `alpha`."""
@@ -398,6 +506,11 @@ class Run:
                 base: str | None = None) -> tuple[RawResult, Judgement]:
         spec = self._spec(ex, name, commit, plan.max_pairs, kind, plan=plan, base=base)
         raw = self._execute(ex, spec)
+        if self.config.simulate is not None or raw.stopped == "identical":
+            from .simulate import Guard, judge_yardstick
+            tolerance = self.config.simulate.wall_tolerance_pct if self.config.simulate else 5.0
+            guard = Guard(tolerance, plan.alpha_loss, plan.min_pairs, plan.alpha)
+            return raw, judge_yardstick(raw, self.config, plan, self._sim_floor(ex.platform), guard)
         return raw, judge(raw, self.config, plan)
 
     def _experiment(self, h: Hypothesis, ex: Executor, count: int) -> ExperimentRecord:
@@ -542,7 +655,7 @@ class Run:
         commits = {r.hypothesis: r.commit for r in results if r.commit}
         branch = self.state["branch"]
         if not names:
-            gitops.set_branch(self.repo, branch, self.state["base_commit"])
+            self._no_branch(branch, "nothing was kept")
             return {}
         if not self.state.get("stack_commit"):
             self.emit({"type": "phase", "phase": "stack", "total": len(names)})
@@ -561,7 +674,7 @@ class Run:
         head, survivors = self.state["stack_final"], self.state["stack_survivors"]
         stacks: dict[str, ExperimentRecord] = {}
         if not survivors:
-            gitops.set_branch(self.repo, branch, self.state["base_commit"])
+            self._no_branch(branch, "no kept commit showed a contribution of its own in the stack")
             self._save(stack_confirmed=False)
             return stacks
         notes = []
@@ -584,12 +697,31 @@ class Run:
             self.emit({"type": "experiment_done", "name": name, "status": verdict.status.value, "reason": reason})
         if not any(st.status == Status.KEEP.value for st in stacks.values()):
             # The re-measure did not confirm the stack anywhere: the branch must not carry it.
-            gitops.set_branch(self.repo, branch, self.state["base_commit"])
+            self._no_branch(branch, "the re-measure of the stack did not confirm it")
             self._save(stack_confirmed=False)
         else:
             gitops.set_branch(self.repo, branch, head)
-            self._save(stack_confirmed=True)
+            self._save(stack_confirmed=True, branch_left=True, branch_note="")
         return stacks
+
+    def _no_branch(self, branch: str, why: str) -> None:
+        """A branch equal to the base says nothing: none is left (an earlier one of this run goes)."""
+        gitops.delete_branches(self.repo, branch)
+        self._save(branch_left=False, branch_note=why)
+
+    def _review_facts(self, results: list[ExperimentRecord]) -> dict[str, Any]:
+        """What each kept commit touches, and the failed steps' first lines (jobs.review_facts)."""
+        from .review_facts import branch_diffstat, commit_facts, with_failure_output
+        base, facts = self.state["base_commit"], {}
+        facts["experiments"] = [with_failure_output(r.to_dict(), r.log) for r in results]
+        if self.state.get("stack_confirmed") and self.state.get("branch_left", True):
+            head = self.state["stack_final"]
+            facts["commits"] = commit_facts(self.repo, base, head, self.state.get("stack_survivors", []))
+            facts["diffstat"] = branch_diffstat(self.repo, base, head) if len(facts["commits"]) > 1 else ""
+        hyps = {h["id"]: h for h in self.state.get("hypotheses", [])}
+        facts["hypotheses"] = {c["hypothesis"]: hyps[c["hypothesis"]] for c in facts.get("commits", [])
+                               if c["hypothesis"] in hyps}
+        return facts
 
     def report_phase(self, results: list[ExperimentRecord], stacks: dict[str, ExperimentRecord]) -> dict[str, Any]:
         measured = [ex.platform for ex in self.executors]
@@ -601,7 +733,7 @@ class Run:
             "cpus": self.state.get("cpus", {}), "cpu": self.state.get("cpus", {}).get(measured[0], ""),
             "agent": self.o.agent, "primary": self.config.primary.name,
             "calibration": self.state["calibration"],
-            "experiments": [{k: v for k, v in r.to_dict().items() if k != "log"} for r in results],
+            **self._review_facts(results),
             "stack_applied": self.state.get("stack_survivors", self.state.get("stack_applied", [])),
             "stack_dropped": self.state.get("stack_dropped", []),
             "stack_unattributed": self.state.get("stack_unattributed", []),
@@ -610,6 +742,7 @@ class Run:
             "sandboxed": self.state.get("sandboxed", True),
             "unsandboxed_by": self.state.get("unsandboxed_by", ""),
             "profile": self.state.get("profile"),
+            "simulate": self.state.get("simulate"),
             "error_control": {"alpha": self.config.thresholds.alpha,
                               "family": self.config.budget.max_experiments,
                               "platforms": len(self.executors)},
@@ -617,11 +750,20 @@ class Run:
             "cost_usd": self.state.get("cost_usd", 0.0),
             "wall_seconds": round(time.monotonic() - self.started, 1),
             "stack_confirmed": self.state.get("stack_confirmed", False),
-            "reproduce": [env_prefix(self.state.get("bench_env_names") or [])
-                          + f"autoresearch run {self.repo} --run-id {self.o.run_id} --out {self.out}"
-                          + (f" --executor {self.o.executor}" if self.o.executor != "local" else "")
-                          + (f" --repeats {self.o.repeats}" if self.o.repeats else ""),
-                          f"git -C {self.repo} log --oneline {self.state['base_commit'][:12]}..{self.state['branch']}"],
+            "branch_left": self.state.get("branch_left", True), "branch_note": self.state.get("branch_note", ""),
+            "floor_pct": {ex.platform: self.plan(ex.platform, 0).floor_pct for ex in self.executors
+                          if ex.platform in self.state["calibration"]},
+            # A fresh measurement of base vs head (jobs.report_review.reproduce_lines), and the
+            # command that re-prints or resumes this very run.
+            "reproduce": reproduce_lines(str(self.repo), self.state["base_commit"],
+                                         self.state["branch"] if self.state.get("stack_confirmed")
+                                         and self.state.get("branch_left", True) else None,
+                                         self.state.get("bench_env_names") or [], self.o.repeats, self.o.agent,
+                                         [str(Path(c).resolve()) for c in self.o.candidates]),
+            "resume": (env_prefix(self.state.get("bench_env_names") or [])
+                       + f"autoresearch run {self.repo} --run-id {self.o.run_id} --out {self.out}"
+                       + (f" --executor {self.o.executor}" if self.o.executor != "local" else "")
+                       + (f" --repeats {self.o.repeats}" if self.o.repeats else "")),
         }
         summary = ledger.strict_json(summary)
         (self.out / "summary.json").write_text(ledger.dumps(summary, indent=2), encoding="utf-8")
@@ -642,6 +784,12 @@ class Run:
             hypotheses = self.research_phase()
             if self.o.research_only:
                 return {"run_id": self.o.run_id, "hypotheses": [h.to_dict() for h in hypotheses]}
+            if not hypotheses:    # no work without a reason: no calibration, no branch
+                why = ("research found no hypothesis and no --candidate was given; research.md says what was "
+                       "scanned and what to do")
+                self._save(phase="stopped", stopped=why)
+                self.emit({"type": "warning", "message": f"nothing to try: {why}"})
+                return {"run_id": self.o.run_id, "stopped": why, "hypotheses": [], "research": str(self.out / "research.md")}
             self.calibrate_phase()
             results = self.experiments_phase(hypotheses)
             stacks = self.stack_phase(results)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import gitops
+from . import gitops, safefs
 from .agent.guard import EditRefused, check_edit
 from .config import CONFIG_PATH, TargetConfig
 from .errors import RunError
@@ -74,7 +74,10 @@ def candidate_problems(repo: Path, base: str, patches: list[Path], config: Targe
                             "file's stem); fix: rename one of them")
         stems[patch.stem] = patch
         try:
-            text = patch.read_text(encoding="utf-8")
+            text = safefs.read_file(patch, safefs.PATCH_LIMIT)
+        except safefs.UnsafeFile as exc:
+            problems.append(f"{where}: {exc}; fix: give the patch file itself ({PATCH_FORMAT})")
+            continue
         except (OSError, UnicodeDecodeError) as exc:
             problems.append(f"{where}: unreadable as UTF-8 text ({exc}); fix: give {PATCH_FORMAT}")
             continue

@@ -17,6 +17,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from . import safefs
+
 RECIPES_DIR = Path(__file__).resolve().parent.parent / "kernels" / "recipes"
 
 
@@ -107,16 +109,19 @@ def load_recipe_set(name: str, root: Path = RECIPES_DIR) -> list[Recipe]:
 
 
 def _files(tree: Path, pattern: str) -> list[Path]:
+    """The regular files of `tree` matching `pattern` (links left out: jobs/safefs.py)."""
     if any(ch in pattern for ch in "*?["):
-        return sorted(p for p in tree.glob(pattern) if p.is_file())
-    path = tree / pattern
-    return [path] if path.is_file() else []
+        return sorted(p for p in tree.glob(pattern) if safefs.is_regular(tree, p.relative_to(tree).as_posix()))
+    return [tree / pattern] if safefs.is_regular(tree, pattern) else []
 
 
 def _first_match(tree: Path, probe: Probe) -> str | None:
     regex = re.compile(probe.pattern, re.MULTILINE)
     for path in _files(tree, probe.file):
-        text = path.read_text(encoding="utf-8", errors="replace")
+        try:
+            text = safefs.read_text(tree, path.relative_to(tree).as_posix(), safefs.TEXT_LIMIT, errors="replace")
+        except OSError:
+            continue
         match = regex.search(text)
         if match:
             line = text.count("\n", 0, match.start()) + 1
@@ -154,11 +159,13 @@ def planned_edits(recipe: Recipe, tree: Path) -> dict[str, str]:
     tree = Path(tree)
     contents: dict[str, str] = {}
     for edit in recipe.edits:
-        path = tree / edit.file
         if edit.file not in contents:
-            if not path.is_file():
-                raise RecipeError(f"recipe {recipe.id}: {edit.file} does not exist in the tree")
-            contents[edit.file] = path.read_text(encoding="utf-8")
+            try:       # the tree's file, never through a link and never unbounded
+                contents[edit.file] = safefs.read_text(tree, edit.file, safefs.TEXT_LIMIT)
+            except FileNotFoundError:
+                raise RecipeError(f"recipe {recipe.id}: {edit.file} does not exist in the tree") from None
+            except (OSError, UnicodeError) as exc:
+                raise RecipeError(f"recipe {recipe.id}: {edit.file} cannot be edited: {exc}") from None
         text = contents[edit.file]
         count = text.count(edit.find)
         if count != 1:

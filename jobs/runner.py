@@ -248,6 +248,12 @@ def stop_reason(spec: ExperimentSpec, result: RawResult) -> str:
     if spec.stop is None:
         return ""
     st = spec.stop
+    if spec.simulate:     # the simulation decides; pairs only serve the wall-clock guard
+        from .simulate import Guard, compare, stop_after_pair
+        y, s = adjusted(metric_pairs(result, spec.primary, spec.directions.get(spec.primary, "higher"),
+                                     tuple(st.adjust)), Prior(tuple(Pair(p[0], tuple(p[1:])) for p in spec.prior)))
+        return stop_after_pair(compare(result.simulated), spec.simulate_floor_pct, y, s,
+                               Guard(spec.wall_tolerance_pct, st.alpha_loss, st.min_pairs, st.alpha_keep))
     rule = Rule(alpha_keep=st.alpha_keep, floor=st.floor, target=st.target, alpha_loss=st.alpha_loss,
                 alpha_futility=st.alpha_futility, min_pairs=st.min_pairs, max_pairs=spec.n_per_arm)
     prior = Prior(tuple(Pair(p[0], tuple(p[1:])) for p in spec.prior))
@@ -255,6 +261,42 @@ def stop_reason(spec: ExperimentSpec, result: RawResult) -> str:
                                  tuple(st.adjust)), prior)
     kind = decide(y, s, rule).kind
     return kind if kind in ("keep", "loss", "futile") else ""
+
+
+class _Done(Exception):
+    """Nothing left to measure (the candidate's build outputs equal the baseline's)."""
+
+
+def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: Isolation, progress: Progress,
+               log: list[str]) -> bool:
+    """Before any pair (jobs/simrun.py): compare the declared build outputs (True: byte-identical, so
+    nothing is sampled), then run the reduced workload once per arm under cachegrind."""
+    from . import simrun
+    if spec.artifacts and spec.kind != "calibration" and trees["A"][0] != trees["B"][0]:
+        result.artifacts = simrun.compare_artifacts(trees["A"][0], trees["B"][0], spec.artifacts)
+        if result.artifacts["identical"]:
+            result.stopped = "identical"
+            return True
+    if not spec.simulate:
+        return False
+    for arm, (tree, who) in trees.items():
+        progress(f"simulating {who} (cachegrind)", 0.12 + 0.04 * (arm == "B"))
+        try:
+            result.simulated[arm] = simrun.simulate(
+                spec.simulate, tree, spec.simulate_timeout, seed=spec.seed % 2147483629 + 7, who=who,
+                run_step=lambda c, cwd, t, side=("candidate" if arm == "B" else base_arm(spec)), **kw: run_step(
+                    c, cwd, t, isolation=isolation, arm=side, **kw))
+        except simrun.SimulationFailed as exc:
+            raise Failure(exc.status, exc.reason, exc.log) from None
+        if spec.kind == "calibration" and arm == "A":    # once: what the simulation costs over a native run
+            native = run_step(spec.simulate, tree, spec.simulate_timeout, isolation=isolation, step="benchmark",
+                              arm=base_arm(spec),
+                              extra_env={"AUTORESEARCH_SEED": str(spec.seed % 2147483629 + 7)})
+            if native.returncode == 0:
+                result.steps["native_simulate_s"] = native.seconds
+        log.append(f"== simulated {who}: {result.simulated[arm]['cycles']:,} cycles "
+                   f"({result.simulated[arm]['wall_s']:.1f} s)\n")
+    return False
 
 
 def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, build_base: bool = True,
@@ -282,6 +324,9 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
                                                       "checks_failed", isolation, "checks", "candidate")
             log.append(text)
         trees = {"A": (base_dir, "baseline"), "B": (head_dir, "candidate")}
+        if _yardstick(spec, trees, result, isolation, progress, log):
+            progress("measured (no change in the binary)", 1.0)
+            raise _Done()
         index = 0
         schedule = pair_schedule(spec.n_per_arm, spec.seed)
         warm_seed = spec.seed % 2147483629 + 1
@@ -307,6 +352,8 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
         else:
             result.stopped = "exhausted" if spec.stop else "fixed"
         progress(f"measured ({result.stopped})", 1.0)
+    except _Done:
+        pass
     except Failure as failure:
         result.status, result.reason = failure.status, failure.reason
         log.append(f"== {failure.status}: {failure.reason}\n{failure.log}")

@@ -70,6 +70,11 @@ class ExperimentSpec:
     stop: StopRule | None = None      # None: a fixed number of pairs (calibration)
     prior: list[list[float]] = field(default_factory=list)   # calibration pairs [y, z...] of the primary
     sandbox: SandboxSpec = field(default_factory=SandboxSpec)
+    simulate: str | None = None       # the reduced workload run under cachegrind once per arm
+    simulate_timeout: float = 900
+    simulate_floor_pct: float = 0.5   # the simulated saving a keep needs (raised by calibration)
+    wall_tolerance_pct: float = 5.0   # the wall-clock guard's tolerance
+    artifacts: list[str] = field(default_factory=list)   # build outputs compared by hash
 
     @classmethod
     def from_config(cls, config: TargetConfig, **kw: Any) -> "ExperimentSpec":
@@ -82,7 +87,11 @@ class ExperimentSpec:
             directions={m.name: m.direction for m in config.metrics},
             warmup=config.repeats.warmup,
             build_timeout=config.timeouts.build, benchmark_timeout=config.timeouts.benchmark,
-            checks_timeout=config.timeouts.checks, **kw,
+            checks_timeout=config.timeouts.checks,
+            simulate=config.simulate.command if config.simulate else None,
+            simulate_timeout=config.simulate.timeout if config.simulate else 900,
+            wall_tolerance_pct=config.simulate.wall_tolerance_pct if config.simulate else 5.0,
+            artifacts=list(config.artifacts), **kw,
         )
 
     def to_json(self) -> str:
@@ -127,6 +136,8 @@ class RawResult:
     sandboxed: bool = True
     stopped: str = ""                 # why the runner stopped sampling (keep/loss/futile/exhausted/invalid)
     steps: dict[str, float] = field(default_factory=dict)   # seconds per build/checks step
+    simulated: dict[str, Any] = field(default_factory=dict)   # arm -> cachegrind counts (jobs/simulate.py)
+    artifacts: dict[str, Any] = field(default_factory=dict)   # declared build outputs compared by hash
 
     def measured(self) -> list[Invocation]:
         return [i for i in self.invocations if i.pair >= 0]

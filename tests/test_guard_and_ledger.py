@@ -93,10 +93,10 @@ def _patch_from(tree, tmp_path, change) -> str:
 @pytest.mark.parametrize("change, why", [
     (lambda w: (w / "bench.sh").rename(w / "src" / "bench.sh"), "yardstick"),          # moved into src/
     (lambda w: (w / "tools" / "check.py").rename(w / "src" / "check.py"), "yardstick"),
-    (lambda w: (w / "src" / "etc").symlink_to("/etc"), "outside the target tree"),
-    (lambda w: (w / "src" / "up").symlink_to("../../.."), "outside the target tree"),
-    (lambda w: (w / "src" / "b.sh").symlink_to("../bench.sh"), "yardstick"),           # a handle on the yardstick
-    (lambda w: (w / "src" / "r").symlink_to("../README"), "outside the editable paths"),
+    (lambda w: (w / "src" / "etc").symlink_to("/etc"), "symbolic link"),
+    (lambda w: (w / "src" / "up").symlink_to("../../.."), "symbolic link"),
+    (lambda w: (w / "src" / "b.sh").symlink_to("../bench.sh"), "symbolic link"),       # a handle on the yardstick
+    (lambda w: (w / "src" / "r").symlink_to("../README"), "symbolic link"),
 ])
 def test_patches_that_move_the_yardstick_or_link_out_are_refused(tree, tmp_path, change, why):
     from jobs.agent.guard import check_patch
@@ -111,6 +111,5 @@ def test_a_patch_inside_the_editable_paths_passes(tree, tmp_path):
     def change(w):
         (w / "src" / "a.c").write_text("int a;\n")
         (w / "src" / "a.c").rename(w / "src" / "b.c")
-        (w / "src" / "alias.c").symlink_to("b.c")
     assert set(check_patch(_patch_from(tree, tmp_path, change), tree, parse_config(CONFIG))) == \
-        {"src/a.c", "src/b.c", "src/alias.c"}
+        {"src/a.c", "src/b.c"}

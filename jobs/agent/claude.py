@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .. import gitops
+from .. import gitops, safefs
 from ..config import LLM, TargetConfig
 from ..errors import RunError
 from ..model import Evidence, Hypothesis
@@ -251,6 +251,7 @@ class ClaudeAgent:
         self.context = list(context or [])       # (source, untrusted text): issue body, AGENTS.md, ...
         self.isolation: Isolation | None = None  # the run's sandbox settings (set by the pipeline)
         self.log: list[dict[str, Any]] = []       # one entry per tool call, for the run's record
+        self.profile_digest = ""                  # the callgrind profile + compiler remarks (set by the pipeline)
 
     # -- plumbing ---------------------------------------------------------------------------------
     def _safe(self, text: str) -> str:
@@ -375,6 +376,8 @@ class ClaudeAgent:
                   + quote(f"{h.rationale}\n{evidence}", f"hypothesis {h.id}")
                   + (f"\n\nA recipe describes it:\n{quote(recipe.why + chr(10) + recipe.expected, 'recipe')}"
                      if recipe else "")
+                  + (f"\n\nWhere the time goes (callgrind profile of the reduced workload, with the compiler's "
+                     f"remarks on the hot loops):\n{quote(self.profile_digest, 'profile')}" if self.profile_digest else "")
                   + f"\n\n{self._untrusted()}")
         messages: list[dict[str, Any]] = [{"role": "user", "content": self._safe(prompt)}]
         final_text = ""
@@ -398,12 +401,18 @@ class ClaudeAgent:
             raise NotImplementable(f"no finished patch after {self.settings.max_turns} tool turns")
         if not edited:
             raise NotImplementable("the model made no edit" + (f": {final_text[:300]}" if final_text else ""))
-        gitops.git(tree, "add", "--", *sorted(edited))
-        if not gitops.git(tree, "diff", "--cached", "--name-only"):
-            raise NotImplementable("the model's edits left the tree unchanged")
-        message = commit_message(h, None) + (f"\nAgent summary: {self._safe(final_text)[:1500]}\n" if final_text else "")
-        gitops.git(tree, "commit", "-q", "--no-verify", "-m", message)
-        return gitops.head_commit(tree)
+        # The builds ran with this tree writable: git runs here only against the real repository
+        # (a pinned worktree), and not at all if they touched the tree's `.git` (gitops.check_worktree).
+        try:
+            gitops.git(tree, "add", "--", *sorted(edited))
+            if not gitops.git(tree, "diff", "--cached", "--name-only"):
+                raise NotImplementable("the model's edits left the tree unchanged")
+            message = commit_message(h, None) + (f"\nAgent summary: {self._safe(final_text)[:1500]}\n"
+                                                 if final_text else "")
+            gitops.git(tree, "commit", "-q", "--no-verify", "-m", message)
+            return gitops.head_commit(tree)
+        except gitops.GitError as exc:
+            raise NotImplementable(f"the attempt's commit was refused: {self._safe(str(exc))[:1000]}") from None
 
     # -- tools --------------------------------------------------------------------------------------
     def _run_tool(self, name: str, raw: Any, tree: Path, config: TargetConfig, edited: set[str]) -> tuple[str, bool]:
@@ -428,15 +437,22 @@ class ClaudeAgent:
     @staticmethod
     def _inside(tree: Path, rel: str) -> Path:
         path = (tree / rel).resolve()
-        if not path.is_relative_to(tree.resolve()) or ".git" in Path(rel).parts:
+        if not path.is_relative_to(tree.resolve()) or ".git" in [p.lower() for p in Path(rel).parts]:
             raise EditRefused(f"{rel}: outside the repository")
         return path
+
+    @staticmethod
+    def _text(tree: Path, path: Path, errors: str = "replace") -> str:
+        """A file of the tree, read without following links and at most TEXT_LIMIT bytes: the tree
+        holds what builds wrote (a link to a key, a 10 GB file), never read through or in full."""
+        rel = path.relative_to(tree.resolve()).as_posix()
+        return safefs.read_text(tree.resolve(), rel, safefs.TEXT_LIMIT, errors=errors)
 
     def _read_file(self, a: ReadFile, tree: Path, config: TargetConfig, edited: set[str]) -> tuple[str, bool]:
         path = self._inside(tree, a.path)
         if not path.is_file():
             return f"{a.path}: no such file", True
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = self._text(tree, path).splitlines()
         end = min(len(lines), a.end_line or len(lines))
         out, size = [], 0
         for n in range(a.start_line, end + 1):
@@ -458,9 +474,13 @@ class ClaudeAgent:
         hits = []
         for path in sorted(tree.glob(a.glob)):
             rel = path.relative_to(tree).as_posix()
-            if not path.is_file() or rel.startswith(".git/") or path.stat().st_size > 2_000_000:
+            if rel.startswith(".git/") or not safefs.is_regular(tree, rel):
                 continue
-            for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            try:
+                text = safefs.read_text(tree, rel, safefs.TEXT_LIMIT, errors="replace")
+            except OSError:
+                continue                              # too large to search
+            for n, line in enumerate(text.splitlines(), 1):
                 if rx.search(line):
                     hits.append(f"{rel}:{n}: {line.strip()[:200]}")
                     if len(hits) >= SEARCH_LIMIT:
@@ -478,7 +498,7 @@ class ClaudeAgent:
         else:
             if not path.is_file():
                 return f"{rel}: no such file (use old='' to create it)", True
-            text = path.read_text(encoding="utf-8")
+            text = self._text(tree, path, errors="strict")
             count = text.count(a.old)
             if count != 1:
                 return f"`old` occurs {count} times in {rel}; it must occur exactly once", True

@@ -2,14 +2,19 @@
 
 Allowed: paths matching the config's `editable` globs. Always refused, even inside them: the
 autoresearch config itself and the files its build/benchmark/checks commands run, since a patch
-that changes the yardstick makes the A/B comparison meaningless.
+that changes the yardstick makes the A/B comparison meaningless; and any path with a `.git`
+component (git's own files, in any letter case).
 
 A patch (`check_patch`) is checked on every path it touches, both sides of a rename or copy (moving
-`bench.sh` into `src/` deletes the yardstick), and on where each symlink it adds points: a link
-must stay in the tree and point at a file that may itself be edited.
+`bench.sh` into `src/` deletes the yardstick). Symbolic links (git mode 120000): a patch may delete
+one, and may not create one, retarget one, turn a file into one, or rename or copy one. Where a link
+points depends on the other links of the tree and, after a rename, on its new folder; a performance
+patch has no need of one, and refusing them all is the rule that cannot be got wrong. (The trusted
+side never reads through a link anyway: jobs/safefs.py.)
 """
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 import shlex
@@ -26,7 +31,8 @@ class EditRefused(PermissionError):
 
 def protected_files(tree: Path, config: TargetConfig) -> set[str]:
     protected = {CONFIG_PATH}
-    for command in (config.build, config.benchmark, config.checks):
+    simulate = [config.simulate.command] if getattr(config, "simulate", None) else []   # the yardstick too
+    for command in (config.build, config.benchmark, config.checks, *simulate):
         try:
             words = shlex.split(command)
         except ValueError:
@@ -41,7 +47,7 @@ def protected_files(tree: Path, config: TargetConfig) -> set[str]:
 def check_edit(rel_path: str, tree: Path, config: TargetConfig) -> str:
     """Normalised relative path if the edit is allowed; EditRefused with the reason otherwise."""
     rel = posixpath.normpath(rel_path.replace("\\", "/"))
-    if rel.startswith("../") or rel == ".." or posixpath.isabs(rel) or rel.startswith(".git/"):
+    if rel.startswith("../") or rel == ".." or posixpath.isabs(rel) or ".git" in rel.lower().split("/"):
         raise EditRefused(f"{rel_path}: outside the target tree")
     if rel in protected_files(tree, config):
         raise EditRefused(f"{rel_path}: the benchmark/check/build scripts and the autoresearch config "
@@ -57,7 +63,7 @@ def check_edit(rel_path: str, tree: Path, config: TargetConfig) -> str:
     return rel
 
 
-_LINK_MODE = re.compile(r"^(?:new file mode|new mode) 120000$", re.M)
+_LINK = re.compile(r"^(?:new file mode 120000|new mode 120000|index [0-9a-f]+\.\.[0-9a-f]+ 120000)$", re.M)
 
 
 def patch_paths(patch_text: str, tree: Path) -> list[str]:
@@ -79,16 +85,16 @@ def patch_paths(patch_text: str, tree: Path) -> list[str]:
     return list(dict.fromkeys(paths))
 
 
-def symlinks(patch_text: str) -> list[tuple[str, str]]:
-    """(path, target) of every symlink the patch creates or turns a file into."""
-    links = []
+def link_changes(patch_text: str, tree: Path) -> list[str]:
+    """The paths where the patch creates, retargets, renames or copies a symbolic link."""
+    found = []
     for block in re.split(r"^(?=diff --git )", patch_text, flags=re.M):
-        if not _LINK_MODE.search(block):
-            continue
-        path = re.search(r"^(?:\+\+\+ b/|rename to |copy to )(.+)$", block, re.M)
-        target = re.search(r"^\+(?!\+\+ )(.*)$", block, re.M)
-        links.append((path.group(1) if path else "?", target.group(1) if target else ""))
-    return links
+        name = re.search(r"^(?:\+\+\+ b/|rename to |copy to |diff --git a/.* b/)(.+)$", block, re.M)
+        where = name.group(1) if name else "?"
+        sources = re.findall(r"^(?:rename|copy) from (.+)$", block, re.M)
+        if _LINK.search(block) or any(os.path.islink(Path(tree) / src) for src in sources):
+            found.append(where)
+    return found
 
 
 def check_patch(patch_text: str, tree: Path, config: TargetConfig) -> list[str]:
@@ -98,9 +104,8 @@ def check_patch(patch_text: str, tree: Path, config: TargetConfig) -> list[str]:
         raise EditRefused("not a patch git can read")
     for path in paths:
         check_edit(path, tree, config)
-    for path, target in symlinks(patch_text):
-        where = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
-        if not target or posixpath.isabs(target) or where == ".." or where.startswith("../"):
-            raise EditRefused(f"{path}: a symlink to {target!r}, outside the target tree")
-        check_edit(where, tree, config)
+    links = link_changes(patch_text, tree)
+    if links:
+        raise EditRefused(f"{links[0]}: the patch makes or changes a symbolic link (mode 120000), which patches "
+                          "may not do; commit the file's content instead of a link")
     return paths

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import gitops
+from .. import gitops, safefs
 from ..config import TargetConfig
 from ..model import Hypothesis
 from ..recipes import Recipe, RecipeError, planned_edits
@@ -59,9 +59,12 @@ class OfflineAgent:
         return [h for h in pending if h.id not in tried]
 
     def _apply_patch(self, h: Hypothesis, patch: Path, tree: Path, config: TargetConfig) -> str:
-        if not patch.is_file():
-            raise NotImplementable(f"patch file {patch} not found")
-        text = patch.read_text(encoding="utf-8")
+        try:
+            text = safefs.read_file(patch, safefs.PATCH_LIMIT)
+        except FileNotFoundError:
+            raise NotImplementable(f"patch file {patch} not found") from None
+        except (OSError, UnicodeError) as exc:
+            raise NotImplementable(f"patch file {patch.name} cannot be used: {exc}") from None
         try:
             check_patch(text, tree, config)
         except EditRefused as exc:

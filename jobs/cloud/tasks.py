@@ -17,10 +17,8 @@ value of any secret-looking variable of this process.
 """
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -141,12 +139,9 @@ def validate(config: dict[str, Any], sky=None):
 # -- the workdir ---------------------------------------------------------------------------
 
 def _git(cwd: Path, *args: str) -> str:
-    proc = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
-                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(cwd),
-                               "GIT_TERMINAL_PROMPT": "0"})
-    if proc.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)}: {proc.stderr.strip() or proc.stdout.strip()}")
-    return proc.stdout.strip()
+    """git hardened like every other git process of the worker (jobs/gitops.py)."""
+    from .. import gitops
+    return gitops.git(cwd, *args)
 
 
 def write_bundle(repo: Path, commits: dict[str, str], dest: Path) -> Path:

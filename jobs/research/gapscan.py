@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import safefs
+
 SOURCE_SUFFIXES = {".c", ".cc", ".cpp", ".cu", ".cuh", ".h", ".hpp", ".m", ".mm"}
 CPU = "cpu"
 # Backends whose fusions matter most as leads: mature, reviewed, same graph as the CPU's.
@@ -179,10 +181,10 @@ def find_backends(tree: Path, extra: list[str] | None = None) -> dict[str, Path]
     tree = Path(tree)
     found: dict[str, Path] = {}
     for d in sorted(tree.rglob("ggml-*")):
-        if not d.is_dir() or ".git" in d.parts:
-            continue
+        if d.is_symlink() or not d.is_dir() or ".git" in d.parts:
+            continue                                  # a linked folder is never scanned (jobs/safefs.py)
         name = d.name.removeprefix("ggml-")
-        if name not in found and any(p.suffix in SOURCE_SUFFIXES for p in d.rglob("*") if p.is_file()):
+        if name not in found and any(Path(p).suffix in SOURCE_SUFFIXES for p in safefs.walk_files(d)):
             found[name] = d
     for folder in extra or []:
         d = tree / folder
@@ -241,10 +243,14 @@ def scan_tree(tree: Path, extra_backends: list[str] | None = None) -> GapScan:
     result = GapScan()
     for backend, folder in find_backends(tree, extra_backends).items():
         seqs: list[FusedSeq] = []
-        for path in sorted(folder.rglob("*")):
-            if not path.is_file() or path.suffix not in SOURCE_SUFFIXES:
+        for rel in sorted(safefs.walk_files(folder), key=Path):
+            path = folder / rel
+            if path.suffix not in SOURCE_SUFFIXES:
                 continue
-            text = path.read_text(encoding="utf-8", errors="replace")
+            try:
+                text = safefs.read_text(tree, path.relative_to(tree).as_posix(), safefs.TEXT_LIMIT, errors="replace")
+            except OSError:
+                continue
             if "GGML_OP_" not in text:
                 continue
             found, skipped = scan_file(backend, path.relative_to(tree).as_posix(), text)

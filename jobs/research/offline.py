@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import safefs
 from ..config import TargetConfig
 from ..model import Evidence, Hypothesis
 from ..recipes import Detection, Recipe, detect, load_recipe_set, matches_any
@@ -30,10 +31,9 @@ class Research:
 
 def editable_sources(tree: Path, config: TargetConfig) -> list[Path]:
     out = []
-    for path in sorted(Path(tree).rglob("*")):
-        rel = path.relative_to(tree).as_posix()
-        if path.is_file() and path.suffix in SOURCE_SUFFIXES and matches_any(rel, config.editable) \
-                and ".git/" not in rel:
+    for rel in sorted(safefs.walk_files(tree), key=Path):   # regular files only: a link is never read through
+        path = Path(tree) / rel
+        if path.suffix in SOURCE_SUFFIXES and matches_any(rel, config.editable):
             out.append(path)
     return out
 
@@ -57,7 +57,11 @@ def research(tree: Path, config: TargetConfig) -> Research:
     findings: list[Finding] = []
     for path in editable_sources(tree, config):
         rel = path.relative_to(tree).as_posix()
-        findings += scan_source(rel, path.read_text(encoding="utf-8", errors="replace"))
+        try:
+            text = safefs.read_text(tree, rel, safefs.TEXT_LIMIT, errors="replace")
+        except OSError:
+            continue                                  # swapped for a link, or too large to scan
+        findings += scan_source(rel, text)
 
     recipes: dict[str, Recipe] = {}
     for name in config.research.recipes:

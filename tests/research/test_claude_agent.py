@@ -206,3 +206,16 @@ def test_settings_from_config_and_unpriced_models_are_refused(target):
         with pytest.raises(BudgetExceeded, match="no price for model 'claude-unpriced-9'"):
             agent.implement(H, target, config)
         assert fake.requests == []                     # refused before any request was sent
+
+
+def test_implement_prompt_carries_the_callgrind_profile_as_data(target):
+    script = [tool_use("apply_edit", EDIT), expect_ok("edited", text("Done."))]
+    with FakeMessagesAPI(script) as fake:
+        agent, config = agent_for(fake, target)
+        agent.profile_digest = ("function hot (src/code.c:1): 40.0% self\n"
+                                "compiler: src/code.c:1: not vectorized: possible alias")
+        agent.implement(H, target, config)
+    prompt = json.loads(fake.raw[0])["messages"][0]["content"]
+    start = prompt.index("<<< untrusted data from profile")
+    assert start < prompt.index("function hot (src/code.c:1): 40.0% self") < prompt.index(">>>", start)
+    assert "possible alias" in prompt and "Where the time goes (callgrind profile" in prompt

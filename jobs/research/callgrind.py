@@ -1,0 +1,212 @@
+"""Where the time really goes, for any C/C++ target: a callgrind profile of the reduced workload
+and the compiler's own account of the hot loops.
+
+`measure` builds the research worktree with `simulate.profile_flags` in CFLAGS/CXXFLAGS (file:line
+needs -g; `-fopt-info-vec-missed` makes gcc name each loop it did not vectorise and why), runs
+`simulate.command` once under `valgrind --tool=callgrind --cache-sim=yes` in the sandbox, and
+reduces the output to hot functions, hot lines and cache-miss hot spots, each with its share of
+the simulated cycles (jobs/simulate.py's model). Parsing and ranking are pure (`parse`, `remarks`).
+"""
+from __future__ import annotations
+
+import re
+import secrets
+import shlex
+from dataclasses import asdict, dataclass, field
+
+from ..simulate import CACHES, L1_WEIGHT, LL_WEIGHT
+
+TOP = 12
+
+
+def _cycles(ev: dict[str, int]) -> int:
+    return (ev.get("Ir", 0) + L1_WEIGHT * (ev.get("I1mr", 0) + ev.get("D1mr", 0) + ev.get("D1mw", 0))
+            + LL_WEIGHT * (ev.get("ILmr", 0) + ev.get("DLmr", 0) + ev.get("DLmw", 0)))
+
+
+def _miss_cycles(ev: dict[str, int]) -> int:
+    return L1_WEIGHT * (ev.get("D1mr", 0) + ev.get("D1mw", 0)) + LL_WEIGHT * (ev.get("DLmr", 0) + ev.get("DLmw", 0))
+
+
+@dataclass
+class Spot:
+    where: str              # file:line, or function name
+    function: str
+    cycles: int
+    share: float            # of the whole run's simulated cycles
+    miss_share: float = 0.0  # of this spot's cycles spent in data-cache misses
+    first_line: str = ""    # a function's first costed file:line
+
+
+@dataclass
+class Remark:
+    file: str
+    line: int
+    message: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass
+class CallProfile:
+    total_cycles: int
+    functions: list[Spot] = field(default_factory=list)
+    lines: list[Spot] = field(default_factory=list)
+    misses: list[Spot] = field(default_factory=list)
+    remarks: list[Remark] = field(default_factory=list)       # vectorisation misses on hot lines
+    command: str = ""
+    flags: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def parse(text: str, root: str = "") -> CallProfile:
+    """Uncompressed callgrind output (--compress-strings=no --compress-pos=no), any number of
+    processes concatenated -> self costs per function and per source line. Costs after a `calls=`
+    line are the callee's inclusive cost and are not self cost."""
+    events: list[str] = []
+    fl = fi = fn = ""
+    after_call = False
+    by_fn: dict[str, dict[str, int]] = {}
+    by_line: dict[tuple[str, int], dict[str, int]] = {}
+    line_fn: dict[tuple[str, int], str] = {}
+    first: dict[str, tuple[str, int]] = {}
+    prefix = root.rstrip("/") + "/" if root else ""
+    for raw in text.splitlines():
+        if not raw:
+            continue
+        c = raw[0]
+        if c.isdigit() or c in "+-*":
+            parts = raw.split()
+            if after_call:
+                after_call = False
+                continue
+            try:
+                line = int(parts[0])
+                vals = [int(v) for v in parts[1:]]
+            except ValueError:
+                continue
+            ev = dict(zip(events, vals))
+            f = (fi or fl).removeprefix(prefix)
+            acc = by_fn.setdefault(fn, {})
+            key = (f, line)
+            lacc = by_line.setdefault(key, {})
+            for k, v in ev.items():
+                acc[k] = acc.get(k, 0) + v
+                lacc[k] = lacc.get(k, 0) + v
+            line_fn.setdefault(key, fn)
+            if fn not in first or (first[fn][0] == f and line < first[fn][1] and line > 0):
+                first[fn] = (f, line)
+            continue
+        key, _, value = raw.partition("=")
+        if raw.startswith("events:"):
+            events = raw.split(":", 1)[1].split()
+        elif key == "fl":
+            fl, fi = value, ""
+        elif key in ("fi", "fe"):
+            fi = value
+        elif key == "fn":
+            fn, fi = value, ""
+        elif key == "calls":
+            after_call = True
+    total = sum(_cycles(ev) for ev in by_fn.values()) or 1
+    funcs = sorted(((n, _cycles(ev), ev) for n, ev in by_fn.items()), key=lambda t: -t[1])
+    lines = sorted(((k, _cycles(ev), ev) for k, ev in by_line.items() if k[1] > 0), key=lambda t: -t[1])
+    miss = sorted(((k, _miss_cycles(ev), ev) for k, ev in by_line.items() if k[1] > 0), key=lambda t: -t[1])
+    miss_total = sum(_miss_cycles(ev) for ev in by_fn.values()) or 1
+    prof = CallProfile(total_cycles=total)
+    prof.functions = [Spot(n, n, c, c / total, _miss_cycles(ev) / max(c, 1),
+                           f"{first[n][0]}:{first[n][1]}" if n in first else "") for n, c, ev in funcs[:TOP]]
+    prof.lines = [Spot(f"{k[0]}:{k[1]}", line_fn[k], c, c / total, _miss_cycles(ev) / max(c, 1))
+                  for k, c, ev in lines[:2 * TOP]]
+    prof.misses = [Spot(f"{k[0]}:{k[1]}", line_fn[k], c, c / miss_total, 1.0)
+                   for k, c, ev in miss[:TOP] if c > 0]
+    return prof
+
+
+# gcc -fopt-info-vec-missed ("missed: couldn't vectorize loop") and clang -Rpass-missed=loop-vectorize
+# ("remark: loop not vectorized").
+REMARK = re.compile(r"^(?P<file>[^\s:]+\.(?:c|cc|cpp|cxx|h|hpp)):(?P<line>\d+):\d+: (?:optimized|missed|note|remark): "
+                    r"(?P<msg>.*)$")
+
+
+def remarks(build_output: str, prof: CallProfile, window: int = 3) -> list[Remark]:
+    """gcc's -fopt-info-vec-missed lines about the profile's hot lines (within `window` lines)."""
+    hot = [(s.where.rsplit(":", 1)[0], int(s.where.rsplit(":", 1)[1])) for s in prof.lines if s.share >= 0.005]
+    out: dict[tuple[str, int, str], Remark] = {}
+    for line in build_output.splitlines():
+        m = REMARK.match(line.strip())
+        if not m:
+            continue
+        f, n, msg = m["file"].removeprefix("./"), int(m["line"]), m["msg"].strip()
+        if "vectoriz" not in msg and "vectoris" not in msg:   # gcc and clang spell it with a z
+            continue
+        if any(f == hf and abs(n - hn) <= window for hf, hn in hot):
+            out.setdefault((f, n, msg), Remark(f, n, msg))
+    return sorted(out.values(), key=lambda r: (r.file, r.line))[:40]
+
+
+def wrapped(command: str, marker: str) -> str:
+    vg = " ".join(["valgrind", "--tool=callgrind", "--cache-sim=yes", *CACHES, "--trace-children=yes",
+                   "--vgdb=no", "--compress-strings=no", "--compress-pos=no", '--callgrind-out-file="$d/cg.%p"'])
+    return (f'd=$(mktemp -d /tmp/autoresearch-cg.XXXXXX) && {vg} bash -c {shlex.quote(command)} '
+            f'>"$d/out.log" 2>&1; rc=$?; if [ $rc -ne 0 ]; then tail -c 3000 "$d/out.log"; exit $rc; fi; '
+            f'for f in "$d"/cg.*; do echo {shlex.quote(marker)}; cat "$f"; done')
+
+
+def measure(tree, config, run) -> CallProfile | None:
+    """Build with the profile flags and run the reduced workload under callgrind, both through
+    `run(command, cwd, timeout, extra_env=..., step=...)` (the run's sandbox). None + a note in
+    `notes` when it could not be measured; the caller records why."""
+    sim = config.simulate
+    flags = sim.profile_flags
+    env = {"CFLAGS": flags, "CXXFLAGS": flags} if flags else {}
+    build = run(config.build, tree, config.timeouts.build, extra_env=env, step="build")
+    if build.returncode != 0:
+        raise RuntimeError(f"the profile build (CFLAGS={flags!r}) failed (exit {build.returncode}): "
+                           f"{build.output[-400:]}")
+    marker = "AUTORESEARCH-CALLGRIND-" + secrets.token_hex(12)
+    done = run(wrapped(sim.command, marker), tree, sim.timeout * 2, extra_env={"AUTORESEARCH_SEED": "1"},
+               step="benchmark")
+    if done.returncode != 0:
+        raise RuntimeError(f"the workload under callgrind failed (exit {done.returncode}): {done.output[-400:]}")
+    prof = parse("\n".join(done.output.split(marker + "\n")[1:]), root=str(tree))
+    prof.remarks = remarks(build.output, prof)
+    prof.command, prof.flags = sim.command, flags
+    if flags and "-fopt-info" in flags and not REMARK.search(build.output):
+        prof.notes.append("the build printed no compiler remarks: it may not pass CFLAGS/CXXFLAGS to the compiler")
+    return prof
+
+
+def render(prof: CallProfile) -> list[str]:
+    out = ["## Where the time goes (callgrind profile of the reduced workload)", "",
+           f"`{prof.command}` built with CFLAGS `{prof.flags or '(the build as it is)'}`, once under callgrind "
+           f"with cache simulation: {prof.total_cycles:,} simulated cycles (model: jobs/simulate.py).", "",
+           "| hot function | first line | share of simulated cycles | of it in data-cache misses |",
+           "|---|---|---|---|"]
+    out += [f"| `{s.function}` | `{s.first_line}` | {100 * s.share:.1f}% | {100 * s.miss_share:.0f}% |"
+            for s in prof.functions]
+    out += ["", "| hot line | function | share |", "|---|---|---|"]
+    out += [f"| `{s.where}` | `{s.function}` | {100 * s.share:.1f}% |" for s in prof.lines[:TOP]]
+    if prof.misses:
+        out += ["", "Data-cache-miss hot spots (share of all miss cycles): "
+                + ", ".join(f"`{s.where}` ({s.function}) {100 * s.share:.0f}%" for s in prof.misses[:6])]
+    out += ["", "The compiler on the hot loops (-fopt-info-vec-missed, lines within 3 of a hot line):", ""]
+    out += [f"- `{r.where}` {r.message}" for r in prof.remarks[:15]] or ["- none (no remark on a hot line)"]
+    out += [f"- note: {n}" for n in prof.notes] + [""]
+    return out
+
+
+def digest(prof: CallProfile) -> str:
+    """The same evidence as plain text for a model (treated as untrusted data)."""
+    lines = [f"simulated cycles of `{prof.command}`: {prof.total_cycles:,}"]
+    lines += [f"function {s.function} ({s.first_line}): {100 * s.share:.1f}% self, {100 * s.miss_share:.0f}% of it "
+              "data-cache misses" for s in prof.functions]
+    lines += [f"line {s.where} in {s.function}: {100 * s.share:.1f}%" for s in prof.lines[:TOP]]
+    lines += [f"cache-miss spot {s.where} in {s.function}: {100 * s.share:.0f}% of miss cycles" for s in prof.misses[:6]]
+    lines += [f"compiler: {r.where}: {r.message}" for r in prof.remarks[:20]]
+    return "\n".join(lines)

@@ -1,0 +1,87 @@
+"""The runner's side of the deterministic yardstick: run the reduced workload under cachegrind in
+the sandbox (jobs/simulate.py has the model and the verdict), and hash the declared build outputs.
+
+The step runner is passed in (jobs.runner.run_step with the run's Isolation), so this module never
+runs target code outside the sandbox the run chose. The workload runs in the benchmark's sandbox
+(read-only tree, fresh /tmp and $HOME); cachegrind writes its files to that private /tmp. Like
+any number target code helps produce, the counts are as trustworthy as the sandbox: a candidate
+could write a forged cachegrind file from inside it, which is why a keep also needs the
+wall-clock guard and the checks.
+"""
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import os
+import secrets
+import shutil
+from pathlib import Path
+from typing import Callable
+
+from .simulate import SimulateError, extract, wrapped_command
+
+VALGRIND_HINT = "install valgrind (Debian: apt-get install valgrind), or remove `simulate:` from the config"
+
+
+class SimulationFailed(RuntimeError):
+    """The reduced workload did not run to the end under cachegrind; `status` is timeout or crash."""
+
+    def __init__(self, status: str, reason: str, log: str = ""):
+        super().__init__(reason)
+        self.status, self.reason, self.log = status, reason, log
+
+
+def simulate(command: str, tree: Path, timeout: float, run_step: Callable, seed: int, who: str) -> dict:
+    """One simulated run of `command` in `tree`: cachegrind's totals + `cycles` + the run's wall time."""
+    if shutil.which("valgrind") is None:
+        raise SimulationFailed("crash", f"simulate: valgrind is not installed; {VALGRIND_HINT}")
+    marker = "AUTORESEARCH-CACHEGRIND-" + secrets.token_hex(12)
+    done = run_step(wrapped_command(command, marker), tree, timeout, step="benchmark",
+                    extra_env={"AUTORESEARCH_SEED": str(seed)})
+    if done.returncode is None:
+        raise SimulationFailed("timeout", f"{who} simulated run exceeded {timeout:.0f} s (simulate.timeout)",
+                               done.output[-3000:])
+    if done.returncode != 0:
+        raise SimulationFailed("crash", f"{who} simulated run exited with status {done.returncode}",
+                               done.output[-3000:])
+    try:
+        counts = extract(done.output, marker)
+    except SimulateError as exc:
+        raise SimulationFailed("crash", f"{who} simulated run: {exc}", done.output[-3000:]) from None
+    return {**counts.to_dict(), "wall_s": round(done.seconds, 3), "cpu_s": round(done.cpu_s, 3)}
+
+
+MAX_ARTIFACT_BYTES = 4 << 30       # a build output larger than this is not hashed (and so never "identical")
+
+
+def artifact_hashes(tree: Path, globs: list[str]) -> dict[str, str]:
+    """sha256 of every regular file under `tree` matching one of `globs` (fnmatch from the root).
+    The build wrote these files: links are not followed (jobs/safefs.py) and a file is read in
+    chunks up to MAX_ARTIFACT_BYTES, so neither a link to a secret nor /dev/zero is read."""
+    from . import safefs
+    tree = Path(tree)
+    out: dict[str, str] = {}
+    for rel in safefs.walk_files(tree):
+        if not any(fnmatch.fnmatch(rel, g) for g in globs):
+            continue
+        try:
+            fd = safefs.open_regular(tree, rel)
+        except OSError:
+            continue
+        digest, size = hashlib.sha256(), 0
+        try:
+            while size <= MAX_ARTIFACT_BYTES and (chunk := os.read(fd, 1 << 20)):
+                digest.update(chunk)
+                size += len(chunk)
+        finally:
+            os.close(fd)
+        out[rel] = digest.hexdigest() if size <= MAX_ARTIFACT_BYTES else f"too large ({size}+ bytes)"
+    return out
+
+
+def compare_artifacts(base: Path, head: Path, globs: list[str]) -> dict:
+    """{"identical": bool, "files": [...], "differ": [...]}: identical only when both trees built the
+    same non-empty set of files with the same bytes."""
+    a, b = artifact_hashes(base, globs), artifact_hashes(head, globs)
+    differ = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    return {"identical": bool(a) and not differ, "files": sorted(a), "differ": differ}

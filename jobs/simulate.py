@@ -1,0 +1,323 @@
+"""The deterministic yardstick: simulated cycles from Valgrind's cachegrind. Pure.
+
+Noise on a shared machine hides the 1-3% effects a mature library offers (the A/A MDE there is
+5-20%). Counting work instead of time does not: a reduced workload (`simulate.command`) runs
+once per arm under `valgrind --tool=cachegrind --cache-sim=yes` with a fixed cache geometry
+(`CACHES`, so the count does not depend on the host's caches), and its event counts become one
+number, the **simulated cycles** (`MODEL`):
+
+    cycles = Ir + 10 * (I1mr + D1mr + D1mw) + 100 * (ILmr + DLmr + DLmw)
+
+instructions executed plus first-level misses at ~10 cycles and last-level misses at ~100
+(the model of SQLite's cachegrind tracking and of Itamar Turner-Trauring's write-up). Two runs
+of one binary count the same to a few parts per million; the A/A calibration measures that jitter
+and the floor of the simulated change is never below a multiple of it.
+
+How it combines with wall-clock pairs (`judge_yardstick`), in order:
+
+1. Anything the wall-clock verdict already failed (build, checks, crash, timeout, a baseline that
+   fails its sanity check, an invalid candidate) stands.
+2. A candidate whose build outputs (`artifacts`) are byte-identical to the baseline's is
+   "no change in the binary": nothing was sampled.
+3. **Integrity**: a benchmark that claims a speed-up (its primary metric wins at the experiment's
+   level) while the simulated cycles do not move beyond the floor is `invalid`: the work it claims
+   to save is still being done.
+4. **Keep** needs both: the simulated cycles fall by at least the floor, AND the wall-clock
+   interval of the primary metric (anytime-valid, at level `alpha_loss`) does not lie below
+   `-wall_tolerance_pct`: the simulator models neither branch prediction nor threads nor the real
+   memory system, so the real machine gets a veto against a slowdown it can show. Pairs are
+   sampled until the interval excludes a regression beyond the tolerance (the reason then says
+   "confirmed"), shows one (discard), or the pair cap; on a machine too noisy to confirm within the
+   cap the keep rests on the simulation, and the reason says the wall clock "neither confirms nor
+   refutes" it, with its interval.
+5. Simulated cycles up by at least the floor: discard (slower); within the floor: discard,
+   "no change in simulated cycles".
+
+The simulation serialises threads (one CPU); a change that only helps by spreading work over
+cores does not show in it: such targets should not declare `simulate`.
+"""
+from __future__ import annotations
+
+import math
+import shlex
+from dataclasses import dataclass
+
+# What cachegrind (3.19, --cache-sim=yes) prints on its `events:` line.
+EVENTS = ("Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw")
+L1_WEIGHT, LL_WEIGHT = 10, 100
+MODEL = (f"simulated cycles = Ir + {L1_WEIGHT}·(I1mr + D1mr + D1mw) + {LL_WEIGHT}·(ILmr + DLmr + DLmw) "
+         "(instructions, first-level and last-level cache misses of cachegrind with I1/D1 32 KiB 8-way, "
+         "LL 8 MiB 16-way, 64-byte lines)")
+CACHES = ("--I1=32768,8,64", "--D1=32768,8,64", "--LL=8388608,16,64")
+JITTER_MULTIPLE = 3.0      # the floor is never below this many times the A/A jitter
+
+
+class SimulateError(ValueError):
+    """The cachegrind output could not be read; the message says what was missing."""
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Event totals of one simulated run (summed over every process it started)."""
+
+    events: tuple[tuple[str, int], ...]
+    processes: int = 1
+
+    def get(self, name: str) -> int:
+        return dict(self.events).get(name, 0)
+
+    @property
+    def cycles(self) -> int:
+        g = self.get
+        return (g("Ir") + L1_WEIGHT * (g("I1mr") + g("D1mr") + g("D1mw"))
+                + LL_WEIGHT * (g("ILmr") + g("DLmr") + g("DLmw")))
+
+    def to_dict(self) -> dict:
+        return {**dict(self.events), "cycles": self.cycles, "processes": self.processes}
+
+
+def parse_cachegrind(text: str) -> Counts:
+    """One cachegrind output file (or only its `events:`/`summary:` lines) -> Counts."""
+    events: list[str] | None = None
+    summary: list[int] | None = None
+    for line in text.splitlines():
+        if line.startswith("events:"):
+            events = line.split(":", 1)[1].split()
+        elif line.startswith("summary:"):
+            try:
+                summary = [int(v) for v in line.split(":", 1)[1].split()]
+            except ValueError:
+                raise SimulateError(f"cachegrind summary line is not a list of counts: {line!r}") from None
+    if events is None or summary is None:
+        raise SimulateError("cachegrind output has no events:/summary: line (did valgrind run to the end?)")
+    if len(summary) != len(events):
+        raise SimulateError(f"cachegrind summary has {len(summary)} counts for {len(events)} events")
+    return Counts(tuple(zip(events, summary)))
+
+
+def total(parts: list[Counts]) -> Counts:
+    if not parts:
+        raise SimulateError("the simulated run left no cachegrind output")
+    names = list(dict.fromkeys(n for c in parts for n, _ in c.events))
+    return Counts(tuple((n, sum(c.get(n) for c in parts)) for n in names), sum(c.processes for c in parts))
+
+
+def wrapped_command(command: str, marker: str) -> str:
+    """The shell command that runs `command` under cachegrind (every child process too) inside the
+    sandbox and prints each output file's totals after a `marker` line. The workload's own output
+    goes to a file, printed (tail) only when it fails, so it cannot mix with the totals."""
+    vg = " ".join(["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--branch-sim=no", *CACHES,
+                   "--trace-children=yes", "--vgdb=no", '--cachegrind-out-file="$d/cg.%p"'])
+    return (f'd=$(mktemp -d /tmp/autoresearch-cg.XXXXXX) && {vg} bash -c {shlex.quote(command)} '
+            f'>"$d/out.log" 2>&1; rc=$?; if [ $rc -ne 0 ]; then tail -c 3000 "$d/out.log"; exit $rc; fi; '
+            f'for f in "$d"/cg.*; do echo {shlex.quote(marker)}; grep -E "^(events|summary):" "$f"; done')
+
+
+def extract(output: str, marker: str) -> Counts:
+    """The totals `wrapped_command` printed: one block per process, after each marker line."""
+    blocks = output.split(marker + "\n")[1:]
+    return total([parse_cachegrind(b) for b in blocks])
+
+
+@dataclass(frozen=True)
+class Comparison:
+    base: int                  # simulated cycles of the baseline
+    head: int
+
+    @property
+    def delta_pct(self) -> float:
+        """Candidate vs baseline in simulated cycles (negative = fewer = faster)."""
+        return 100.0 * (self.head / self.base - 1.0) if self.base > 0 else math.inf
+
+    @property
+    def saving_pct(self) -> float:
+        return -self.delta_pct
+
+
+def floor_pct(configured: float, aa_delta_pct: float | None) -> float:
+    """The least simulated change that counts: the config's, raised past the A/A jitter."""
+    jitter = abs(aa_delta_pct or 0.0)
+    return max(configured, JITTER_MULTIPLE * jitter)
+
+
+def compare(simulated: dict) -> Comparison | None:
+    """`RawResult.simulated` ({"A": counts, "B": counts}) -> Comparison, None when an arm is missing."""
+    try:
+        return Comparison(int(simulated["A"]["cycles"]), int(simulated["B"]["cycles"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class Guard:
+    """The wall-clock guard's parameters: a regression beyond `tolerance_pct` must be excluded at
+    level `alpha` (anytime-valid, so it may be checked after every pair)."""
+
+    tolerance_pct: float
+    alpha: float
+    min_pairs: int = 3
+    claim_alpha: float = 0.01         # the experiment's keep level: a claim is a wall-clock win at this level
+
+
+def wall_interval(y: list[float], s: list[float], alpha: float) -> tuple[float, float]:
+    """The primary metric's interval in % (oriented: + is better) at level `alpha`."""
+    from .sequential import confidence_sequence, to_pct
+    lo, hi = confidence_sequence(y, s, alpha)
+    return (to_pct(lo) if math.isfinite(lo) else -100.0, to_pct(hi) if math.isfinite(hi) else math.inf)
+
+
+def stop_after_pair(sim: Comparison | None, floor: float, y: list[float], s: list[float], guard: Guard) -> str:
+    """The runner's stop rule when a simulation decides: '' to go on, else why to stop. Pairs only
+    serve the guard (and the integrity check), so a candidate that does not save simulated cycles
+    stops at `min_pairs`; one that does stops once the guard is settled either way."""
+    if len(y) < guard.min_pairs:
+        return ""
+    if sim is None or sim.saving_pct < floor:
+        # Nothing saved: pairs go on only while the benchmark seems to claim a large speed-up, until
+        # the claim is established (then it is invalid) or ruled out.
+        import numpy as np
+        from .sequential import to_pct
+        if to_pct(float(np.median(y))) < guard.tolerance_pct:
+            return "simulated"
+        lo, hi = wall_interval(y, s, guard.claim_alpha)
+        return "claimed" if lo > 0 else "simulated" if hi < guard.tolerance_pct else ""
+    lo, hi = wall_interval(y, s, guard.alpha)
+    if lo > -guard.tolerance_pct:
+        return "guarded"
+    if hi < -guard.tolerance_pct:
+        return "loss"
+    return ""
+
+
+def sim_view(sim: Comparison, floor: float, raw_simulated: dict) -> dict:
+    return {"base_cycles": sim.base, "head_cycles": sim.head, "delta_pct": round(sim.delta_pct, 4),
+            "floor_pct": floor, "seconds": {a: raw_simulated.get(a, {}).get("wall_s") for a in ("A", "B")},
+            "model": MODEL}
+
+
+def judge_yardstick(raw, config, plan, floor: float, guard: Guard):
+    """The experiment's status when the target declares `simulate` (see the module docstring)."""
+    from .model import Status
+    from .sequential import adjusted
+    from .verdict import Judgement, judge, metric_pairs, runner_view
+    if raw.status == "ok" and raw.stopped == "identical":
+        n = len(raw.artifacts.get("files", []))
+        return Judgement(Status.DISCARD, f"no change in the binary: the {n} declared build output(s) are "
+                         "byte-identical to the baseline's (nothing was sampled)", runner=runner_view(raw))
+    wall = judge(raw, config, plan)
+    if raw.status != "ok" or wall.status in (Status.NOISE, Status.INVALID, Status.CRASH):
+        return wall
+    sim = compare(raw.simulated)
+    if sim is None:
+        return Judgement(Status.CRASH, "the simulated run left no counts for one arm", wall.metrics, wall.flags,
+                         wall.runner)
+    view = {**wall.runner, "simulated": sim_view(sim, floor, raw.simulated)}
+    primary = config.primary
+    main = next((m for m in wall.metrics if m.name == primary.name), None)
+    y, s = adjusted(metric_pairs(raw, primary.name, primary.direction, plan.adjust.get(primary.name, ())),
+                    plan.prior(primary.name))
+    lo, hi = wall_interval(y, s, guard.alpha) if len(y) >= 2 else (-100.0, math.inf)
+    view["wall_guard"] = {"lo_pct": lo, "hi_pct": hi, "alpha": guard.alpha, "tolerance_pct": guard.tolerance_pct,
+                          "pairs": len(y)}
+    simtext = f"simulated cycles {sim.delta_pct:+.2f}% ({sim.base:,} → {sim.head:,}; floor {floor:.2g}%)"
+    walltext = (f"wall-clock {primary.name} {main.delta_pct:+.1f}%, interval {lo:+.1f}%…{hi:+.1f}% at level "
+                f"{guard.alpha:g} ({len(y)} pairs)" if main else "no wall-clock pairs")
+    claim_lo = wall_interval(y, s, guard.claim_alpha)[0] if len(y) >= 2 else -100.0
+    claims = main is not None and (main.verdict == "win" or claim_lo > 0)
+    if claims and abs(sim.delta_pct) < floor:
+        return Judgement(Status.INVALID, f"the benchmark claims {primary.name} {main.delta_pct:+.1f}% (its "
+                         f"interval excludes 0 at the keep level {guard.claim_alpha:.3g}) but the {simtext} did not "
+                         "move: the work it claims to save is still done. A gain the model cannot see (instruction "
+                         "latency, branch prediction, e.g. from -march) looks the same: judge such a change on the "
+                         "wall clock alone, without `simulate`", wall.metrics, wall.flags, view)
+    if sim.saving_pct >= floor:
+        losses = [m for m in wall.metrics if m.verdict == "loss"]
+        if losses:
+            worst = ", ".join(f"{m.name} {m.delta_pct:+.1f}%" for m in losses)
+            return Judgement(Status.DISCARD, f"{simtext}, but the wall clock measured a loss: {worst}",
+                             wall.metrics, wall.flags, view)
+        if hi < -guard.tolerance_pct:
+            return Judgement(Status.DISCARD, f"{simtext}, but {walltext}: slower than the "
+                             f"{guard.tolerance_pct:g}% tolerance on the real machine", wall.metrics, wall.flags, view)
+        if len(y) < guard.min_pairs:
+            return Judgement(Status.DISCARD, f"{simtext}, but only {len(y)} wall-clock pair(s): the guard "
+                             f"needs at least {guard.min_pairs}", wall.metrics, wall.flags, view)
+        confirmed = lo > -guard.tolerance_pct
+        view["wall_guard"]["confirmed"] = confirmed
+        word = ("confirmed: it excludes a regression beyond" if confirmed else
+                "neither confirms nor refutes it: no regression beyond")
+        return Judgement(Status.KEEP, f"{simtext}; {walltext} {word} {guard.tolerance_pct:g}%"
+                         + ("" if confirmed else " was shown"), wall.metrics, wall.flags, view)
+    if sim.delta_pct >= floor:
+        return Judgement(Status.DISCARD, f"slower: {simtext}; {walltext}", wall.metrics, wall.flags, view)
+    return Judgement(Status.DISCARD, f"no change in simulated cycles: {simtext}; {walltext}", wall.metrics,
+                     wall.flags, view)
+
+
+def render_section(summary: dict) -> list[str]:
+    """pr.md's 'Deterministic yardstick' section: the model, this machine's A/A jitter and cost, and
+    per experiment the simulated change beside the wall-clock interval, both labelled."""
+    cal = summary.get("simulate") or {}
+    rows = [e for e in summary.get("experiments", []) + list((summary.get("stacks") or {}).values())
+            if (e.get("runner") or {}).get("simulated")]
+    if not cal and not rows:
+        return []
+    out = ["## Deterministic yardstick (simulated cycles)", "", f"Model: {MODEL}.", "",
+           "Keeps are decided on simulated cycles (one cachegrind run per arm, no pairs): a keep needs them to "
+           "fall by at least the floor **and** the wall-clock interval of the primary metric (coin-ordered "
+           "pairs) not to lie below the tolerance; the wall clock *confirms* a keep when its interval excludes "
+           "a regression beyond the tolerance, and otherwise the reason says it neither confirms nor refutes it. "
+           "A benchmark that claims a speed-up while the simulated cycles do not move is `invalid`.", ""]
+    for platform, c in cal.items():
+        slow = (f"; {c['seconds']:.1f} s simulated vs {c['native_seconds']:.2f} s native = "
+                f"{c['seconds'] / c['native_seconds']:.0f}x slowdown") if c.get("seconds") and c.get("native_seconds") else ""
+        aa = c.get("aa_delta_pct")
+        out.append(f"- {platform}: A/A (two builds of the base) {aa:+.4f}% in simulated cycles "
+                   f"({c.get('base_cycles') or 0:,} cycles per run){slow}." if aa is not None else
+                   f"- {platform}: no A/A simulation")
+    if cal:
+        out.append("")
+    if rows:
+        out += ["| experiment | platform | simulated cycles base → head | simulated Δ (floor) | "
+                "wall-clock Δ, interval (level), pairs | status |", "|---|---|---|---|---|---|"]
+        primary = summary.get("primary")
+        for e in rows:
+            sim = e["runner"]["simulated"]
+            g = e["runner"].get("wall_guard") or {}
+            m = next((m for m in e.get("metrics", []) if m["name"] == primary), None)
+            hi = g.get("hi_pct")
+            wall = (f"{m['delta_pct']:+.1f}%, {g.get('lo_pct', -100):+.1f}%…"
+                    f"{'+inf' if hi is None or hi == math.inf else f'{hi:+.1f}%'} ({g.get('alpha', 0):g}), "
+                    f"{g.get('pairs', 0)}" if m else "—")
+            out.append(f"| {e['name']} | {e['platform']} | {sim['base_cycles']:,} → {sim['head_cycles']:,} | "
+                       f"{sim['delta_pct']:+.3f}% ({sim['floor_pct']:.2g}%) | {wall} | {e['status']} |")
+        out.append("")
+    return out
+
+
+def headline(summary: dict) -> list[str]:
+    """pr.md's summary when the deterministic yardstick decided the stack: the simulated change
+    first, the wall clock of the primary metric beside it, labelled ([] otherwise)."""
+    out = []
+    kept = summary.get("stack_applied") or []
+    for platform, st in (summary.get("stacks") or {}).items():
+        sim = (st.get("runner") or {}).get("simulated")
+        if not sim or st.get("status") != "keep":
+            continue
+        g = st["runner"].get("wall_guard") or {}
+        m = next((m for m in st.get("metrics", []) if m["name"] == summary.get("primary")), None)
+        hi = g.get("hi_pct")
+        wall = (f"{summary.get('primary')} {m['delta_pct']:+.1f}%, interval {g.get('lo_pct', -100):+.1f}%…"
+                f"{'+inf' if hi is None or hi == math.inf else f'{hi:+.1f}%'} at level {g.get('alpha', 0):g} over "
+                f"{g.get('pairs', 0)} pairs" if m else "no pairs")
+        out.append(f"{len(kept)} optimization(s) kept ({', '.join(kept)}), decided by the deterministic yardstick "
+                   f"on {platform}: **simulated cycles {sim['delta_pct']:+.2f}%** (floor {sim['floor_pct']:.2g}%). "
+                   f"Wall clock beside it: {wall}, which "
+                   + ("confirms it." if g.get("confirmed") else "neither confirms nor refutes it on this machine."))
+    if not out and summary.get("simulate") and not summary.get("stacks"):
+        tried = [e for e in summary.get("experiments", []) if (e.get("runner") or {}).get("simulated")]
+        if tried:
+            out.append(f"No optimization changed the simulated cycles by more than the floor and held on the wall "
+                       f"clock ({len(tried)} measured; the table below gives each one's simulated change), so no "
+                       "stack was built and the branch equals the base commit.")
+    return out + [""] if out else []

@@ -1,0 +1,228 @@
+"""The deterministic yardstick (jobs/simulate.py): cachegrind parsing, the simulated-cycles model,
+the verdict that combines it with the wall-clock guard, and one small end-to-end run on a tiny C
+target through the whole pipeline (valgrind for real, in the sandbox)."""
+from __future__ import annotations
+
+import math
+import random
+import shutil
+
+import pytest
+
+from jobs.config import parse_config
+from jobs.model import Status
+from jobs.simulate import (Comparison, Guard, SimulateError, extract, floor_pct, judge_yardstick,
+                           parse_cachegrind, render_section, stop_after_pair)
+from jobs.spec import Invocation, RawResult
+from jobs.verdict import Plan
+
+# Real cachegrind 3.19 output (events/summary lines) of a small loop, as printed in the sandbox.
+SAMPLE = """desc: I1 cache:         32768 B, 64 B, 8-way associative
+cmd: ./t
+events: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw 
+fl=/tmp/t.c
+fn=main
+3 15000000 10 10 20000 100 90 10000 300 290
+summary: 15112631 1232 1231 26198 1122 979 10574 373 349
+"""
+
+
+def test_parse_and_model():
+    c = parse_cachegrind(SAMPLE)
+    assert c.get("Ir") == 15112631 and c.get("DLmw") == 349
+    # Ir + 10 (I1mr + D1mr + D1mw) + 100 (ILmr + DLmr + DLmw)
+    assert c.cycles == 15112631 + 10 * (1232 + 1122 + 373) + 100 * (1231 + 979 + 349)
+
+
+def test_extract_sums_every_process_and_ignores_the_rest():
+    marker = "MARK-123"
+    text = ("noise METRIC x=1\n" + marker + "\nevents: Ir I1mr\nsummary: 100 1\n"
+            + marker + "\nevents: Ir I1mr\nsummary: 50 2\n")
+    c = extract(text, marker)
+    assert c.get("Ir") == 150 and c.get("I1mr") == 3 and c.processes == 2
+    assert c.cycles == 150 + 10 * 3
+
+
+@pytest.mark.parametrize("text", ["", "events: Ir\n", "events: Ir I1mr\nsummary: 1\n", "events: Ir\nsummary: x\n"])
+def test_unreadable_output_is_an_error(text):
+    with pytest.raises(SimulateError):
+        parse_cachegrind(text)
+
+
+def test_floor_is_raised_past_the_jitter():
+    assert floor_pct(0.5, 0.0) == 0.5
+    assert floor_pct(0.5, -0.4) == pytest.approx(1.2)
+
+
+CONFIG = parse_config("""
+build: make
+benchmark: ./bench
+checks: ./checks
+metrics: [{name: speed, direction: higher, primary: true}]
+editable: ["src/**"]
+simulate: {command: ./bench small, wall_tolerance_pct: 5}
+""")
+PLAN = Plan(alpha=0.01, floor_pct=1.0, target_pct=5.0, max_pairs=30)
+GUARD = Guard(tolerance_pct=5.0, alpha=0.05, claim_alpha=0.01)
+
+
+def raw_with(effect: float, base_cycles: int, head_cycles: int, n: int = 12, noise: float = 0.01,
+             seed: int = 1) -> RawResult:
+    """n coin-ordered pairs whose candidate is `effect` (relative) faster, wall time alike."""
+    rng = random.Random(seed)
+    raw = RawResult(status="ok", simulated={"A": {"cycles": base_cycles, "wall_s": 2.0},
+                                            "B": {"cycles": head_cycles, "wall_s": 2.0}})
+    for i in range(n):
+        a = 100 * math.exp(rng.gauss(0, noise))
+        b = a * (1 + effect) * math.exp(rng.gauss(0, noise))
+        first = rng.random() < 0.5
+        raw.invocations += [Invocation("A", i, 0 if first else 1, i, {"speed": a}, wall_s=1 / a, cpu_s=1 / a),
+                            Invocation("B", i, 1 if first else 0, i, {"speed": b}, wall_s=1 / b, cpu_s=1 / b)]
+    return raw
+
+
+def test_keep_needs_the_simulated_saving_and_the_guard():
+    j = judge_yardstick(raw_with(0.015, 1_000_000, 985_000), CONFIG, PLAN, 0.5, GUARD)
+    assert j.status == Status.KEEP, j.reason
+    assert "simulated cycles -1.50%" in j.reason and "confirmed: it excludes a regression beyond 5%" in j.reason
+    assert j.runner["simulated"]["delta_pct"] == pytest.approx(-1.5)
+
+
+def test_a_real_wall_clock_slowdown_vetoes_a_simulated_saving():
+    j = judge_yardstick(raw_with(-0.2, 1_000_000, 985_000), CONFIG, PLAN, 0.5, GUARD)
+    assert j.status == Status.DISCARD and "slower" in j.reason or "loss" in j.reason, j.reason
+
+
+def test_a_noisy_wall_clock_neither_confirms_nor_refutes_and_says_so():
+    j = judge_yardstick(raw_with(0.0, 1_000_000, 985_000, n=4, noise=0.3), CONFIG, PLAN, 0.5, GUARD)
+    assert j.status == Status.KEEP and "neither confirms nor refutes" in j.reason, j.reason
+    assert j.runner["wall_guard"]["confirmed"] is False
+    few = judge_yardstick(raw_with(0.0, 1_000_000, 985_000, n=2), CONFIG, PLAN, 0.5, GUARD)
+    assert few.status == Status.DISCARD and "needs at least 3" in few.reason
+
+
+def test_claimed_speedup_with_unchanged_simulated_cycles_is_invalid():
+    # The benchmark reports +30% and its process is faster too (so the runner's clock check passes),
+    # but the simulated work is the same: the claim is not trusted.
+    j = judge_yardstick(raw_with(0.3, 1_000_000, 1_000_100, n=10), CONFIG, PLAN, 0.5, GUARD)
+    assert j.status == Status.INVALID and "did not move" in j.reason, j.reason
+
+
+def test_unchanged_and_slower_simulations_discard():
+    same = judge_yardstick(raw_with(0.0, 1_000_000, 1_000_010, n=3), CONFIG, PLAN, 0.5, GUARD)
+    assert same.status == Status.DISCARD and same.reason.startswith("no change in simulated cycles"), same.reason
+    slower = judge_yardstick(raw_with(0.0, 1_000_000, 1_020_000, n=3), CONFIG, PLAN, 0.5, GUARD)
+    assert slower.status == Status.DISCARD and slower.reason.startswith("slower: simulated cycles +2.00%")
+
+
+def test_identical_binaries_are_not_sampled():
+    raw = RawResult(status="ok", stopped="identical", artifacts={"identical": True, "files": ["a.o", "b"]})
+    j = judge_yardstick(raw, CONFIG, PLAN, 0.5, GUARD)
+    assert j.status == Status.DISCARD and j.reason.startswith("no change in the binary: the 2 declared")
+
+
+def test_stop_rule():
+    import numpy as np
+    y, s = np.full(8, 0.01), np.full(8, 0.01)
+    assert stop_after_pair(Comparison(100, 99), 0.5, y[:2], s[:2], GUARD) == ""          # before min_pairs
+    assert stop_after_pair(Comparison(100, 100), 0.5, y, s, GUARD) == "simulated"         # nothing saved
+    assert stop_after_pair(Comparison(100, 98), 0.5, y, s, GUARD) == "guarded"
+    assert stop_after_pair(Comparison(100, 98), 0.5, -y * 20, s, GUARD) == "loss"
+    # nothing saved, but the benchmark claims +22%: sampled until the claim is established
+    assert stop_after_pair(Comparison(100, 100), 0.5, y[:3] * 20, s[:3], GUARD) == ""
+    y12, s12 = np.full(12, 0.2), np.full(12, 0.01)
+    assert stop_after_pair(Comparison(100, 100), 0.5, y12, s12, GUARD) == "claimed"
+
+
+def test_report_section_labels_both_yardsticks():
+    j = judge_yardstick(raw_with(0.015, 1_000_000, 985_000), CONFIG, PLAN, 0.5, GUARD)
+    summary = {"primary": "speed", "simulate": {"local": {"aa_delta_pct": 0.0001, "base_cycles": 1_000_000,
+                                                          "seconds": 3.0, "native_seconds": 0.1}},
+               "experiments": [{"name": "x", "platform": "local", "status": j.status.value,
+                                "runner": j.runner, "metrics": j.metric_dicts()}]}
+    text = "\n".join(render_section(summary))
+    assert "Ir + 10·(I1mr + D1mr + D1mw) + 100·(ILmr + DLmr + DLmw)" in text
+    assert "30x slowdown" in text and "| x | local | 1,000,000 → 985,000 | -1.500% (0.5%) |" in text
+
+
+# -- end to end: a tiny C target, valgrind for real, through the pipeline ----------------------
+WORK_C = r"""#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+static unsigned long mix(unsigned long x) {
+    for (int k = 0; k < 40; k++) x = x * 6364136223846793005UL + 1442695040888963407UL;
+    return x;
+}
+int main(int argc, char **argv) {
+    long n = argc > 1 ? atol(argv[1]) : 300000;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    unsigned long h = 0, again = 0;
+    for (long i = 0; i < n; i++) h ^= mix(i);
+    for (long i = 0; i < n / EXTRA; i++) again ^= mix(i);   /* redundant: its result is not needed */
+    if (again == 1) fputs("", stderr);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    printf("METRIC items_per_s=%.1f\n", n / s * SCALE);
+    printf("DIGEST h=%lx\n", h);
+    return 0;
+}
+"""
+MAKEFILE = "work: src/work.c src/extra src/scale\n\tcc -O1 -DEXTRA=$$(cat src/extra) -DSCALE=$$(cat src/scale) -o work src/work.c\n"
+TINY_CONFIG = """\
+name: tiny
+build: make -s
+benchmark: ./work 1000000
+checks: ./work 1000 >/dev/null
+metrics: [{name: items_per_s, direction: higher, primary: true, clock: wall}]
+editable: ["src/**"]
+artifacts: [work]
+timeouts: {build: 60, benchmark: 20, checks: 20}
+repeats: {min: 3, max: 12, warmup: 0, calibration: 4}
+simulate: {command: ./work 20000, timeout: 120, wall_tolerance_pct: 10}
+"""
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed (tests/system-deps.sh)")
+def test_tiny_c_target_end_to_end(tmp_path):
+    from conftest import make_repo
+    from jobs.pipeline import Run, RunOptions
+    from synthetic import patch_for
+    target = make_repo(tmp_path / "tiny", {".github/autoresearch.yml": TINY_CONFIG, "src/work.c": WORK_C, "Makefile": MAKEFILE,
+                                           "src/extra": "25\n", "src/scale": "1\n"})
+    p = tmp_path / "patches"
+    p.mkdir()
+    patches = [
+        patch_for(target, p / "drop_redundant.patch", {"src/extra": "100000000\n"}),   # -4% of the work
+        patch_for(target, p / "comment.patch", {"src/work.c": WORK_C + "/* tidy */\n"}),   # same binary
+    ]
+    out = tmp_path / "out"
+    summary = Run(RunOptions(target=target, out=out, run_id="t1", agent="none", candidates=patches)).execute()
+    by = {e["name"]: e for e in summary["experiments"]}
+    drop = by["drop_redundant"]
+    sim = drop["runner"]["simulated"]
+    # deterministic: the removed loop is 1/25 of the loops, diluted by process start-up (~2M instructions)
+    assert -2.5 < sim["delta_pct"] < -1.0, sim
+    assert drop["status"] == "keep", drop["reason"]
+    assert by["comment"]["status"] == "discard" and "no change in the binary" in by["comment"]["reason"], by["comment"]["reason"]
+    assert by["comment"]["runner"]["pairs"] == 0
+    cal = summary["simulate"]["local"]
+    # two builds of one commit differ by ~0.003-0.012% (seen here: the build folder's path length
+    # reaches the binary and its start-up); far below the 0.5% floor and the -1.8% above
+    assert abs(cal["aa_delta_pct"]) < 0.1 and cal["seconds"] > 0
+    pr = (out / "pr.md").read_text()
+    assert "## Deterministic yardstick (simulated cycles)" in pr and "| drop_redundant | local |" in pr
+
+
+def test_pr_summary_leads_with_the_yardstick_when_it_decided_the_stack():
+    from jobs.simulate import headline
+    j = judge_yardstick(raw_with(0.0, 1_000_000, 985_000, n=4, noise=0.3), CONFIG, PLAN, 0.5, GUARD)
+    stack = {"status": "keep", "runner": j.runner, "metrics": j.metric_dicts()}
+    text = headline({"primary": "speed", "stack_applied": ["a"], "stacks": {"local": stack}})[0]
+    assert text.startswith("1 optimization(s) kept (a), decided by the deterministic yardstick on local: "
+                           "**simulated cycles -1.50%**")
+    assert "Wall clock beside it: speed" in text and "neither confirms nor refutes it" in text
+    assert headline({"primary": "speed", "stacks": {"local": {**stack, "status": "discard"}}}) == []
+    none = headline({"primary": "speed", "simulate": {"local": {}}, "stacks": {},
+                     "experiments": [{"runner": j.runner}]})[0]
+    assert none.startswith("No optimization changed the simulated cycles by more than the floor")
