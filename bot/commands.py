@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from markdown_it import MarkdownIt
 
 from jobs.config import Overrides
+from jobs.mdsafe import code
 
 PREFIX = "/autoresearch"
 VERBS = ("optimize", "approve", "cancel", "status", "bench")
@@ -103,7 +104,7 @@ def parse_line(line: str) -> Command | Invalid:
         return Invalid(line, "no command given")
     verb, rest = words[0].lower(), words[1:]
     if verb not in VERBS:
-        return Invalid(line, f"unknown command `{verb}`")
+        return Invalid(line, f"unknown command {code(verb, 40)}")
     if verb == "approve":
         if len(rest) > 1 or (rest and not _PLAN_ID.match(rest[0].lower())):
             return Invalid(line, "`approve` takes the plan's id, as its plan comment shows it: "
@@ -120,20 +121,20 @@ def parse_line(line: str) -> Command | Invalid:
         key, eq, value = word.partition("=")
         key = key.lower()
         if not eq or not value:
-            return Invalid(line, f"`{word}`: arguments look like `name=value`")
+            return Invalid(line, f"{code(word, 60)}: arguments look like `name=value`")
         if key not in ("metric", "platforms", "budget"):
-            return Invalid(line, f"unknown argument `{key}` (known: metric, platforms, budget)")
+            return Invalid(line, f"unknown argument {code(key, 40)} (known: metric, platforms, budget)")
         if key in args:
-            return Invalid(line, f"`{key}` given twice")
+            return Invalid(line, f"{code(key, 40)} given twice")
         args[key] = value
     metric = args.get("metric")
     if metric is not None and not _METRIC.match(metric):
-        return Invalid(line, f"metric=`{metric}`: use letters, digits, '_' and '.'")
+        return Invalid(line, f"metric={code(metric, 60)}: use letters, digits, '_' and '.'")
     platforms = None
     if "platforms" in args:
         platforms = tuple(p for p in args["platforms"].split(",") if p)
         if not platforms or not all(_PLATFORM.match(p) for p in platforms) or len(set(platforms)) != len(platforms):
-            return Invalid(line, f"platforms=`{args['platforms']}`: a comma-separated list of distinct names")
+            return Invalid(line, f"platforms={code(args['platforms'], 60)}: a comma-separated list of distinct names")
     budget = None
     if "budget" in args:
         try:
@@ -141,7 +142,7 @@ def parse_line(line: str) -> Command | Invalid:
         except ValueError:
             budget = math.nan
         if not math.isfinite(budget) or budget < 0:
-            return Invalid(line, f"budget=`{args['budget']}`: a number of USD, 0 or more")
+            return Invalid(line, f"budget={code(args['budget'], 60)}: a number of USD, 0 or more")
     return Command("optimize", rest[0].lower(), Overrides(metric, platforms, budget))
 
 

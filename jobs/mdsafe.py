@@ -8,15 +8,20 @@ new block (a heading, a table row). Each helper here is for one context and keep
 readable while none of that can happen:
 
 - `text(s)`: prose, list items, headings, table cells. One line (control characters become
-  spaces), every ASCII punctuation character backslash-escaped (CommonMark renders `\\x` as `x`,
-  so links, images, autolinks, HTML, emphasis and table pipes stay literal; `\\&` stops entities
-  such as `&#64;`), and a WORD JOINER (U+2060, invisible) after `@` and `#` and inside `://`
-  and `www.`, so GitHub's mention, reference and bare-URL linkers find nothing.
+  spaces); the characters that open markup backslash-escaped (CommonMark renders `\\x` as `x`):
+  `[ ] < > & | # ! \\` and backticks, so links, images, autolinks, HTML, entities such as
+  `&#64;`, code spans and table pipes stay literal, and a first character that would start a
+  block (`- + = * >`, `1.`); a WORD JOINER (U+2060, invisible) after `@` and `#` and inside
+  `://` and `www.`, so GitHub's mention, reference and bare-URL linkers find nothing. Emphasis
+  (`* _ ~`) is left alone: it changes how text looks, never what it does.
 - `code(s)`: an inline code span whose fence is longer than any run of backticks inside, so the
   text cannot close it early (GitHub renders nothing inside a code span: no mentions, no links).
 - `fence(lines)`: a fenced code block, its fence longer than any backtick run in the lines.
 - `html(s)`: text inside raw HTML (`<summary>...</summary>`), where Markdown escapes do not
   apply: `& < > " '` as entities, and the same word joiners.
+- `prose(s)`: the bot's own sentences that carry untrusted values (a run's message, an error):
+  as `text`, but lines and backticks are kept, so the bot's code spans still render (an untrusted
+  backtick can at worst move where a code span ends; what it shows is still escaped).
 - `plain(s)`: a PR title (not rendered as Markdown, but mentions and references are linked):
   one line, the word joiners only.
 
@@ -27,10 +32,11 @@ from __future__ import annotations
 import re
 
 WORD_JOINER = "\u2060"
-ESCAPABLE = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")       # CommonMark's backslash escapes
+ESCAPED = frozenset("[]<>&|#!\\`")          # what opens a link, image, HTML, entity, code span, cell
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]+")
-_LINKERS = re.compile(r"(?i)([@#])|(:)(//)|(www)(\.)|\b(gh)(-)(?=\d)")
+_LINKERS = re.compile(r"(?i)([@#])|(:)(//)|(www)(\.)|(gh)(-)(?=\d)")
 _BACKTICKS = re.compile(r"`+")
+_BLOCK_START = re.compile(r"^( *\d*)([-+=*>.)])")
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}
 DEFAULT_LIMIT = 300
 
@@ -58,7 +64,15 @@ def plain(s: object, limit: int = DEFAULT_LIMIT) -> str:
 def text(s: object, limit: int = DEFAULT_LIMIT) -> str:
     """For Markdown prose, headings, list items and table cells: renders as exactly `one_line(s)`
     (plus invisible word joiners), nothing of it markup."""
-    return "".join("\\" + ch if ch in ESCAPABLE else ch for ch in _unlink(one_line(s, limit)))
+    out = "".join("\\" + ch if ch in ESCAPED else ch for ch in _unlink(one_line(s, limit)))
+    return _BLOCK_START.sub(lambda m: m.group(1) + "\\" + m.group(2), out, count=1)
+
+
+def prose(s: object, limit: int = 3000) -> str:
+    """For the bot's sentences with untrusted values inside: lines kept, backticks kept."""
+    lines = [one_line(line, limit) for line in str(s)[:limit].splitlines()]
+    return "\n".join("".join("\\" + ch if ch in ESCAPED and ch != "`" else ch for ch in _unlink(line))
+                     for line in lines)
 
 
 def code(s: object, limit: int = DEFAULT_LIMIT, in_table: bool = False) -> str:

@@ -2,11 +2,16 @@
 
 Numbers only ever come from the run's own records; a platform that was configured but not
 measured says so instead of showing a table.
+
+Names and reasons in pr.md come from the repository (config name, platforms, candidate files,
+hypotheses, refused paths): they pass through `jobs.mdsafe`, so none of them is a live mention,
+reference, link, image or HTML in the pull request.
 """
 from __future__ import annotations
 
 from typing import Any
 
+from .mdsafe import fence, html, text
 from .model import Hypothesis
 from .results import metric
 
@@ -131,7 +136,7 @@ def runner_table(experiments: list[dict[str, Any]]) -> list[str]:
         r = e.get("runner") or {}
         if not r.get("pairs"):
             continue
-        rows.append(f"| {e['name']} | {e['platform']} | {r['pairs']} | {r.get('stopped') or '—'} | "
+        rows.append(f"| {text(e['name'])} | {text(e['platform'])} | {r['pairs']} | {text(r.get('stopped') or '—')} | "
                     f"{_seconds(r.get('wall_base_s'))} → {_seconds(r.get('wall_head_s'))} | "
                     f"{_seconds(r.get('cpu_base_s'))} → {_seconds(r.get('cpu_head_s'))} |")
     return rows if len(rows) > 2 else []
@@ -150,18 +155,18 @@ def _headline(summary: dict[str, Any]) -> str:
         if m and stack["status"] == "keep":
             level = f" at level {m['alpha']:.2g}" if m.get("alpha") else ""
             parts.append(f"**{primary} {m['delta_pct']:+.1f}%** (interval {_pct(m['ci_low_pct'])}…"
-                         f"{_pct(m['ci_high_pct'])}{level}; two-sided {_p_eq(m['p_value'])}) on {platform}")
+                         f"{_pct(m['ci_high_pct'])}{level}; two-sided {_p_eq(m['p_value'])}) on {text(platform)}")
         else:
-            parts.append(f"on {platform} the stack was {STATUS_WORDS.get(stack['status'], stack['status'])}: "
-                         f"{stack['reason']}")
-    alone = sorted({e["hypothesis"] for e in summary.get("experiments", []) if e["status"] == "keep"})
+            parts.append(f"on {text(platform)} the stack was {STATUS_WORDS.get(stack['status'], stack['status'])}: "
+                         f"{text(stack['reason'], 1000)}")
+    alone = sorted({text(e["hypothesis"]) for e in summary.get("experiments", []) if e["status"] == "keep"})
     if not alone:
         return ("No optimization beat the baseline by more than this machine's noise; no stack was built, "
                 "and the branch equals the base commit.")
     if not kept:
         return (f"{_plural(len(alone), 'optimization')} {'was' if len(alone) == 1 else 'were'} kept alone ({', '.join(alone)}), but none kept its place in "
                 "the stack (see the leave-one-out table below), so the branch equals the base commit.")
-    line = f"{_plural(len(kept), 'optimization')} kept ({', '.join(kept)}); together: " + "; ".join(parts) + "."
+    line = f"{_plural(len(kept), 'optimization')} kept ({', '.join(text(k) for k in kept)}); together: " + "; ".join(parts) + "."
     if stacks := summary.get("stacks"):
         if not any(st["status"] == "keep" for st in stacks.values()):
             line += (" The re-measure did not confirm the stack, so the branch equals the base commit; the "
@@ -204,21 +209,21 @@ def render_pr(summary: dict[str, Any]) -> str:
     primary = summary["primary"]
     experiments = summary["experiments"]
     stacks = summary.get("stacks", {})
-    out = [f"# autoresearch: CPU optimizations for {summary['target']}", "", "## Summary", "",
+    out = [f"# autoresearch: CPU optimizations for {text(summary['target'])}", "", "## Summary", "",
            _headline(summary), "",
            f"Run `{summary['run_id']}`, base `{summary['base_commit'][:12]}`, branch `{summary['branch']}`, "
-           f"{len({e['hypothesis'] for e in experiments})} hypotheses tested, agent: {summary['agent']}.", ""]
+           f"{len({e['hypothesis'] for e in experiments})} hypotheses tested, agent: {text(summary['agent'])}.", ""]
 
     for platform in summary["platforms"]:
-        out += [f"## A/B on {platform}", ""]
+        out += [f"## A/B on {text(platform)}", ""]
         stack = stacks.get(platform)
         if not stack or not stack.get("metrics"):
             why = ("no optimization was kept, so there is no stack to measure" if platform in summary["cpus"]
-                   else f"no {platform} machine was used in this run")
+                   else f"no {text(platform)} machine was used in this run")
             out += [f"Not measured: {why}. No numbers are shown.", ""]
             continue
         out += [f"Baseline `{summary['base_commit'][:12]}` vs stack `{(stack.get('commit') or '')[:12]}` on "
-                f"{stack.get('cpu') or summary['cpus'].get(platform, '')}; one sample = one whole benchmark "
+                f"{text(stack.get('cpu') or summary['cpus'].get(platform, ''))}; one sample = one whole benchmark "
                 "process, interleaved A B B A … after a discarded warm-up.", ""]
         out += ab_table(stack["metrics"]) + [""]
 
@@ -231,8 +236,8 @@ def render_pr(summary: dict[str, Any]) -> str:
         delta = f"{m['delta_pct']:+.1f}%" if m else "—"
         p = _p(m["p_value"]) if m else "—"
         level = f"{e['alpha']:.2g}" if e.get("alpha") else "—"
-        out.append(f"| {e['name']} | {e['platform']} | {e.get('hypothesis_kind', '')} | "
-                   f"{STATUS_WORDS.get(e['status'], e['status'])} | {delta} | {p} | {level} | {e['reason']} |")
+        out.append(f"| {text(e['name'])} | {text(e['platform'])} | {text(e.get('hypothesis_kind', ''))} | "
+                   f"{STATUS_WORDS.get(e['status'], e['status'])} | {delta} | {p} | {level} | {text(e['reason'], 1000)} |")
     out.append("")
     if summary.get("attribution"):
         out += ["## Does each commit earn its place? (leave-one-out, last-ranked first)", "",
@@ -241,14 +246,14 @@ def render_pr(summary: dict[str, Any]) -> str:
                 f"| commit | platform | status | {primary} Δ% | why |", "|---|---|---|---|---|"]
         for a in summary["attribution"]:
             m = _primary(a, primary)
-            out.append(f"| {a['name'].removeprefix('attribution:')} | {a['platform']} | "
+            out.append(f"| {text(a['name'].removeprefix('attribution:'))} | {text(a['platform'])} | "
                        f"{STATUS_WORDS.get(a['status'], a['status'])} | {_pct(m['delta_pct']) if m else '—'} | "
-                       f"{a['reason']} |")
+                       f"{text(a['reason'], 1000)} |")
         out.append("")
     flagged = [(e, f) for e in experiments + list(stacks.values()) for f in e.get("flags", [])]
     if flagged:
         out += ["## Noise warnings (none of these vetoed a verdict)", ""]
-        out += [f"- {e['name']} on {e['platform']}: {f}" for e, f in flagged] + [""]
+        out += [f"- {text(e['name'])} on {text(e['platform'])}: {text(f, 1000)}" for e, f in flagged] + [""]
     clocks = runner_table(experiments + list(stacks.values()))
     if clocks:
         out += ["## The runner's own clocks", "",
@@ -256,23 +261,24 @@ def render_pr(summary: dict[str, Any]) -> str:
                 "claimed speed-up these clocks cannot account for is not kept.", ""] + clocks + [""]
     for e in experiments:
         if e["status"] == "keep":
-            out += [f"<details><summary>{e['name']} on {e['platform']}: all metrics</summary>", ""]
+            out += [f"<details><summary>{html(e['name'])} on {html(e['platform'])}: all metrics</summary>", ""]
             out += ab_table(e["metrics"]) + ["", "</details>", ""]
 
     failed = [e for e in experiments if e["status"] != "keep"]
     out += ["## What did not work, and why", ""]
-    out += [f"- **{name}** won on its own but its commit conflicts with the ones stacked before it, so it "
+    out += [f"- **{text(name)}** won on its own but its commit conflicts with the ones stacked before it, so it "
             "is not in this branch; it needs rebasing onto the stack and a measurement of its own."
             for name in summary.get("stack_dropped", [])]
-    out += [f"- **{e['name']}** on {e['platform']} ({STATUS_WORDS.get(e['status'], e['status'])}): {e['reason']}"
+    out += [f"- **{text(e['name'])}** on {text(e['platform'])} ({STATUS_WORDS.get(e['status'], e['status'])}): "
+            f"{text(e['reason'], 1000)}"
             for e in failed] or ["- Everything tried was kept."]
-    out += [f"- **{name}** was kept alone but showed no contribution of its own inside the stack "
+    out += [f"- **{text(name)}** was kept alone but showed no contribution of its own inside the stack "
             "(leave-one-out), so it is not in this branch." for name in summary.get("stack_unattributed", [])]
     if summary.get("sandboxed") is False:
         out += ["", "**Target code ran WITHOUT a sandbox in this run** (explicit opt-out): the numbers above "
                 "carry no protection against state left between benchmark processes."]
     out += ["", "## Cost", "", f"{summary.get('cost_usd', 0.0):.2f} USD of machine time "
             f"({summary.get('wall_seconds', 0):.0f} s wall for this invocation).", "",
-            "## Reproduce", "", "```", *summary.get("reproduce", []), "```", "",
+            "## Reproduce", "", fence([str(line) for line in summary.get("reproduce", [])]), "",
             "_Every number above was measured in this run._", ""]
     return "\n".join(out)

@@ -34,7 +34,7 @@ from conftest import ROOT
 PACKAGES = ("jobs", "bot")
 FLOORS: list[tuple[str, tuple[str, ...]]] = [   # bottom first; "x.*" is x and everything under it
     ("ground", ("jobs", "jobs.errors", "jobs.secrets", "jobs.model", "jobs.config", "jobs.metrics", "jobs.recipes",
-                "jobs.gitops", "jobs.results", "jobs.procfs")),
+                "jobs.gitops", "jobs.results", "jobs.procfs", "jobs.mdsafe")),
     ("records and maths", ("jobs.ledger", "jobs.spec", "jobs.stats", "jobs.plan", "jobs.sequential",
                            "jobs.integrity", "jobs.runlock", "jobs.configdoc")),
     ("parts", ("jobs.verdict", "jobs.calibration", "jobs.report", "jobs.sandbox", "jobs.runner", "jobs.research.*",
@@ -64,7 +64,7 @@ IO_STDLIB = {"os", "io", "sys", "pathlib", "glob", "shutil", "tempfile", "subpro
 IO_THIRD_PARTY = {"requests", "httpx", "urllib3", "redis", "rq", "flask", "werkzeug", "gunicorn", "githubkit",
                   "anthropic", "sky", "boto3", "botocore", "selenium"}
 MUST_BE_PURE = {"bot.commands", "bot.approval", "bot.routing", "bot.status", "bot.record", "bot.dashboard.view",
-                "jobs.plan", "jobs.results", "jobs.sequential", "jobs.integrity", "jobs.verdict", "jobs.calibration",
+                "jobs.plan", "jobs.results", "jobs.sequential", "jobs.integrity", "jobs.verdict", "jobs.calibration", "jobs.mdsafe",
                 "jobs.stats"}
 MAX_BOT_LINES = 400
 PURE = re.compile(r"\bPure[.:;]")
