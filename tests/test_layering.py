@@ -43,7 +43,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [   # bottom first; "x.*" is x and e
     ("the run", ("jobs.pipeline",)),
     ("jobs fronts", ("jobs.api", "jobs.dryrun", "jobs.cli")),
     ("bot core", ("bot", "bot.commands", "bot.approval", "bot.routing", "bot.status", "bot.record")),
-    ("bot flow", ("bot.ports", "bot.progress", "bot.execution", "bot.bench", "bot.flow")),
+    ("bot flow", ("bot.ports", "bot.progress", "bot.planning", "bot.execution", "bot.bench", "bot.flow")),
     ("bot adapters", ("bot.settings", "bot.github", "bot.store", "bot.issuestore", "bot.jobqueue", "bot.gitclone",
                       "bot.intake")),
     ("bot shells", ("bot.tasks", "bot.action", "bot.app", "bot.cli", "bot.dashboard.*", "bot.loadbench",
@@ -56,7 +56,7 @@ ADAPTERS = {   # module (or "x.*") -> the outside system it speaks to
     "jobs.research.forks": "GitHub's REST API", "jobs.research.papers": "arXiv", "jobs.agent.claude": "Anthropic",
     "jobs.gitops": "git", "jobs.sandbox": "bubblewrap",
 }
-FLOW = {"bot.flow", "bot.ports", "bot.progress", "bot.execution", "bot.bench"}
+FLOW = {"bot.flow", "bot.ports", "bot.progress", "bot.planning", "bot.execution", "bot.bench"}
 DATA_MODULES = {"jobs.config", "jobs.model", "jobs.spec", "jobs.errors"}
 IO_STDLIB = {"os", "io", "sys", "pathlib", "glob", "shutil", "tempfile", "subprocess", "socket", "ssl", "select",
              "selectors", "signal", "threading", "multiprocessing", "concurrent", "asyncio", "fcntl", "ctypes",
