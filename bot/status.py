@@ -78,7 +78,7 @@ def status_body(r: RunRecord) -> str:
     if r.approval:
         rows.append(("approved by", f"@{login(r.approval.by)} (plan {mdsafe.code(r.approval.plan_digest, 40)})"))
     if r.pr_url:
-        rows.append(("pull request", mdsafe.text(r.pr_url)))
+        rows.append(("pull request", r.pr_url))          # GitHub's own html_url
     lines = [status_marker(r.run_id), f"### autoresearch run `{r.run_id}`", "",
              "| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
     if r.message:
