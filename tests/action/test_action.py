@@ -163,7 +163,8 @@ def test_issue_comment_event_file_gives_the_same_run_and_draft_pr_as_the_app(bot
     from bot.dashboard import blueprint, load_run, make_token, signing_key
     import http.cookiejar
     import urllib.request
-    token = make_token(signing_key({}, bot_env.env["AUTORESEARCH_WEBHOOK_SECRET"]), "alice", app_run.run_id)
+    token = make_token(signing_key({}, bot_env.env["AUTORESEARCH_WEBHOOK_SECRET"]), "alice", app_run.run_id,
+                       repo=APP_REPO)
     opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
     page = opener.open(f"{bot_env.url}/runs/{app_run.run_id}?token={token}", timeout=10).read().decode()
     assert "faster" in page and "keep" in page and 'id="chart"' in page
