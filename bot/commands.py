@@ -15,6 +15,14 @@ found the way GitHub renders the comment, by a CommonMark parser (markdown-it-py
 only if it starts a line of a top-level paragraph, so text in fenced or indented code, HTML blocks
 and comments, block quotes (lazy continuation lines included), list items and headings is not a
 command. The first command line of a comment is the one that counts.
+
+Parsing is bounded (issue 20, N14: a 65 KB comment of `[` took seconds in the CommonMark parser,
+in the web process): a comment without the prefix is not parsed at all; one longer than
+`MAX_COMMENT_CHARS` is not parsed either, but answered with help if a line of it starts with the
+prefix (post the command in a comment of its own); and the parser runs without its link, image
+and emphasis rules, the ones whose bracket and delimiter matching is superlinear. So a command is
+a plain line: one wrapped in emphasis or link brackets keeps its `*` or `[` and is not a command.
+`tests/bot/parse_cost.py` prints the cost before and after.
 """
 from __future__ import annotations
 
@@ -33,7 +41,8 @@ TARGETS = ("cpu",)
 _METRIC = re.compile(r"^[\w.µ]+$")
 _PLATFORM = re.compile(r"^[A-Za-z0-9_-]+$")
 _PLAN_ID = re.compile(r"^[0-9a-f]{16}$")          # `jobs.plan.Plan.digest()`
-_MD = MarkdownIt("commonmark")
+_MD = MarkdownIt("commonmark").disable(["link", "image", "emphasis"])
+MAX_COMMENT_CHARS = 8000
 
 HELP = (
     "Commands (one per comment, on a line of its own):\n"
@@ -148,5 +157,13 @@ def parse_line(line: str) -> Command | Invalid:
 
 def parse_comment(body: str) -> Command | Invalid | None:
     """The comment's command, an Invalid to answer with help, or None (not addressed to us)."""
+    body = body or ""
+    if PREFIX not in body:
+        return None
+    if len(body) > MAX_COMMENT_CHARS:
+        if not any(_is_command(line.strip()) for line in body.splitlines()):
+            return None
+        return Invalid("", f"this comment is {len(body)} characters long; commands are read only from comments "
+                       f"of at most {MAX_COMMENT_CHARS}: post the command in a comment of its own")
     lines = command_lines(body)
     return parse_line(lines[0]) if lines else None
