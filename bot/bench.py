@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs import api, secrets
+from jobs import api, mdsafe, secrets
 from jobs.config import ConfigError
 from jobs.errors import RunError
 
@@ -66,7 +66,7 @@ def run(flow: Any, cmd: CommentCommand) -> Outcome:
     try:
         summary = api.start(layout, executor=flow.place.executor, agent="none", candidates=[patch])
     except (RunError, ConfigError) as exc:
-        flow.gh.comment(cmd.issue_number, f"autoresearch bench failed: {str(exc)[:1500]}\n")
+        flow.gh.comment(cmd.issue_number, f"autoresearch bench failed: {mdsafe.prose(str(exc), 1500)}\n")
         return Outcome(ap.FAILED, layout.run_id, error=exc)
     report = (layout.out / "pr.md").read_text(encoding="utf-8")
     flow.gh.comment(cmd.issue_number, (f"autoresearch bench of `{head[:12]}` against `{pull.base_sha[:12]}` "

@@ -28,7 +28,7 @@ import shutil
 from dataclasses import asdict
 from typing import Any
 
-from jobs import api
+from jobs import api, mdsafe
 from jobs.config import CONFIG_PATH, ConfigError, Overrides, parse_config
 from jobs.errors import OverrideError
 
@@ -102,7 +102,7 @@ def prepare(flow: Any, issue: int, default_branch: str, overrides: Overrides, ba
     except api.PlanError as exc:
         if fresh:
             discard(layout)
-        raise Reply(f"autoresearch: {exc}\n") from None
+        raise Reply(f"autoresearch: {mdsafe.prose(str(exc), 1500)}\n") from None     # names config values
     except BaseException:
         if fresh:
             discard(layout)              # nothing of a plan that was never made stays on disk
