@@ -40,7 +40,7 @@ VERBS = ("optimize", "approve", "cancel", "status", "bench")
 TARGETS = ("cpu",)
 _METRIC = re.compile(r"^[\w.µ]+$")
 _PLATFORM = re.compile(r"^[A-Za-z0-9_-]+$")
-_PLAN_ID = re.compile(r"^[0-9a-f]{16}$")          # `jobs.plan.Plan.digest()`
+_PLAN_ID = re.compile(r"^[0-9a-f]{16}$")          # `bot.approval.plan_id`
 _MD = MarkdownIt("commonmark").disable(["link", "image", "emphasis"])
 MAX_COMMENT_CHARS = 8000
 
