@@ -11,7 +11,8 @@ A run, from the comment to the draft PR:
    command's arguments (a bad file or argument is answered, nothing starts); the clone is
    researched and planned once (`jobs.api.prepare`, saved in the run folder); the record, the plan
    comment and the sticky status comment are written; if the requester may spend, the run is
-   launched (the App enqueues it, the Action runs it in its own process).
+   launched (the App enqueues it, the Action runs it in its own process); else it awaits approval
+   under a plan id covering every field of the plan, and no clone is kept for it (`bot.planning`).
 2. `run`: if the default branch still is at the planned base, the saved preparation is used (it is
    made again only on a machine that lacks it, e.g. a fresh Actions runner); if the branch moved,
    the new base is a new run, planned and awaiting approval. The approval must name this plan
@@ -24,7 +25,7 @@ A run, from the comment to the draft PR:
 
 Security kept here, in code: a token is asked for only by the git operation that needs it and
 never kept; `jobs.secrets.scrub_environment()` runs before any target code; only approvers and the
-requester may cancel; an approval holds only for the plan digest and base commit it was given for.
+requester may cancel; an approval holds only for the plan id and base commit it was given for.
 """
 from __future__ import annotations
 
