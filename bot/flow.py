@@ -101,14 +101,14 @@ class Flow:
         overrides = cmd.command.overrides if cmd.command else Overrides()
         prep = self.prepare(cmd.issue_number, cmd.default_branch, overrides)
         ok = self.is_approver(cmd.author, list(prep.config.approvers))
-        nonce = planning.new_nonce()
-        plan = planning.plan_id(prep, self.repo, cmd.issue_number, overrides, nonce)
-        decision = ap.decide_request(cmd.author, ok, prep.plan.over_budget, plan, prep.base)
         run_id = prep.layout.run_id
         with self.store.locked(self.repo, run_id):
             old = self.store.get_run(self.repo, run_id)
             if old and old.state in (ap.QUEUED, ap.RUNNING):
                 raise Reply(f"autoresearch: run `{run_id}` is already {old.state}.\n")
+            nonce = planning.same_plan_nonce(prep, old) or planning.new_nonce()
+            plan = planning.plan_id(prep, self.repo, cmd.issue_number, overrides, nonce)
+            decision = ap.decide_request(cmd.author, ok, prep.plan.over_budget, plan, prep.base)
             if cur and cur.state == ap.AWAITING and cur.run_id != run_id:
                 self.store.update_run(self.repo, cur.run_id, state=ap.transition(cur.state, "cancel"),
                                       message=f"superseded by run `{run_id}`")

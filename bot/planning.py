@@ -9,7 +9,8 @@ the research's hypotheses) and of a random nonce stored with the plan (`RunRecor
 So an approval approves exactly the plan its approver saw: a requester who swaps his pending plan
 (another metric, budget, platform) gets a new id, and `approve OLD` approves nothing; when the run
 starts, the id is computed again from what is about to run and must still match the approval. The
-nonce makes ids of equal plans differ across issues, repositories and requests.
+nonce makes ids of equal plans differ across issues, repositories and runs; the same request
+repeated while its plan awaits approval keeps its id (`same_plan_nonce`: nothing changed).
 
 **Clones before approval** (issue 20, N6): a requester who may not spend gets his plan, but no
 clone is left behind for it: the clone is researched once, the preparation (`prepared.json`,
@@ -74,6 +75,14 @@ def record_plan_id(prep: api.Preparation, rec: RunRecord) -> str:
     if not rec.plan_nonce:
         return ""
     return plan_id(prep, rec.repo, rec.issue, rec.overrides, rec.plan_nonce)
+
+
+def same_plan_nonce(prep: api.Preparation, pending: RunRecord | None) -> str:
+    """The nonce of `pending` when it awaits approval for exactly this plan (the same request again):
+    its id stays, so an approval being written for it still holds; '' otherwise (a new id)."""
+    if pending is None or pending.state != ap.AWAITING or not pending.plan_nonce:
+        return ""
+    return pending.plan_nonce if record_plan_id(prep, pending) == pending.plan_digest else ""
 
 
 def prepare(flow: Any, issue: int, default_branch: str, overrides: Overrides, base: str | None = None) -> api.Preparation:

@@ -104,8 +104,10 @@ def test_a_swapped_plan_is_not_the_approved_one_and_no_clone_waits(bot_env, tmp_
     bot_env.comment(REPO, 2, "bob", "/autoresearch optimize cpu budget=4")
     bot_env.work(COMMANDS)
     again = _run(bot_env, 2)
-    assert again.run_id == first.run_id and again.plan_digest != first.plan_digest       # a new nonce
+    assert again.run_id == first.run_id and again.plan_digest == first.plan_digest       # the same plan, id
     assert (run_root / first.run_id / "prepared.json").stat().st_mtime_ns == saved       # planned once
+    plans = [c for c in bot_env.bot_comments(REPO, 2) if f"autoresearch:plan {first.run_id} " in c["body"]]
+    assert len(plans) == 1                                                   # edited in place, not posted again
     assert not (run_root / first.run_id / "repo").exists()
 
     # N5: bob swaps his plan (another budget) after alice has read it; her approve names the old id
