@@ -16,6 +16,8 @@ from . import gitops, preflight, runlock
 from .config import ConfigError, load_config
 from .ledger import LedgerError, load_state
 from .pipeline import Run, RunCancelled, RunError, RunOptions, new_run_id
+from .progress_view import PlainView, ProgressView  # noqa: F401  (ProgressView: re-exported)
+from .report_review import interval
 from .recipes import RecipeError
 from .results import metric
 
@@ -24,56 +26,21 @@ DEMO_SOURCE = Path(__file__).resolve().parent.parent / "examples" / "tinyllm"
 console = Console() if sys.stdout.isatty() else Console(width=160)
 
 
-class ProgressView:
-    """Renders pipeline events as rich progress bars: research, each experiment, the stack."""
-
-    def __init__(self, progress: Progress):
-        self.p = progress
-        self.tasks: dict[str, int] = {}
-
-    def _task(self, name: str, label: str | None = None) -> int:
-        if name not in self.tasks:
-            self.tasks[name] = self.p.add_task(label or name, total=1.0)
-        return self.tasks[name]
-
-    def __call__(self, event: dict) -> None:
-        kind = event["type"]
-        if kind == "phase":
-            phase = event["phase"]
-            if phase == "research":
-                self._task(phase, "research (scan + recipes)")
-            elif phase == "calibrate":
-                # One row per calibration: its progress events are named `calibration` (one platform)
-                # or `calibration@<platform>`, and both land on the row made here.
-                platform = event.get("platform", "")
-                row = self._task(f"calibration@{platform}", "calibrate (A/A noise)"
-                                 + (f" on {platform}" if platform and platform != "local" else ""))
-                self.tasks["calibration"] = row
-        elif kind == "research_done":
-            self.p.update(self._task("research"), completed=1.0,
-                          description=f"research: {len(event['hypotheses'])} hypotheses")
-        elif kind == "calibrated":
-            self.p.update(self._task(f"calibration@{event.get('platform', '')}"), completed=1.0,
-                          description="calibrate: done" + (f" on {event['platform']}" if event.get("platform") not in
-                                                           (None, "", "local") else ""))
-        elif kind == "experiment_start":
-            self._task(event["name"], f"experiment {event['name']}")
-        elif kind == "progress":
-            task = self._task(event["name"], event["name"])
-            self.p.update(task, completed=event["fraction"], description=f"{event['name']}: {event['message']}")
-        elif kind == "experiment_done":
-            task = self._task(event["name"], event["name"])
-            tag = " (resumed)" if event.get("resumed") else ""
-            self.p.update(task, completed=1.0, description=f"{event['name']}: {event['status']}{tag}")
-        elif kind == "warning":
-            self.p.console.print(f"[yellow]warning:[/] {event['message']}")
-        elif kind == "resume":
-            self.p.console.print(f"resuming run at phase {event['phase']}")
-
-
 def _progress() -> Progress:
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
                     console=console, transient=False)
+
+
+@contextlib.contextmanager
+def _view():
+    """The run's event callback: progress bars on a terminal; plain lines with heartbeats when
+    stdout is a file or a pipe (rich's live bars print nothing there)."""
+    if sys.stdout.isatty():
+        with _progress() as progress:
+            yield ProgressView(progress)
+    else:
+        with PlainView(sys.stdout) as view:
+            yield view
 
 
 def _options(args, **extra) -> RunOptions:
@@ -120,15 +87,18 @@ def _print_table(summary: dict) -> None:
             _platform_table(summary, platform)
 
 
+def _interval(m: dict | None) -> str:
+    return interval(m) if m else "—"
+
+
 def _platform_table(summary: dict, platform: str) -> None:
     primary = summary["primary"]
     table = Table(title=f"Experiments on {platform} ({summary['cpus'][platform]}), primary metric {primary}")
-    for col in ("experiment", "status", "Δ%", "p", "why"):
+    for col in ("experiment", "status", "Δ%", "interval (level per side)", "why"):
         table.add_column(col, overflow="fold")
     for rec in (r for r in summary["experiments"] if r["platform"] == platform):
         m = metric(rec, primary)
-        table.add_row(rec["name"], rec["status"], f"{m['delta_pct']:+.1f}" if m else "—",
-                      f"{m['p_value']:.3f}" if m else "—", rec["reason"])
+        table.add_row(rec["name"], rec["status"], f"{m['delta_pct']:+.1f}" if m else "—", _interval(m), rec["reason"])
     console.print(table)
     stack = summary["stacks"].get(platform)
     if not stack:
@@ -136,18 +106,18 @@ def _platform_table(summary: dict, platform: str) -> None:
         return
     table = Table(title=f"A/B on {platform}: baseline vs stack of {', '.join(summary['stack_applied'])} "
                         f"({stack['status']})")
-    for col in ("metric", "base mean ± sd (n)", "head mean ± sd (n)", "Δ%", "p", "verdict"):
+    for col in ("metric", "pairs", "Δ% (paired)", "interval (level per side)", "verdict"):
         table.add_column(col, overflow="fold")
     for m in stack.get("metrics", []):
-        table.add_row(m["name"], f"{m['base_mean']:.4g} ± {m['base_sd']:.2g} ({m['n_base']})",
-                      f"{m['head_mean']:.4g} ± {m['head_sd']:.2g} ({m['n_head']})", f"{m['delta_pct']:+.1f}",
-                      f"{m['p_value']:.3f}", m["verdict"])
+        table.add_row(m["name"], str(m.get("n_pairs") or m["n_base"]), f"{m['delta_pct']:+.1f}", _interval(m),
+                      m["verdict"])
     console.print(table)
 
 
 def cmd_run(args) -> int:
     options = _options(args, agent=args.agent, candidates=[Path(p) for p in args.candidate],
-                       repeats=args.repeats, executor=args.executor, no_sandbox=args.no_sandbox)
+                       repeats=args.repeats, executor=args.executor, no_sandbox=args.no_sandbox,
+                       profile=getattr(args, "profile", "reuse"))
     if args.agent == "none" and not options.candidates:
         raise preflight.PreflightError(["--agent none: evaluates only --candidate patches and none was given; "
                                         "fix: add --candidate PATCH, or use --agent offline"])
@@ -160,11 +130,14 @@ def cmd_run(args) -> int:
         from .dryrun import dry_run
         console.print(dry_run(options), markup=False, highlight=False, soft_wrap=True)
         return 0
-    with _terminate_as_interrupt(), _progress() as progress:
-        summary = Run(options, on_event=ProgressView(progress)).execute()
+    with _terminate_as_interrupt(), _view() as view:
+        summary = Run(options, on_event=view).execute()
     _print_table(summary)
     out = options.out
-    console.print(f"\nbranch    {summary['branch']} in {summary['repo']}")
+    if summary.get("branch_left", True):
+        console.print(f"\nbranch    {summary['branch']} in {summary['repo']}")
+    else:
+        console.print(f"\nbranch    none left: {summary.get('branch_note') or 'nothing was kept'}")
     for name in ("research.md", "experiments.jsonl", "pr.md", "summary.json"):
         console.print(f"{name:<18}{out / name}")
     return 0
@@ -173,11 +146,11 @@ def cmd_run(args) -> int:
 def cmd_calibrate(args) -> int:
     options = _options(args, calibrate_only=True, agent="none", no_sandbox=args.no_sandbox)
     load_config(gitops.toplevel(options.target))
-    with _terminate_as_interrupt(), _progress() as progress:
-        result = Run(options, on_event=ProgressView(progress)).execute()
+    with _terminate_as_interrupt(), _view() as view:
+        result = Run(options, on_event=view).execute()
     for platform, cal in result["calibration"].items():
         table = Table(title=f"A/A calibration on {platform} ({result['cpus'][platform]})")
-        for col in ("metric", "pairs", "noise/pair", "A/A Δ (p)", "order effect", "false-win rate",
+        for col in ("metric", "pairs", "noise/pair", "A/A Δ (two-sided p)", "order effect", "false-win rate",
                     "MDE (slot 1)", "pairs null/MDE", "floor", "max pairs"):
             table.add_column(col)
         for name, c in cal.items():
@@ -192,10 +165,10 @@ def cmd_calibrate(args) -> int:
 
 
 def cmd_research(args) -> int:
-    options = _options(args, research_only=True, agent=args.agent)
+    options = _options(args, research_only=True, agent=args.agent, profile=args.profile)
     load_config(gitops.toplevel(options.target))
-    with _terminate_as_interrupt(), _progress() as progress:
-        result = Run(options, on_event=ProgressView(progress)).execute()
+    with _terminate_as_interrupt(), _view() as view:
+        result = Run(options, on_event=view).execute()
     console.print(f"{len(result['hypotheses'])} hypotheses; research.md and hypotheses.json in {options.out}")
     return 0
 
@@ -271,6 +244,9 @@ TARGET_HELP = ("the target: a git repository (with at least one commit) holding 
                "the run measures its committed HEAD")
 EXECUTOR_HELP = ("where build, checks and benchmarks run: local (git worktrees on this machine, default) or "
                  "skypilot (one cloud VM per experiment and platform; needs the cloud extra)")
+PROFILE_HELP = ("the op profile's instrumented build (config `research.profile`): reuse (default: a profile "
+                "kept in the target's .git for the same commit, recipe, build and benchmark is read instead "
+                "of building; else build, run and keep it), fresh (build again), off (no profile)")
 REPEATS_HELP = "most pairs of benchmark processes per experiment, N >= 1 (default: the config's repeats.max)"
 
 
@@ -297,6 +273,7 @@ def build_parser(extend=None) -> argparse.ArgumentParser:
     run.add_argument("--executor", choices=["local", "skypilot"], default="local", help=EXECUTOR_HELP)
     run.add_argument("--no-sandbox", action="store_true",
                      help="run target code without the bubblewrap sandbox (the report and PR body say so)")
+    run.add_argument("--profile", choices=["reuse", "fresh", "off"], default="reuse", help=PROFILE_HELP)
     run.add_argument("--dry-run", action="store_true",
                      help="with --executor skypilot: print the SkyPilot tasks and the estimate, launch nothing")
     common(run)
@@ -318,6 +295,7 @@ def build_parser(extend=None) -> argparse.ArgumentParser:
     res = sub.add_parser("research", help="run only the research phase")
     res.add_argument("target", help=TARGET_HELP)
     res.add_argument("--agent", choices=["offline", "claude"], help="default: the config's `agent`")
+    res.add_argument("--profile", choices=["reuse", "fresh", "off"], default="reuse", help=PROFILE_HELP)
     common(res)
     res.set_defaults(func=cmd_research)
 

@@ -28,6 +28,7 @@ from .errors import RunCancelled, RunError  # noqa: F401  (re-exported: jobs.pip
 from .executors import Executor, ExecutorUnavailable, make_executors
 from .model import ExperimentRecord, Hypothesis, SkipCause, Status
 from .report import render_pr, render_research
+from .report_review import reproduce_lines
 from .research.offline import Research, candidate_hypothesis, research
 from .runner import Isolation, IsolationError, run_step
 from .sequential import mde, slot_alpha
@@ -62,6 +63,9 @@ class RunOptions:
     budget_usd: float | None = None
     # The offline research already made on this commit (the bot's plan did it): not scanned again.
     research: Research | None = None
+    # The op profile's instrumented build: reuse (a profile kept for the same inputs, else build and
+    # keep it), fresh (build even when one is kept) or off (no profile).
+    profile: str = "reuse"
 
 
 def apply_overrides(config: TargetConfig, o: RunOptions) -> TargetConfig:
@@ -136,6 +140,8 @@ class Run:
 
     def _init_state(self) -> None:
         self._check_isolation()
+        if self.o.agent == "claude":
+            self.agent      # --agent claude without a key (or SDK) refuses here, before any research is built
         base = gitops.head_commit(self.repo)
         if self.state:
             if self.state["run_id"] != self.o.run_id:
@@ -199,6 +205,7 @@ class Run:
             hypotheses: list[Hypothesis] = [candidate_hypothesis(Path(p)) for p in self.o.candidates]
             found = None
             if self.o.agent != "none":
+                self._research_step("scan (recipes, memory passes)")
                 found = self.o.research if self.o.research is not None else research(tree, self.config)
             sources = None
             if found:
@@ -207,8 +214,12 @@ class Run:
                 # Gap scan; forks/papers when configured; the op profile builds and runs target code,
                 # so it runs in this run's sandbox like every other step.
                 isolation = Isolation.from_spec(self._sandbox_spec())
-                sources = gather(tree, self.config, profile_runner=lambda command, cwd, timeout: run_step(
-                    command, cwd, timeout, isolation=isolation, step="build"))
+                config, cache = self._profile_choice()
+                sources = gather(tree, config, profile_runner=lambda command, cwd, timeout: run_step(
+                    command, cwd, timeout, isolation=isolation, step="build"), on_step=self._research_step,
+                    profile_cache=cache)
+                if config is not self.config:
+                    sources.notes.append("profile: not measured (switched off with --profile off)")
                 found = merge_sources(found, sources, self.config)
                 if hasattr(self.agent, "research"):           # a model researcher ranks from the digests
                     found.hypotheses, extra = model_research(self.agent, found, sources)
@@ -228,6 +239,29 @@ class Run:
         self._save(hypotheses=[h.to_dict() for h in hypotheses], phase="calibrate", profile=profile)
         self.emit({"type": "research_done", "hypotheses": [h.id for h in hypotheses]})
         return hypotheses
+
+    def _research_step(self, name: str) -> None:
+        self.emit({"type": "progress", "name": "research", "message": name, "fraction": 0.0})
+
+    def _profile_choice(self) -> tuple[TargetConfig, Path | None]:
+        """The config the research sources see and where the op profile is kept (`--profile`)."""
+        spec = self.config.research.profile
+        if spec is None:
+            return self.config, None
+        if self.o.profile == "off":
+            return self.config.model_copy(update={"research": self.config.research.model_copy(
+                update={"profile": None})}), None
+        from .research import profile as profile_mod
+        from .research.sources import KERNELS_DIR
+        recipe = KERNELS_DIR / spec.instrument
+        git_dir = Path(gitops.git(self.repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+        cache = profile_mod.cache_file(
+            git_dir / "autoresearch" / "profiles", self.state["base_commit"], spec.model_dump_json(),
+            recipe.read_text(encoding="utf-8") if recipe.is_file() else "", self.config.build, self.config.benchmark,
+            json.dumps(self.state.get("bench_env") or {}, sort_keys=True))
+        if self.o.profile == "fresh":
+            cache.unlink(missing_ok=True)
+        return self.config, cache
 
     def _spec(self, ex: Executor, name: str, head: str, n: int, kind: str, *, plan: Plan | None = None,
               base: str | None = None) -> ExperimentSpec:
@@ -526,7 +560,7 @@ class Run:
         commits = {r.hypothesis: r.commit for r in results if r.commit}
         branch = self.state["branch"]
         if not names:
-            gitops.set_branch(self.repo, branch, self.state["base_commit"])
+            self._no_branch(branch, "nothing was kept")
             return {}
         if not self.state.get("stack_commit"):
             self.emit({"type": "phase", "phase": "stack", "total": len(names)})
@@ -545,7 +579,7 @@ class Run:
         head, survivors = self.state["stack_final"], self.state["stack_survivors"]
         stacks: dict[str, ExperimentRecord] = {}
         if not survivors:
-            gitops.set_branch(self.repo, branch, self.state["base_commit"])
+            self._no_branch(branch, "no kept commit showed a contribution of its own in the stack")
             self._save(stack_confirmed=False)
             return stacks
         notes = []
@@ -568,12 +602,31 @@ class Run:
             self.emit({"type": "experiment_done", "name": name, "status": verdict.status.value, "reason": reason})
         if not any(st.status == Status.KEEP.value for st in stacks.values()):
             # The re-measure did not confirm the stack anywhere: the branch must not carry it.
-            gitops.set_branch(self.repo, branch, self.state["base_commit"])
+            self._no_branch(branch, "the re-measure of the stack did not confirm it")
             self._save(stack_confirmed=False)
         else:
             gitops.set_branch(self.repo, branch, head)
-            self._save(stack_confirmed=True)
+            self._save(stack_confirmed=True, branch_left=True, branch_note="")
         return stacks
+
+    def _no_branch(self, branch: str, why: str) -> None:
+        """A branch equal to the base says nothing: none is left (an earlier one of this run goes)."""
+        gitops.delete_branches(self.repo, branch)
+        self._save(branch_left=False, branch_note=why)
+
+    def _review_facts(self, results: list[ExperimentRecord]) -> dict[str, Any]:
+        """What each kept commit touches, and the failed steps' first lines (jobs.review_facts)."""
+        from .review_facts import branch_diffstat, commit_facts, with_failure_output
+        base, facts = self.state["base_commit"], {}
+        facts["experiments"] = [with_failure_output(r.to_dict(), r.log) for r in results]
+        if self.state.get("stack_confirmed") and self.state.get("branch_left", True):
+            head = self.state["stack_final"]
+            facts["commits"] = commit_facts(self.repo, base, head, self.state.get("stack_survivors", []))
+            facts["diffstat"] = branch_diffstat(self.repo, base, head) if len(facts["commits"]) > 1 else ""
+        hyps = {h["id"]: h for h in self.state.get("hypotheses", [])}
+        facts["hypotheses"] = {c["hypothesis"]: hyps[c["hypothesis"]] for c in facts.get("commits", [])
+                               if c["hypothesis"] in hyps}
+        return facts
 
     def report_phase(self, results: list[ExperimentRecord], stacks: dict[str, ExperimentRecord]) -> dict[str, Any]:
         measured = [ex.platform for ex in self.executors]
@@ -585,7 +638,7 @@ class Run:
             "cpus": self.state.get("cpus", {}), "cpu": self.state.get("cpus", {}).get(measured[0], ""),
             "agent": self.o.agent, "primary": self.config.primary.name,
             "calibration": self.state["calibration"],
-            "experiments": [{k: v for k, v in r.to_dict().items() if k != "log"} for r in results],
+            **self._review_facts(results),
             "stack_applied": self.state.get("stack_survivors", self.state.get("stack_applied", [])),
             "stack_dropped": self.state.get("stack_dropped", []),
             "stack_unattributed": self.state.get("stack_unattributed", []),
@@ -600,11 +653,20 @@ class Run:
             "cost_usd": self.state.get("cost_usd", 0.0),
             "wall_seconds": round(time.monotonic() - self.started, 1),
             "stack_confirmed": self.state.get("stack_confirmed", False),
-            "reproduce": [env_prefix(self.state.get("bench_env") or {})
-                          + f"autoresearch run {self.repo} --run-id {self.o.run_id} --out {self.out}"
-                          + (f" --executor {self.o.executor}" if self.o.executor != "local" else "")
-                          + (f" --repeats {self.o.repeats}" if self.o.repeats else ""),
-                          f"git -C {self.repo} log --oneline {self.state['base_commit'][:12]}..{self.state['branch']}"],
+            "branch_left": self.state.get("branch_left", True), "branch_note": self.state.get("branch_note", ""),
+            "floor_pct": {ex.platform: self.plan(ex.platform, 0).floor_pct for ex in self.executors
+                          if ex.platform in self.state["calibration"]},
+            # A fresh measurement of base vs head (jobs.report_review.reproduce_lines), and the
+            # command that re-prints or resumes this very run.
+            "reproduce": reproduce_lines(str(self.repo), self.state["base_commit"],
+                                         self.state["branch"] if self.state.get("stack_confirmed")
+                                         and self.state.get("branch_left", True) else None,
+                                         self.state.get("bench_env") or {}, self.o.repeats, self.o.agent,
+                                         [str(Path(c).resolve()) for c in self.o.candidates]),
+            "resume": (env_prefix(self.state.get("bench_env") or {})
+                       + f"autoresearch run {self.repo} --run-id {self.o.run_id} --out {self.out}"
+                       + (f" --executor {self.o.executor}" if self.o.executor != "local" else "")
+                       + (f" --repeats {self.o.repeats}" if self.o.repeats else "")),
         }
         summary = ledger.strict_json(summary)
         (self.out / "summary.json").write_text(ledger.dumps(summary, indent=2), encoding="utf-8")

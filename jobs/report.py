@@ -2,17 +2,14 @@
 
 Numbers only ever come from the run's own records; a platform that was configured but not
 measured says so instead of showing a table.
-
-Names and reasons in pr.md come from the repository (config name, platforms, candidate files,
-hypotheses, refused paths): they pass through `jobs.mdsafe`, so none of them is a live mention,
-reference, link, image or HTML in the pull request.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from .mdsafe import fence, html, text
 from .model import Hypothesis
+from .report_review import (commits_section, failures_section, fenced, interval, noise_section, paired_table,
+                            rule_sentence, untrusted, untrusted_code, untrusted_html)
 from .results import metric
 
 STATUS_WORDS = {
@@ -64,7 +61,7 @@ def amdahl_lines(h: Hypothesis) -> list[str]:
     if not rows:
         return []
     return ["Amdahl bound (op profile): " + "; ".join(
-        f"{e.where[len(PROFILE_EVIDENCE):]}: {e.note}" for e in rows)]
+        f"{untrusted(e.where[len(PROFILE_EVIDENCE):])}: {untrusted(e.note)}" for e in rows)]
 
 
 def profile_section(profile: dict[str, Any] | None, top: int = 8) -> list[str]:
@@ -74,11 +71,12 @@ def profile_section(profile: dict[str, Any] | None, top: int = 8) -> list[str]:
         return []
     out = ["## Where the time goes (op profile of the base commit)", ""]
     if profile.get("command"):
-        out += [f"One process of `{profile['command']}`" + (f" on {profile['cpu']}" if profile.get("cpu") else "")
+        out += [f"One process of {untrusted_code(profile['command'])}"
+                + (f" on {untrusted(profile['cpu'])}" if profile.get("cpu") else "")
                 + "; share of graph-evaluation time per op:", ""]
     for w in profile["workloads"]:
-        ops = ", ".join(f"{op} {100 * share:.1f}%" for op, share in list(w["by_op"].items())[:top])
-        out.append(f"- **{w['name']}** ({_plural(w['graphs'], 'graph')} of {_plural(w['tokens'], 'token')}, "
+        ops = ", ".join(f"{untrusted(op)} {100 * share:.1f}%" for op, share in list(w["by_op"].items())[:top])
+        out.append(f"- **{untrusted(w['name'])}** ({_plural(w['graphs'], 'graph')} of {_plural(w['tokens'], 'token')}, "
                    f"{w['total_ms']:.1f} ms, {_plural(w['threads'], 'thread')}): {ops}")
     out.append("")
     return out
@@ -91,37 +89,24 @@ def render_research(target: str, base_commit: str, hypotheses: list[Hypothesis],
            "first (the lever when code is memory-bound), parallelism next, micro-tuning last "
            "(usually noise: compilers already do it).", "", "## Ranked hypotheses", ""]
     for rank, h in enumerate(hypotheses, start=1):
-        out.append(f"### {rank}. {h.title} (`{h.id}`, {h.kind}, score {h.score:.2f})")
+        out.append(f"### {rank}. {untrusted(h.title)} ({untrusted_code(h.id)}, {untrusted(h.kind)}, score {h.score:.2f})")
         out.append("")
         if h.ops:
-            out.append(f"Ops: {' + '.join(h.ops)}")
-        out.append(f"Why: {h.rationale}")
+            out.append(f"Ops: {untrusted(' + '.join(h.ops))}")
+        out.append(f"Why: {untrusted(h.rationale)}")
         if h.expected:
-            out.append(f"Expected: {h.expected}")
+            out.append(f"Expected: {untrusted(h.expected)}")
         out += amdahl_lines(h)
         out.append("Evidence:")
-        out += [f"- `{e.where}` {e.note}" for e in h.evidence if not e.where.startswith(PROFILE_EVIDENCE)]
+        out += [f"- {untrusted_code(e.where)} {untrusted(e.note)}" for e in h.evidence if not e.where.startswith(PROFILE_EVIDENCE)]
         out.append("Implementation: " + (f"recipe `{h.recipe}`" if h.recipe else
                                         "maintainer patch" if h.patch else "none available offline"))
         out.append("")
     if notes:
-        out += ["## Already present or not applicable", ""] + [f"- {n}" for n in notes] + [""]
+        out += ["## Already present or not applicable", ""] + [f"- {untrusted(n)}" for n in notes] + [""]
     if findings:
-        out += ["## All memory-pass findings", ""] + [f"- {f}" for f in findings] + [""]
+        out += ["## All memory-pass findings", ""] + [f"- {untrusted(f)}" for f in findings] + [""]
     return "\n".join(out)
-
-
-def ab_table(metrics: list[dict[str, Any]]) -> list[str]:
-    rows = ["| metric | base mean ± sd | head mean ± sd | Δ% | interval (level) | p (two-sided) | verdict |",
-            "|---|---|---|---|---|---|---|"]
-    for m in metrics:
-        level = f" ({m['alpha']:.2g})" if m.get("alpha") else ""
-        rows.append(
-            f"| {m['name']} | {_fmt(m['base_mean'])} ± {_fmt(m['base_sd'])} (n={m['n_base']}) "
-            f"| {_fmt(m['head_mean'])} ± {_fmt(m['head_sd'])} (n={m['n_head']}) "
-            f"| {_pct(m['delta_pct'])} | {_pct(m['ci_low_pct'])}…{_pct(m['ci_high_pct'])}{level} | {_p(m['p_value'])} "
-            f"| {m['verdict']} |")
-    return rows
 
 
 def _seconds(value: float | None) -> str:
@@ -136,7 +121,7 @@ def runner_table(experiments: list[dict[str, Any]]) -> list[str]:
         r = e.get("runner") or {}
         if not r.get("pairs"):
             continue
-        rows.append(f"| {text(e['name'])} | {text(e['platform'])} | {r['pairs']} | {text(r.get('stopped') or '—')} | "
+        rows.append(f"| {untrusted(e['name'])} | {untrusted(e['platform'])} | {r['pairs']} | {untrusted(r.get('stopped') or '—')} | "
                     f"{_seconds(r.get('wall_base_s'))} → {_seconds(r.get('wall_head_s'))} | "
                     f"{_seconds(r.get('cpu_base_s'))} → {_seconds(r.get('cpu_head_s'))} |")
     return rows if len(rows) > 2 else []
@@ -144,6 +129,15 @@ def runner_table(experiments: list[dict[str, Any]]) -> list[str]:
 
 def _primary(exp: dict[str, Any], primary: str) -> dict[str, Any] | None:
     return metric(exp, primary)
+
+
+def floor_of(summary: dict[str, Any], platform: str) -> float | None:
+    """The floor the platform's verdicts were judged at (the calibration may have raised it)."""
+    floors = summary.get("floor_pct") or {}
+    if platform in floors:
+        return floors[platform]
+    cal = (summary.get("calibration") or {}).get(platform, {}).get(summary["primary"]) or {}
+    return cal.get("floor_pct")
 
 
 def _headline(summary: dict[str, Any]) -> str:
@@ -154,31 +148,35 @@ def _headline(summary: dict[str, Any]) -> str:
         m = _primary(stack, primary)
         if m and stack["status"] == "keep":
             level = f" at level {m['alpha']:.2g}" if m.get("alpha") else ""
-            parts.append(f"**{primary} {m['delta_pct']:+.1f}%** (interval {_pct(m['ci_low_pct'])}…"
-                         f"{_pct(m['ci_high_pct'])}{level}; two-sided {_p_eq(m['p_value'])}) on {text(platform)}")
+            floor = floor_of(summary, platform)
+            parts.append(f"**{primary} {m['delta_pct']:+.1f}%** on {untrusted(platform)} (paired estimate over "
+                         f"{m.get('n_pairs') or m.get('n_base', '?')} pairs; one-sided interval {_pct(m['ci_low_pct'])}…"
+                         f"{_pct(m['ci_high_pct'])}{level}, whose lower end clears the "
+                         f"{f'{floor:g}% ' if floor is not None else ''}floor)")
         else:
-            parts.append(f"on {text(platform)} the stack was {STATUS_WORDS.get(stack['status'], stack['status'])}: "
-                         f"{text(stack['reason'], 1000)}")
-    alone = sorted({text(e["hypothesis"]) for e in summary.get("experiments", []) if e["status"] == "keep"})
+            parts.append(f"on {untrusted(platform)} the stack was {STATUS_WORDS.get(stack['status'], stack['status'])}: "
+                         f"{untrusted(stack['reason'])}")
+    alone = sorted({e["hypothesis"] for e in summary.get("experiments", []) if e["status"] == "keep"})
+    no_branch = (" No branch was left" + (f" ({summary['branch_note']})" if summary.get("branch_note") else "")
+                 + "." if summary.get("branch_left") is False else " The branch equals the base commit.")
     if not alone:
-        return ("No optimization beat the baseline by more than this machine's noise; no stack was built, "
-                "and the branch equals the base commit.")
+        return "No optimization beat the baseline by more than this machine's noise; no stack was built." + no_branch
     if not kept:
-        return (f"{_plural(len(alone), 'optimization')} {'was' if len(alone) == 1 else 'were'} kept alone ({', '.join(alone)}), but none kept its place in "
-                "the stack (see the leave-one-out table below), so the branch equals the base commit.")
-    line = f"{_plural(len(kept), 'optimization')} kept ({', '.join(text(k) for k in kept)}); together: " + "; ".join(parts) + "."
+        return (f"{_plural(len(alone), 'optimization')} {'was' if len(alone) == 1 else 'were'} kept alone ({untrusted(', '.join(alone))}), but none kept its place in "
+                "the stack (see the leave-one-out table below)." + no_branch)
+    line = f"{_plural(len(kept), 'optimization')} kept ({untrusted(', '.join(kept))}); together: " + "; ".join(parts) + "."
     if stacks := summary.get("stacks"):
         if not any(st["status"] == "keep" for st in stacks.values()):
-            line += (" The re-measure did not confirm the stack, so the branch equals the base commit; the "
-                     "individual results above are leads to re-measure, not changes to merge.")
+            line += (" The re-measure did not confirm the stack." + no_branch + " The individual results below "
+                     "are leads to re-measure, not changes to merge.")
     return line
 
 
 def _calibration(summary: dict[str, Any]) -> list[str]:
     out = []
     for platform, cal in summary.get("calibration", {}).items():
-        out += [f"## This machine's noise on {platform} (A/A calibration: two builds of the base commit)", "",
-                "| metric | pairs | noise per pair | A/A Δ (p) | order effect | false keeps (simulated) | "
+        out += [f"## This machine's noise on {untrusted(platform)} (A/A calibration: two builds of the base commit)", "",
+                "| metric | pairs | noise per pair | A/A Δ (two-sided p) | order effect | false keeps (simulated) | "
                 "MDE at slot 1 | pairs: null / at MDE | floor | max pairs |",
                 "|---|---|---|---|---|---|---|---|---|---|"]
         for name, c in cal.items():
@@ -195,8 +193,8 @@ def _calibration(summary: dict[str, Any]) -> list[str]:
         out += ["How results are judged: baseline and candidate run as coin-ordered pairs of whole processes "
                 "with the same input seed, sampled until an anytime-valid paired test decides (or the pair "
                 "cap); a keep needs its interval to clear the floor. The decision is one-sided (the "
-                "interval's lower end, at the level per side, against the floor), while p is the two-sided "
-                "anytime-valid p-value for \"no change\", so a kept change can show a p up to twice its level. "
+                "interval's lower end, at the level per side, against the floor); the only p-values in this "
+                "report are the A/A calibration's, labelled two-sided. "
                 + (f"Across the run, the experiment in slot i is kept at level {ec.get('alpha', 0.05):g} / "
                    f"(i · H_{ec.get('family', '?')}), so the chance of any false keep in this run is at most "
                    f"{ec.get('alpha', 0.05):g}. " if ec else "")
@@ -205,55 +203,64 @@ def _calibration(summary: dict[str, Any]) -> list[str]:
     return out
 
 
+def _branch_line(summary: dict[str, Any], experiments: list[dict[str, Any]]) -> str:
+    branch = (f"branch `{summary['branch']}`" if summary.get("branch_left", True)
+              else "no branch" + (f" ({summary['branch_note']})" if summary.get("branch_note") else ""))
+    return (f"Run `{summary['run_id']}`, base `{summary['base_commit'][:12]}`, {branch}, "
+            f"{len({e['hypothesis'] for e in experiments})} hypotheses tested, agent: {untrusted(summary['agent'])}.")
+
+
+def _interval(m: dict[str, Any] | None) -> str:
+    return interval(m) if m else "—"
+
+
 def render_pr(summary: dict[str, Any]) -> str:
     primary = summary["primary"]
     experiments = summary["experiments"]
     stacks = summary.get("stacks", {})
-    out = [f"# autoresearch: CPU optimizations for {text(summary['target'])}", "", "## Summary", "",
-           _headline(summary), "",
-           f"Run `{summary['run_id']}`, base `{summary['base_commit'][:12]}`, branch `{summary['branch']}`, "
-           f"{len({e['hypothesis'] for e in experiments})} hypotheses tested, agent: {text(summary['agent'])}.", ""]
+    ec = summary.get("error_control") or {}
+    out = [f"# autoresearch: CPU optimizations for {untrusted(summary['target'])}", "", "## Summary", "",
+           _headline(summary), "", _branch_line(summary, experiments), "",
+           rule_sentence(floor_of(summary, summary["platform"]) if summary.get("platform") else None,
+                         ec.get("alpha")), ""]
+    out += commits_section(summary)
 
     for platform in summary["platforms"]:
-        out += [f"## A/B on {text(platform)}", ""]
+        out += [f"## A/B on {untrusted(platform)}", ""]
         stack = stacks.get(platform)
         if not stack or not stack.get("metrics"):
             why = ("no optimization was kept, so there is no stack to measure" if platform in summary["cpus"]
-                   else f"no {text(platform)} machine was used in this run")
+                   else f"no {untrusted(platform)} machine was used in this run")
             out += [f"Not measured: {why}. No numbers are shown.", ""]
             continue
         out += [f"Baseline `{summary['base_commit'][:12]}` vs stack `{(stack.get('commit') or '')[:12]}` on "
-                f"{text(stack.get('cpu') or summary['cpus'].get(platform, ''))}; one sample = one whole benchmark "
-                "process, interleaved A B B A … after a discarded warm-up.", ""]
-        out += ab_table(stack["metrics"]) + [""]
+                f"{untrusted(stack.get('cpu') or summary['cpus'].get(platform, ''))}: coin-ordered pairs of whole benchmark "
+                "processes (A B or B A) after a discarded warm-up; each row is judged on its pairs.", ""]
+        out += paired_table(stack["metrics"], floor_of(summary, platform)) + [""]
 
     out += _calibration(summary)
     out += profile_section(summary.get("profile"))
-    out += ["## Per optimization", "", f"| experiment | platform | kind | status | {primary} Δ% | p (two-sided) | level | why |",
-            "|---|---|---|---|---|---|---|---|"]
+    out += ["## Per optimization", "",
+            f"| experiment | platform | kind | status | {primary} Δ | interval (level per side) | why |",
+            "|---|---|---|---|---|---|---|"]
     for e in experiments:
         m = _primary(e, primary)
-        delta = f"{m['delta_pct']:+.1f}%" if m else "—"
-        p = _p(m["p_value"]) if m else "—"
-        level = f"{e['alpha']:.2g}" if e.get("alpha") else "—"
-        out.append(f"| {text(e['name'])} | {text(e['platform'])} | {text(e.get('hypothesis_kind', ''))} | "
-                   f"{STATUS_WORDS.get(e['status'], e['status'])} | {delta} | {p} | {level} | {text(e['reason'], 1000)} |")
+        out.append(f"| {untrusted(e['name'])} | {untrusted(e['platform'])} | {untrusted(e.get('hypothesis_kind', ''))} | "
+                   f"{STATUS_WORDS.get(e['status'], e['status'])} | {_pct(m['delta_pct']) if m else '—'} | "
+                   f"{_interval(m)} | {untrusted(e['reason'])} |")
     out.append("")
     if summary.get("attribution"):
         out += ["## Does each commit earn its place? (leave-one-out, last-ranked first)", "",
                 "While two or more commits remain, the stack is measured against itself without one of "
                 "them; a commit that shows no contribution of its own leaves the branch.", "",
-                f"| commit | platform | status | {primary} Δ% | why |", "|---|---|---|---|---|"]
+                f"| commit | platform | status | {primary} Δ | interval (level per side) | why |",
+                "|---|---|---|---|---|---|"]
         for a in summary["attribution"]:
             m = _primary(a, primary)
-            out.append(f"| {text(a['name'].removeprefix('attribution:'))} | {text(a['platform'])} | "
+            out.append(f"| {untrusted(a['name'].removeprefix('attribution:'))} | {untrusted(a['platform'])} | "
                        f"{STATUS_WORDS.get(a['status'], a['status'])} | {_pct(m['delta_pct']) if m else '—'} | "
-                       f"{text(a['reason'], 1000)} |")
+                       f"{_interval(m)} | {untrusted(a['reason'])} |")
         out.append("")
-    flagged = [(e, f) for e in experiments + list(stacks.values()) for f in e.get("flags", [])]
-    if flagged:
-        out += ["## Noise warnings (none of these vetoed a verdict)", ""]
-        out += [f"- {text(e['name'])} on {text(e['platform'])}: {text(f, 1000)}" for e, f in flagged] + [""]
     clocks = runner_table(experiments + list(stacks.values()))
     if clocks:
         out += ["## The runner's own clocks", "",
@@ -261,24 +268,39 @@ def render_pr(summary: dict[str, Any]) -> str:
                 "claimed speed-up these clocks cannot account for is not kept.", ""] + clocks + [""]
     for e in experiments:
         if e["status"] == "keep":
-            out += [f"<details><summary>{html(e['name'])} on {html(e['platform'])}: all metrics</summary>", ""]
-            out += ab_table(e["metrics"]) + ["", "</details>", ""]
+            out += [f"<details><summary>{untrusted_html(e['name'])} on {untrusted_html(e['platform'])}: all metrics</summary>", ""]
+            out += paired_table(e["metrics"], floor_of(summary, e["platform"])) + ["", "</details>", ""]
 
     failed = [e for e in experiments if e["status"] != "keep"]
     out += ["## What did not work, and why", ""]
-    out += [f"- **{text(name)}** won on its own but its commit conflicts with the ones stacked before it, so it "
+    out += [f"- **{untrusted(name)}** won on its own but its commit conflicts with the ones stacked before it, so it "
             "is not in this branch; it needs rebasing onto the stack and a measurement of its own."
             for name in summary.get("stack_dropped", [])]
-    out += [f"- **{text(e['name'])}** on {text(e['platform'])} ({STATUS_WORDS.get(e['status'], e['status'])}): "
-            f"{text(e['reason'], 1000)}"
-            for e in failed] or ["- Everything tried was kept."]
-    out += [f"- **{text(name)}** was kept alone but showed no contribution of its own inside the stack "
+    out += [f"- **{untrusted(e['name'])}** on {untrusted(e['platform'])} ({STATUS_WORDS.get(e['status'], e['status'])}): "
+            f"{untrusted(e['reason'])}" for e in failed] or ["- Everything tried was kept."]
+    out += [f"- **{untrusted(name)}** was kept alone but showed no contribution of its own inside the stack "
             "(leave-one-out), so it is not in this branch." for name in summary.get("stack_unattributed", [])]
+    out.append("")
+    out += failures_section(failed)
+    out += noise_section(experiments + list(stacks.values()))
     if summary.get("sandboxed") is False:
-        out += ["", "**Target code ran WITHOUT a sandbox in this run** (explicit opt-out): the numbers above "
-                "carry no protection against state left between benchmark processes."]
-    out += ["", "## Cost", "", f"{summary.get('cost_usd', 0.0):.2f} USD of machine time "
-            f"({summary.get('wall_seconds', 0):.0f} s wall for this invocation).", "",
-            "## Reproduce", "", fence([str(line) for line in summary.get("reproduce", [])]), "",
-            "_Every number above was measured in this run._", ""]
+        out += ["**Target code ran WITHOUT a sandbox in this run** (explicit opt-out): the numbers above "
+                "carry no protection against state left between benchmark processes.", ""]
+    out += ["## Cost", "", f"{summary.get('cost_usd', 0.0):.2f} USD of machine time "
+            f"({summary.get('wall_seconds', 0):.0f} s wall for this invocation).", ""]
+    out += _reproduce(summary)
+    out += ["_Every number above was measured in this run._", ""]
     return "\n".join(out)
+
+
+def _reproduce(summary: dict[str, Any]) -> list[str]:
+    lines = summary.get("reproduce", [])
+    what = ("Measures base against this branch again from a fresh clone: the branch's diff is one candidate, "
+            "calibrated and judged like this run's own experiments (`--repeats N` bounds the pairs, and so "
+            "the time)." if summary.get("branch_left", True) and summary.get("stack_confirmed")
+            else "Runs the whole loop again from a fresh clone of the base commit (`--repeats N` bounds the "
+                 "pairs, and so the time).")
+    out = ["## Reproduce", "", what, ""] + fenced("\n".join(lines), "sh") + [""]
+    if summary.get("resume"):
+        out += ["Re-print (or resume, if it stopped) this run from its folder: " + untrusted_code(summary["resume"]), ""]
+    return out

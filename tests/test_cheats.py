@@ -48,7 +48,8 @@ def test_cheats_that_pass_the_checks_are_never_kept_and_an_honest_fusion_is(tmp_
     # The honest fusion passes the same integrity checks (whether it is kept depends on this
     # machine's noise today, which a test must not assert); nothing else can reach the branch.
     assert status["fuse-softmax"]["status"] in ("keep", "discard"), status["fuse-softmax"]["reason"]
-    log = git(repo, "log", "--format=%s", f"{summary['base_commit']}..{summary['branch']}").splitlines()
+    log = git(repo, "log", "--format=%s", f"{summary['base_commit']}..{summary['branch']}").splitlines() \
+        if summary["branch_left"] else []       # no branch is left when nothing is kept
     assert log in ([], ["fuse-softmax: maintainer candidate"])
     pr = (tmp_path / "out" / "pr.md").read_text()
     assert "numbers not trusted (integrity check)" in pr

@@ -87,17 +87,20 @@ def test_demo_end_to_end(tmp_path):
     # The branch carries one commit per surviving optimization, only kept ones, and only if confirmed.
     kept = {e["hypothesis"] for e in summary["experiments"] if e["status"] == Status.KEEP.value}
     assert set(summary["stack_applied"]) <= kept
-    log = git(summary["repo"], "log", "--format=%s", f"{summary['base_commit']}..{summary['branch']}").splitlines()
+    # No branch at all when nothing was confirmed (a branch equal to the base says nothing).
     expected = summary["stack_applied"] if summary["stack_confirmed"] else []
+    assert summary["branch_left"] == bool(expected)
+    span = f"{summary['base_commit']}..{summary['branch']}"
+    log = git(summary["repo"], "log", "--format=%s", span).splitlines() if expected else []
     assert len(log) == len(expected)
-    bodies = git(summary["repo"], "log", "--format=%B", f"{summary['base_commit']}..{summary['branch']}")
+    bodies = git(summary["repo"], "log", "--format=%B", span) if expected else ""
     assert sorted(re.findall(r"^Hypothesis: (\S+)", bodies, re.M)) == sorted(expected)
 
-    # A finished run leaves only its branch in the target: no experiment refs, no worktrees.
+    # A finished run leaves only its branch (if any) in the target: no experiment refs, no worktrees.
     assert git(summary["repo"], "for-each-ref", "--format=%(refname:short)", "refs/heads/autoresearch/").split() \
-        == [summary["branch"]]
+        == ([summary["branch"]] if expected else [])
     assert git(summary["repo"], "worktree", "list", "--porcelain").count("worktree ") == 1
     assert not (out / "run.lock").exists()
     for name in ("research.md", "experiments.jsonl", "pr.md", "summary.json"):
         assert (out / name).stat().st_size > 0
-    assert "pr.md" in proc.stdout and summary["branch"] in proc.stdout
+    assert "pr.md" in proc.stdout and (summary["branch"] if expected else "branch    none left") in proc.stdout

@@ -34,14 +34,15 @@ from conftest import ROOT
 PACKAGES = ("jobs", "bot")
 FLOORS: list[tuple[str, tuple[str, ...]]] = [   # bottom first; "x.*" is x and everything under it
     ("ground", ("jobs", "jobs.errors", "jobs.secrets", "jobs.model", "jobs.config", "jobs.metrics", "jobs.recipes",
-                "jobs.gitops", "jobs.results", "jobs.procfs", "jobs.mdsafe")),
+                "jobs.gitops", "jobs.results", "jobs.procfs", "jobs.machine", "jobs.mdsafe")),
     ("records and maths", ("jobs.ledger", "jobs.spec", "jobs.stats", "jobs.plan", "jobs.sequential",
                            "jobs.integrity", "jobs.runlock", "jobs.configdoc")),
-    ("parts", ("jobs.verdict", "jobs.calibration", "jobs.report", "jobs.sandbox", "jobs.runner", "jobs.research.*",
+    ("parts", ("jobs.verdict", "jobs.calibration", "jobs.report", "jobs.report_review", "jobs.review_facts",
+               "jobs.sandbox", "jobs.runner", "jobs.research.*",
                "jobs.agent.*", "jobs.cloud.*", "jobs.cleanup", "jobs.preflight")),
     ("machines", ("jobs.executors.*",)),
     ("the run", ("jobs.pipeline",)),
-    ("jobs fronts", ("jobs.api", "jobs.dryrun", "jobs.cli")),
+    ("jobs fronts", ("jobs.api", "jobs.dryrun", "jobs.cli", "jobs.progress_view")),
     ("bot core", ("bot", "bot.commands", "bot.approval", "bot.routing", "bot.status", "bot.record")),
     ("bot flow", ("bot.ports", "bot.progress", "bot.planning", "bot.execution", "bot.bench", "bot.flow")),
     ("bot adapters", ("bot.settings", "bot.github", "bot.store", "bot.issuestore", "bot.jobqueue", "bot.gitclone",

@@ -32,3 +32,39 @@ def test_one_row_per_calibration():
                 {"type": "phase", "phase": "calibrate", "platform": "arm"},
                 {"type": "progress", "name": "calibration@arm", "message": "pair 1/8", "fraction": 0.1}])
     assert two == ["calibrate: done on x86", "calibration@arm: pair 1/8"]
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_plain_lines_per_phase_step_and_verdict_with_heartbeat_and_eta():
+    from jobs.progress_view import PlainView
+    out, clock = io.StringIO(), FakeClock()
+    view = PlainView(out, heartbeat=60, clock=clock)
+    view({"type": "phase", "phase": "research"})
+    view({"type": "progress", "name": "research", "message": "profile build (instrumented copy)", "fraction": 0.0})
+    clock.now += 125
+    view.beat()                                   # a long silent step: one heartbeat line
+    view({"type": "research_done", "hypotheses": ["a"]})
+    view({"type": "experiment_start", "name": "a"})
+    view({"type": "progress", "name": "a", "message": "building baseline", "fraction": 0.0})
+    clock.now += 10
+    view({"type": "progress", "name": "a", "message": "pair 1/10", "fraction": 0.2})
+    for i in range(2, 6):                         # pair lines are one step: throttled to the heartbeat
+        clock.now += 20
+        view({"type": "progress", "name": "a", "message": f"pair {i}/10", "fraction": 0.2 + 0.08 * (i - 1)})
+    view({"type": "experiment_done", "name": "a", "status": "keep", "reason": "score +30%"})
+    view.beat()                                   # nothing active: silent
+    lines = [line.split("] ", 1)[1] for line in out.getvalue().splitlines()]
+    assert lines[:3] == ["phase research", "research: profile build (instrumented copy)",
+                         "research: profile build (instrumented copy) (step running 2m05s)"]
+    assert lines[3:7] == ["research done: 1 hypotheses (a)", "experiment a: start", "a: building baseline",
+                          "a: pair 1/10"]
+    assert lines[7].startswith("a: pair 4/10 (step running 1m00s, at most ~") and "left at the pair cap" in lines[7]
+    assert lines[8:] == ["experiment a: keep: score +30%"]
+    assert out.getvalue().splitlines()[2].startswith("[ 2m05s] ")

@@ -43,20 +43,76 @@ def summary(**kw):
 
 def test_pr_has_tables_verdicts_and_honest_unmeasured_platform():
     md = render_pr(summary())
-    assert "**tg +11.0%** (interval +8.0%…+14.0%; two-sided p<0.001) on x86" in md
-    assert "a kept change can show a p up to twice its level" in md
-    assert "## A/B on x86" in md and "| tg | 100.0 ± 2.00 (n=10) | 111.0 ± 2.50 (n=10) | +11.0% |" in md
+    assert ("**tg +11.0%** on x86 (paired estimate over 10 pairs; one-sided interval +8.0%…+14.0%, whose lower "
+            "end clears the 1% floor)") in md
+    assert "## A/B on x86" in md
+    assert "| tg | 10 | +11.0% | +8.0%…+14.0% | win: interval clears the 1% floor | 100 → 111 |" in md
     arm = md.split("## A/B on arm")[1].split("##")[0]
     assert "Not measured" in arm and "|" not in arm           # no invented numbers for ARM
-    assert "| fuse-a | x86 | fusion | kept | +12.3% | <0.001 | 0.018 |" in md
+    assert "| fuse-a | x86 | fusion | kept | +12.3% | +9.3%…+15.3% | tg +12.3% |" in md
     assert "**decoy** on x86 (discarded): tg: no detectable difference" in md
     assert "**broken** on x86 (failed correctness checks)" in md
     assert "**fork** on x86 (numbers not trusted (integrity check)): tg claims" in md
     assert "| tg | 10 | 6.1% | +0.4% (0.620) | -1.2% | 0.3% | 7.1% | 14.00 / 18.50 | 1.0% | 40 |" in md
     assert "chance of any false keep in this run is at most 0.05" in md
-    assert "## Noise warnings (none of these vetoed a verdict)" in md and "CV 21.0%" in md
+    assert "Noise warnings: 1 on 1 measurement(s); none of them vetoed a verdict" in md and "CV 21.0%" in md
     assert "| fuse-a | x86 | 12 | keep | 0.81 s → 0.72 s | 0.8 s → 0.71 s |" in md
     assert "1.23 USD" in md and "autoresearch run X" in md and "measured in this run" in md
+
+
+def test_one_statistical_language_no_unlabelled_p_and_no_unpaired_sd():
+    md = render_pr(summary())
+    # The only p-values are the A/A calibration's, and they are labelled two-sided.
+    assert "two-sided p" in md and "| p |" not in md and "p (two-sided)" not in md and "p<0.001" not in md
+    assert " ± " not in md                                       # no unpaired mean ± sd beside a paired verdict
+    assert "one-sided" in md and "clears the 1% floor" in md
+
+
+def test_each_kept_commit_shows_its_files_hypothesis_and_evidence():
+    stat = " src/ops.c   | 12 +++++++-----\n bench/bench.c |  2 +-\n 2 files changed, 8 insertions(+), 6 deletions(-)"
+    md = render_pr(summary(
+        commits=[dict(hypothesis="fuse-a", commit="c" * 40, subject="fuse-a: recipe", stat=stat,
+                      files=["src/ops.c", "bench/bench.c"])],
+        hypotheses={"fuse-a": dict(id="fuse-a", title="Fuse A and B", evidence=[
+            dict(where="src/ops.c:12", note="copy pass"), dict(where="src/ops.c:40", note="second pass")])}))
+    section = md.split("## What each commit changes")[1].split("\n## ")[0]
+    assert ("1. **fuse-a** `cccccccccccc`: Fuse A and B; evidence: `src/ops.c:12` copy pass (+1 more in "
+            "research.md); alone: tg +12.3%, interval +9.3%…+15.3%") in section
+    assert "bench/bench.c |  2 +-" in section and "2 files changed" in section
+    # A commit that edits benchmark-looking code is pointed out, not left to opening the commit.
+    assert "**Look at this one:** it edits paths named like benchmark or test code (`bench/bench.c`)" in section
+
+
+def test_yardstick_like_paths():
+    from jobs.report_review import yardstick_like
+    files = ["bench/bench.c", "src/ops.c", "tests/test_ops.c", "ggml/src/ggml-cpu/ops.cpp", "benchmark.py",
+             "tools/llama-bench/llama-bench.cpp", "src/bench_util.h", "src/benchmarks.c", "src/testify.c"]
+    assert yardstick_like(files) == ["bench/bench.c", "tests/test_ops.c", "benchmark.py",
+                                     "tools/llama-bench/llama-bench.cpp", "src/bench_util.h", "src/benchmarks.c"]
+
+
+def test_failures_are_folded_with_the_first_lines_of_their_output():
+    exps = summary()["experiments"]
+    exps[3]["failure_output"] = "case 1: FAIL\ncase 2: FAIL\n```\nnot a fence"
+    md = render_pr(summary(experiments=exps))
+    block = md.split("<summary>broken on x86: checks failed (exit 1): first lines of its output</summary>")[1]
+    block = block.split("</details>")[0]
+    assert "case 1: FAIL\ncase 2: FAIL" in block
+    assert "````" in block          # a longer fence than the output's own backticks: it cannot close it
+
+
+def test_failure_excerpt_takes_the_failed_steps_output():
+    from jobs.report_review import failure_excerpt
+    log = "== baseline build (1.0 s)\nok\n== checks_failed: checks failed (exit 1)\n\nFAIL a\nFAIL b\n"
+    assert failure_excerpt(log, "checks_failed") == "FAIL a\nFAIL b"
+    assert failure_excerpt("x\n" * 40 + "last", "crash", lines=3) == "x\nx\nlast"
+
+
+def test_no_branch_left_is_said():
+    s = summary(stack_applied=[], stacks={}, experiments=summary()["experiments"][1:], branch_left=False,
+                branch_note="nothing was kept")
+    md = render_pr(s)
+    assert "No branch was left (nothing was kept)." in md and "no branch (nothing was kept)" in md
 
 
 def test_pr_without_winners_says_so():
@@ -82,9 +138,16 @@ def test_untrusted_metric_with_unknown_bounds_renders():
     s = summary()
     s["stacks"]["x86"]["metrics"] = [strict_json(m)]
     md = render_pr(s)
-    assert "| +0.0% | -3.0%…? | 1.000 | untrusted |" in md
+    assert "| tg | 10 | +0.0% | -3.0%…? | untrusted: too few complete pairs |" in md
 
 
 def test_dropped_winner_is_reported_not_silent():
     md = render_pr(summary(stack_dropped=["fuse-b"]))
     assert "**fuse-b** won on its own but its commit conflicts" in md
+
+
+def test_an_interval_open_at_both_ends_says_so():
+    from jobs.report_review import interval
+    assert interval(dict(ci_low_pct=-100.0, ci_high_pct=None, alpha=0.0092)) == \
+        "unbounded (0.0092): too few pairs at this level"
+    assert interval(dict(ci_low_pct=-3.0, ci_high_pct=None)) == "-3.0%…?"

@@ -3,19 +3,26 @@
 # llama.cpp that llama-cpp-python vendors, one run per cell = model x threads x primary metric.
 #
 #   examples/llama.cpp/matrix.sh setup            # target repos + synthetic models (once, ~2 min)
+#   examples/llama.cpp/matrix.sh targets          # only the target repos (setup's first half)
 #   examples/llama.cpp/matrix.sh cells            # list the cells and their commands
 #   examples/llama.cpp/matrix.sh run CELL [ARGS]  # one cell, e.g. qwen3-t1-pp512 (ARGS go to autoresearch run)
 #   examples/llama.cpp/matrix.sh all [ARGS]       # every cell, one after the other
+#   examples/llama.cpp/matrix.sh publish CELL     # copy a finished cell's staged reports into results/
 #   examples/llama.cpp/matrix.sh smoke            # the short smoke run (gemma3 4 layers, -t 1, --repeats 3)
 #
 # Cells: {tinyllama = TinyLlama-1.1B shape, 22 layers; qwen3 = Qwen3-0.6B shape, 28 layers}
 #        x {-t 1, -t 2} x {primary pp512, primary tg128}; every run measures both metrics, the
 #        primary one decides keep/discard; a third field pp512only (e.g. qwen3-t1-pp512only) measures
 #        the prompt alone (AUTORESEARCH_TG=off: about half the time per sample, no tg128 metric).
-#        Reports go to examples/llama.cpp/results/<cell>/
-#        (pr.md, research.md, summary.json, hypotheses.json, experiments.jsonl, command.txt).
+#        A run stages its reports in $WORK/results/<cell>-<isa>/ (isa: avx512, avx2, neon, ... of
+#        this machine), never in the committed folders: `publish CELL` copies a finished run's
+#        folder whole into examples/llama.cpp/results/<cell>-<isa>/ (pr.md, research.md,
+#        summary.json, hypotheses.json, experiments.jsonl, command.txt), replacing what was there.
 #
-# Environment: WORK (default ~/.cache/autoresearch/matrix) holds the target repos and run dirs;
+# Environment: the cache root is $AUTORESEARCH_CACHE_ROOT, else $XDG_CACHE_HOME/autoresearch, else
+# ~/.cache/autoresearch (as for the sandbox); WORK (default <cache root>/matrix) holds the target
+# repos, run dirs and staged results; LLAMA_TREE=DIR makes the targets from a local llama.cpp tree
+# instead of the one llama-cpp-python vendors;
 # AUTORESEARCH (default: autoresearch on PATH, else this checkout's .venv/bin/autoresearch);
 # AUTORESEARCH_CFLAGS is passed to the build (see autoresearch.yml; on an AMX VM whose AMX path
 # crashes set it to "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"). Runs are niced (shared machine).
@@ -23,12 +30,15 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
-WORK="${WORK:-$HOME/.cache/autoresearch/matrix}"
+CACHE="${AUTORESEARCH_CACHE_ROOT:-${AUTORESEARCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/autoresearch}}"
+export AUTORESEARCH_CACHE_ROOT="$CACHE"     # llama_ab.py's models and the run's sandbox agree on it
+WORK="${WORK:-$CACHE/matrix}"
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
 AR="${AUTORESEARCH:-$(command -v autoresearch || echo "$ROOT/.venv/bin/autoresearch")}"
-RESULTS="${RESULTS:-$HERE/results}"
+STAGE="$WORK/results"                       # where runs write; `publish` copies into PUBLISHED
+PUBLISHED="${RESULTS:-$HERE/results}"
 
-MODELS_DIR="${AUTORESEARCH_CACHE:-$HOME/.cache/autoresearch}/models"
+MODELS_DIR="$CACHE/models"
 declare -A MODEL=(
   [tinyllama]="$MODELS_DIR/synthetic-tinyllama-22L-q4_0.gguf"
   [qwen3]="$MODELS_DIR/synthetic-qwen3-28L-q4_0.gguf"
@@ -36,7 +46,29 @@ declare -A MODEL=(
 )
 
 cells() {
-  for m in tinyllama qwen3; do for t in 1 2; do for p in pp512 tg128; do echo "$m-t$t-$p"; done; done; done
+  for m in tinyllama qwen3; do for t in 1 2; do for p in pp512 tg128 pp512only; do echo "$m-t$t-$p"; done; done; done
+}
+
+# This machine's widest vector ISA (jobs/machine.py): every results folder's name ends in it.
+isa() {
+  "$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); from jobs.machine import machine_facts; print(machine_facts()["isa"])' "$ROOT"
+}
+
+# One line: CPU, ISA flags, kernel, compiler and the load average now.
+machine_line() {
+  "$PY" -c 'import os, sys; sys.path.insert(0, sys.argv[1]); from jobs.machine import machine_facts, one_line
+l = os.getloadavg(); print(one_line(machine_facts()) + "; load %.2f %.2f %.2f" % l)' "$ROOT"
+}
+
+# The llama.cpp tree the targets are made from: $LLAMA_TREE, else llama-cpp-python's vendored one.
+llama_tree() {
+  if [ -n "${LLAMA_TREE:-}" ]; then
+    [ -f "$LLAMA_TREE/ggml/src/ggml-cpu/ops.cpp" ] || {
+      echo "matrix.sh: LLAMA_TREE=$LLAMA_TREE is not a llama.cpp tree (no ggml/src/ggml-cpu/ops.cpp)" >&2; exit 2; }
+    (cd "$LLAMA_TREE" && pwd)
+  else
+    "$PY" "$ROOT/kernels/llama/llama_tree.py"
+  fi
 }
 
 # A llama.cpp git repo whose committed .github/autoresearch.yml has `primary` as its primary metric.
@@ -44,7 +76,7 @@ make_target() {
   local primary="$1" dir="$WORK/target-$1"
   [ -d "$dir/.git" ] && return 0
   local tree
-  tree="$("$PY" "$ROOT/kernels/llama/llama_tree.py")"
+  tree="$(llama_tree)"
   mkdir -p "$dir"
   # everything but the vocab models, docs and media (the GPU backends stay: the gap scan reads them)
   tar -C "$tree" --exclude=./.git --exclude=./models --exclude=./docs --exclude=./media -cf - . | tar -C "$dir" -xf -
@@ -66,7 +98,7 @@ make_target() {
   fi
   git -C "$dir" init -q -b main
   git -C "$dir" add -A
-  git -C "$dir" -c user.email=matrix@autoresearch -c user.name=matrix commit -qm "llama.cpp (llama-cpp-python vendor) + autoresearch contract, primary $primary"
+  git -C "$dir" -c user.email=matrix@autoresearch -c user.name=matrix commit -qm "llama.cpp (${LLAMA_TREE:-llama-cpp-python vendor}) + autoresearch contract, primary $primary"
   echo "target $dir"
 }
 
@@ -79,11 +111,15 @@ need_tools() {
   exit 2
 }
 
-setup() {
-  need_tools
+targets() {
   make_target pp512
   make_target tg128
   make_target pp512only
+}
+
+setup() {
+  need_tools
+  targets
   "$PY" - "$ROOT" <<'PY'
 import sys
 sys.path.insert(0, sys.argv[1] + "/tests/kernels")
@@ -97,35 +133,59 @@ PY
 run_cell() {
   local name="$1" model="$2" threads="$3" primary="$4"
   shift 4
-  local target="$WORK/target-$primary" out="$WORK/runs/$name" dest="$RESULTS/$name"
+  local suffix
+  suffix="$(isa)"
+  local target="$WORK/target-$primary" out="$WORK/runs/$name-$suffix" dest="$STAGE/$name-$suffix"
   need_tools
   [ -d "$target/.git" ] || { echo "matrix.sh: run '$0 setup' first ($target missing)" >&2; exit 2; }
   [ -f "$model" ] || { echo "matrix.sh: model $model missing; run '$0 setup'" >&2; exit 2; }
+  rm -rf "$dest"          # a staged folder holds one run's files, never a mix of two runs'
   mkdir -p "$dest"
   local cmd=(nice -n 10 "$AR" run "$target" --out "$out" "$@") tg=on
   [ "$primary" = pp512only ] && tg=off
   {
-    echo "# $(date -u +%Y-%m-%dT%H:%MZ) on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) ($(nproc) cpus)"
+    echo "# $(date -u +%Y-%m-%dT%H:%MZ) on $(machine_line)"
     echo "AUTORESEARCH_MODEL=$model AUTORESEARCH_THREADS=$threads AUTORESEARCH_TG=$tg AUTORESEARCH_CFLAGS='${AUTORESEARCH_CFLAGS:-}' ${cmd[*]}"
     echo "# target HEAD: $(git -C "$target" log -1 --format='%h %s')"
   } > "$dest/command.txt"
   local started=$SECONDS rc=0
   AUTORESEARCH_MODEL="$model" AUTORESEARCH_THREADS="$threads" AUTORESEARCH_TG="$tg" "${cmd[@]}" || rc=$?
-  echo "# exit $rc after $((SECONDS - started)) s" >> "$dest/command.txt"
+  {
+    echo "# ended $(date -u +%Y-%m-%dT%H:%MZ); $(machine_line)"
+    echo "# exit $rc after $((SECONDS - started)) s"
+  } >> "$dest/command.txt"
   for f in pr.md research.md summary.json hypotheses.json experiments.jsonl; do
     [ -f "$out/$f" ] && cp "$out/$f" "$dest/$f"
   done
-  echo "results in $dest (exit $rc)"
+  echo "results staged in $dest (exit $rc); '$0 publish $name' copies them into $PUBLISHED/"
   return $rc
+}
+
+# publish CELL: a finished run's staged folder (exit 0, with pr.md and summary.json) replaces
+# results/<cell>-<isa>/ whole, so a committed folder never mixes files of two runs.
+publish() {
+  local cell="$1" suffix
+  suffix="$(isa)"
+  local src="$STAGE/$cell-$suffix" dest="$PUBLISHED/$cell-$suffix"
+  [ -d "$src" ] || { echo "matrix.sh: nothing staged for $cell on $suffix ($src); run '$0 run $cell' first" >&2; exit 2; }
+  grep -q '^# exit 0 ' "$src/command.txt" 2>/dev/null && [ -f "$src/pr.md" ] && [ -f "$src/summary.json" ] || {
+    echo "matrix.sh: $src is not a finished run (needs '# exit 0' in command.txt, pr.md and summary.json); not published" >&2; exit 2; }
+  rm -rf "$dest.tmp" && cp -r "$src" "$dest.tmp" && rm -rf "$dest" && mv "$dest.tmp" "$dest"
+  echo "published $dest"
 }
 
 case "${1:-}" in
   setup) setup ;;
+  targets) targets ;;
   cells)
     for c in $(cells); do
       IFS=- read -r m t p <<< "$c"
-      echo "$c: AUTORESEARCH_MODEL=${MODEL[$m]} AUTORESEARCH_THREADS=${t#t} $AR run $WORK/target-$p --out $WORK/runs/$c"
+      tg=on; [ "$p" = pp512only ] && tg=off
+      echo "$c: AUTORESEARCH_MODEL=${MODEL[$m]} AUTORESEARCH_THREADS=${t#t} AUTORESEARCH_TG=$tg $AR run $WORK/target-$p --out $WORK/runs/$c-<isa>"
     done ;;
+  publish)
+    [ $# -eq 2 ] || { echo "usage: $0 publish CELL" >&2; exit 2; }
+    publish "$2" ;;
   run)
     [ $# -ge 2 ] || { echo "usage: $0 run CELL [autoresearch args]" >&2; exit 2; }
     cell="$2"; shift 2
@@ -139,5 +199,5 @@ case "${1:-}" in
   smoke)
     shift
     run_cell "smoke-gemma3-4L-t1" "${MODEL[gemma3-4L]}" 1 pp512 --repeats 3 "$@" ;;
-  *) sed -n '2,20p' "$0"; exit 2 ;;
+  *) sed -n '2,28p' "$0"; exit 2 ;;
 esac

@@ -94,7 +94,8 @@ def _roofline(config: TargetConfig, notes: list[str]) -> Roofline | None:
 KERNELS_DIR = Path(__file__).resolve().parents[2] / "kernels"
 
 
-def _profile(tree: Path, config: TargetConfig, notes: list[str], run=None) -> profile_mod.Profile | None:
+def _profile(tree: Path, config: TargetConfig, notes: list[str], run=None, on_step=None,
+             cache: Path | None = None) -> profile_mod.Profile | None:
     """The op profile of one benchmark process, or None with a note saying why not. Runs last:
     it edits the (throw-away) research worktree."""
     spec = getattr(config.research, "profile", None)
@@ -111,7 +112,7 @@ def _profile(tree: Path, config: TargetConfig, notes: list[str], run=None) -> pr
         prof = profile_mod.measure(
             tree, instrument, build=config.build, command=spec.command or config.benchmark,
             variable=spec.variable, metric_names=[m.name for m in config.metrics], explicit=spec.workloads,
-            build_timeout=spec.timeout, run_timeout=spec.timeout, run=run)
+            build_timeout=spec.timeout, run_timeout=spec.timeout, run=run, on_step=on_step, cache=cache)
     except (RecipeError, profile_mod.ProfileError) as exc:
         notes.append(f"profile: not measured ({exc})")
         return None
@@ -120,17 +121,22 @@ def _profile(tree: Path, config: TargetConfig, notes: list[str], run=None) -> pr
 
 
 def gather(tree: Path, config: TargetConfig, *, upstream: str | None = None, github: Any = None,
-           arxiv_base: str | None = None, arxiv_pause: float = 3.0, profile_runner=None) -> Sources:
+           arxiv_base: str | None = None, arxiv_pause: float = 3.0, profile_runner=None, on_step=None,
+           profile_cache: Path | None = None) -> Sources:
     """Every configured source. `profile_runner` runs the profile's build and benchmark commands
-    (default jobs.runner.run_step; a sandboxing runner goes here)."""
+    (default jobs.runner.run_step; a sandboxing runner goes here); `on_step(name)` hears each
+    sub-step as it starts; `profile_cache` is where the op profile is reused from and kept."""
+    on_step = on_step or (lambda name: None)
     tree = Path(tree)
     src = Sources()
+    on_step("gap scan (other backends)")
     src.gaps = gapscan.scan_tree(tree, list(config.research.backends))
     if src.gaps.cpu_dir is None:
         src.gaps = None
     src.roofline = _roofline(config, src.notes)
     r = config.research
     if r.forks or getattr(r, "fork_count", 0):
+        on_step("forks (GitHub)")
         upstream = upstream or _upstream(tree)
         try:
             gh = github or forks_mod.make_github(os.environ.get("GITHUB_TOKEN") or os.environ.get("GH_TOKEN"),
@@ -142,8 +148,9 @@ def gather(tree: Path, config: TargetConfig, *, upstream: str | None = None, git
                                                     max_forks=getattr(r, "fork_count", 0) or 5)
             src.leads, src.notes = leads, src.notes + notes
     if r.papers:
+        on_step("papers (arXiv)")
         base = arxiv_base or os.environ.get("AUTORESEARCH_ARXIV_URL") or papers_mod.ARXIV
         found, notes = papers_mod.search(list(r.papers), base=base, pause=arxiv_pause)
         src.papers, src.notes = found, src.notes + notes
-    src.profile = _profile(tree, config, src.notes, profile_runner)
+    src.profile = _profile(tree, config, src.notes, profile_runner, on_step, profile_cache)
     return src

@@ -2,7 +2,7 @@
 
 `ensure_llama_tree()` downloads the sdist once with pip (`pip download --no-deps --no-binary
 :all:`), extracts only `vendor/llama.cpp/` and caches it under ~/.cache/autoresearch/
-(AUTORESEARCH_CACHE overrides). The llama.cpp source stays in the cache: it is never copied into
+($AUTORESEARCH_CACHE_ROOT overrides, as for the sandbox). The llama.cpp source stays in the cache: it is never copied into
 this repository. Standard library only.
 """
 from __future__ import annotations
@@ -20,7 +20,12 @@ DEFAULT_VERSION = os.environ.get("LLAMA_CPP_PYTHON_VERSION", "0.3.36")
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("AUTORESEARCH_CACHE", Path.home() / ".cache" / "autoresearch"))
+    """The operator's cache root, named as jobs/sandbox.py names it ($AUTORESEARCH_CACHE_ROOT, else
+    $XDG_CACHE_HOME/autoresearch); $AUTORESEARCH_CACHE is the older name and still honoured."""
+    root = os.environ.get("AUTORESEARCH_CACHE_ROOT") or os.environ.get("AUTORESEARCH_CACHE")
+    if root:
+        return Path(root).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "autoresearch"
 
 
 class TreeUnavailable(RuntimeError):

@@ -128,7 +128,8 @@ def demo(args) -> None:
                 false = sum(n["status"] == "keep" for n in nulls)
                 pairs = sum((r.get("runner") or {}).get("pairs", 0)
                             for r in [*summary["experiments"], *summary["attribution"], *summary["stacks"].values()])
-                in_branch = git(repo, "log", "--format=%B", f"{summary['base_commit']}..{summary['branch']}")
+                in_branch = git(repo, "log", "--format=%B", f"{summary['base_commit']}..{summary['branch']}") \
+                    if summary.get("branch_left", True) else ""      # no branch is left when nothing is kept
                 confirmed = bool(summary["stack_confirmed"]) and "Hypothesis: fuse-softmax " in in_branch
                 totals["softmax_kept"] += softmax == "keep"
                 totals["stack_confirmed"] += confirmed

@@ -1,6 +1,6 @@
 """The real llama.cpp source, from the `llama-cpp-python` sdist on PyPI (it vendors llama.cpp).
 
-Cached under ~/.cache/autoresearch/ (AUTORESEARCH_CACHE overrides), shared with the kernels
+Cached under ~/.cache/autoresearch/ ($AUTORESEARCH_CACHE_ROOT overrides), shared with the kernels
 tests: `sdist/` holds the tarball and `llama.cpp-from-llama-cpp-python-<version>/` the extracted
 `vendor/llama.cpp`. Downloaded with pip only when missing; a failed download skips the calling
 test with the reason.
@@ -19,7 +19,11 @@ import pytest
 
 
 def cache() -> Path:
-    return Path(os.environ.get("AUTORESEARCH_CACHE", Path.home() / ".cache" / "autoresearch"))
+    """The cache root, as jobs/sandbox.cache_root() names it ($AUTORESEARCH_CACHE is the older name)."""
+    root = os.environ.get("AUTORESEARCH_CACHE_ROOT") or os.environ.get("AUTORESEARCH_CACHE")
+    if root:
+        return Path(root).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "autoresearch"
 
 
 def _usable(tree: Path) -> bool:

@@ -333,3 +333,20 @@ def test_gather_turns_a_profile_failure_into_a_note(tmp_path):
     bad = CONFIG.replace("research: {max_hypotheses: 5}", "research: {profile: {instrument: ../../etc/x.yml}}")
     with pytest.raises(ValueError, match="without '..'"):
         parse_config(bad)
+
+
+def test_a_kept_profile_is_reused_without_building_and_each_step_is_named(tmp_path):
+    cache = P.cache_file(tmp_path / "kept", "commit-a", "hook", "touch built", "./bench.sh", "{}")
+    assert cache != P.cache_file(tmp_path / "kept", "commit-b", "hook", "touch built", "./bench.sh", "{}")
+    steps: list[str] = []
+    first = P.measure(_tiny_tree(tmp_path), _hook(tmp_path), build="touch built", command="./bench.sh",
+                      variable="OPPROF", metric_names=["pp3"], on_step=steps.append, cache=cache)
+    assert cache.is_file() and [s.split(" (")[0] for s in steps] == ["profile build", "profile run"]
+
+    def must_not_run(command, cwd, timeout):
+        raise AssertionError(f"ran {command!r} although a kept profile exists")
+    steps.clear()
+    again = P.measure(tmp_path / "elsewhere", _hook(tmp_path), build="touch built", command="./bench.sh",
+                      variable="OPPROF", metric_names=["pp3"], run=must_not_run, on_step=steps.append, cache=cache)
+    assert again.to_dict()["workloads"] == first.to_dict()["workloads"]
+    assert steps and steps[0].startswith("profile reused from ") and any("reused" in n for n in again.notes)

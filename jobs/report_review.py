@@ -1,0 +1,219 @@
+"""The parts of pr.md a reviewer reads first: what each kept commit touches, how sure the
+result is (in the keep rule's own one-sided terms), what failed and why, and one command that
+measures base against head again from scratch. Pure: plain data in, Markdown lines out.
+
+Every string that comes from the target repository (paths, commit subjects, hypothesis text
+from its code, evidence, platform names, failure output) is made inert by `jobs.mdsafe` exactly
+once where it enters the Markdown, by the helper for its context: `untrusted()` for prose,
+headings, list items and table cells; `untrusted_code()` for an inline code span;
+`untrusted_html()` inside `<summary>`; `fenced()` for a code block (nothing in a code block is
+live; its fence is longer than any backtick run inside).
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from . import mdsafe
+
+FAILURE_LINES = 12          # lines of a failed step's output shown in pr.md
+FAILED_STEPS = ("build_failed", "checks_failed", "crash", "timeout")
+
+
+def untrusted(text: str) -> str:
+    """Repo-controlled text entering pr.md as prose, a heading, a list item or a table cell."""
+    return mdsafe.text(text, 2000)
+
+
+def untrusted_code(text: str) -> str:
+    """Repo-controlled text as an inline code span (its own backticks included)."""
+    return mdsafe.code(text, 300)
+
+
+def untrusted_html(text: str) -> str:
+    """Repo-controlled text inside raw HTML (`<summary>`), where Markdown escapes do not apply."""
+    return mdsafe.html(text, 300)
+
+
+def pct(value: float | None) -> str:
+    return "?" if value is None else f"{value:+.1f}%"
+
+
+def fenced(text: str, info: str = "") -> list[str]:
+    """`text` in a code fence longer than any backtick run inside it, so it cannot close the fence."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence + info, text.rstrip("\n"), fence]
+
+
+# -- how sure: the keep's own rule -------------------------------------------------------------
+
+def interval(m: dict[str, Any]) -> str:
+    """`+1.2%…+8.0% (0.018)`: the interval at the level per side it was decided at."""
+    at = f" ({m['alpha']:.2g})" if m.get("alpha") else ""
+    lo, hi = m.get("ci_low_pct"), m.get("ci_high_pct")
+    if (lo is None or lo <= -99.95) and hi is None:
+        return f"unbounded{at}: too few pairs at this level"    # e.g. a futility stop after a few pairs
+    return f"{pct(lo)}…{pct(hi)}{at}"
+
+
+def decision(m: dict[str, Any], floor_pct: float | None) -> str:
+    """The verdict of one metric in the words of the rule that made it: a one-sided interval
+    at the experiment's level against the floor."""
+    lo, hi, verdict = m.get("ci_low_pct"), m.get("ci_high_pct"), m.get("verdict", "")
+    floor = f"{floor_pct:g}%" if floor_pct is not None else "the floor"
+    if verdict == "win":
+        return f"win: interval clears the {floor} floor"
+    if verdict == "loss":
+        return "loss: measured worse"
+    if verdict == "untrusted":
+        return "untrusted: too few complete pairs"
+    if lo is not None and hi is not None and (lo > 0 or hi < 0):
+        return f"real but inside the {floor} floor"
+    return "no detectable difference"
+
+
+def paired_table(metrics: list[dict[str, Any]], floor_pct: float | None) -> list[str]:
+    """One row per metric, the numbers the verdict used: the paired estimate over n pairs and its
+    interval at the level per side. Arm means are context only (the test uses the pairs)."""
+    rows = ["| metric | pairs | Δ (paired estimate) | interval (level per side) | decision | "
+            "base → head mean (context) |", "|---|---|---|---|---|---|"]
+    for m in metrics:
+        pairs = m.get("n_pairs") or min(m.get("n_base", 0), m.get("n_head", 0))
+        rows.append(f"| {m['name']} | {pairs} | {pct(m.get('delta_pct'))} | {interval(m)} | {decision(m, floor_pct)} | "
+                    f"{_num(m.get('base_mean'))} → {_num(m.get('head_mean'))} |")
+    return rows
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.4g}" if abs(value) < 1000 else f"{value:.0f}"
+
+
+def rule_sentence(floor_pct: float | None, alpha: float | None) -> str:
+    floor = f"{floor_pct:g}%" if floor_pct is not None else "the floor"
+    run = f"the run's {alpha:.2g} split across its experiments" if alpha else "the experiment's own"
+    return (f"How sure: a change is kept when the lower end of its paired one-sided interval clears the {floor} "
+            f"floor, at the level shown in brackets beside each interval ({run}). Δ is the median paired change "
+            "(Hodges–Lehmann) over coin-ordered pairs of whole benchmark processes.")
+
+
+# -- what each kept commit touches ----------------------------------------------------------------
+
+def hypothesis_line(h: dict[str, Any] | None, alone: dict[str, Any] | None, primary: str) -> str:
+    """One line: the hypothesis, its first piece of evidence, and what it measured on its own."""
+    parts = []
+    if h:
+        parts.append(untrusted(h.get("title") or h.get("id", "")))
+        evidence = [e for e in h.get("evidence", []) if not str(e.get("where", "")).startswith("profile:")]
+        if evidence:
+            first = evidence[0]
+            more = f" (+{len(evidence) - 1} more in research.md)" if len(evidence) > 1 else ""
+            parts.append(f"evidence: {untrusted_code(first['where'])} {untrusted(first.get('note', ''))}{more}")
+    if alone:
+        m = next((x for x in alone.get("metrics", []) if x.get("name") == primary), None)
+        if m:
+            parts.append(f"alone: {primary} {pct(m.get('delta_pct'))}, interval {interval(m)}")
+    return "; ".join(parts) or "no hypothesis on record"
+
+
+# Paths that look like the measuring side of a project (its benchmarks, tests, checks): a commit
+# that edits them may change what is measured rather than how fast the code is. A name test only:
+# it cannot know what the config's commands run, so it asks the reviewer to look.
+YARDSTICK_LIKE = re.compile(r"(^|[/_.-])(bench\w*|benchmarks?|perf|tests?|testing|checks?)(/|[._-]|$)", re.I)
+
+
+def yardstick_like(files: list[str]) -> list[str]:
+    return [f for f in files if YARDSTICK_LIKE.search(f)]
+
+
+def commits_section(summary: dict[str, Any]) -> list[str]:
+    commits = summary.get("commits") or []
+    if not commits:
+        return []
+    hyps = summary.get("hypotheses") or {}
+    alone = {e["hypothesis"]: e for e in summary.get("experiments", []) if e.get("status") == "keep"}
+    out = ["## What each commit changes", ""]
+    for i, c in enumerate(commits, start=1):
+        name = c.get("hypothesis", "")
+        out.append(f"{i}. **{untrusted(name)}** `{c['commit'][:12]}`: "
+                   + hypothesis_line(hyps.get(name), alone.get(name), summary["primary"]))
+        if suspect := yardstick_like(c.get("files") or []):
+            out += ["", "   **Look at this one:** it edits paths named like benchmark or test code ("
+                    + ", ".join(untrusted_code(f) for f in suspect) + "); check that it changes the code "
+                    "measured, not the measurement or the checks."]
+        block = fenced(c.get("stat", "").rstrip("\n") or "(no file changes)")
+        out += [""] + ["   " + line for chunk in block for line in chunk.split("\n")]
+        out.append("")
+    total = summary.get("diffstat")
+    if total:
+        out += [f"The whole branch against base `{summary['base_commit'][:12]}`:", ""] + fenced(total) + [""]
+    return out
+
+
+# -- what failed ------------------------------------------------------------------------------------
+
+def failure_excerpt(log: str, status: str, lines: int = FAILURE_LINES) -> str:
+    """The first lines of the failed step's own output (the runner's log ends with
+    `== <status>: <reason>` followed by that output); else the log's last lines."""
+    marker = f"== {status}:"
+    at = log.rfind(marker)
+    if at >= 0:
+        body = log[at:].splitlines()[1:]
+    else:
+        body = log.splitlines()[-lines:]
+    body = [line for line in body if line.strip()]
+    return "\n".join(body[:lines])
+
+
+def failures_section(experiments: list[dict[str, Any]]) -> list[str]:
+    """Failed steps with the first lines of their output, folded."""
+    out = []
+    for e in experiments:
+        excerpt = e.get("failure_output")
+        if e.get("status") in FAILED_STEPS and excerpt:
+            out += [f"<details><summary>{untrusted_html(e['name'])} on {untrusted_html(e['platform'])}: "
+                    f"{untrusted_html(e['reason'])}: first lines of its output</summary>", ""]
+            out += fenced(excerpt) + ["", "</details>", ""]
+    return out
+
+
+# -- noise warnings: one folded table ------------------------------------------------------------------
+
+def noise_section(records: list[dict[str, Any]]) -> list[str]:
+    flagged = [(r, r.get("flags") or []) for r in records if r.get("flags")]
+    if not flagged:
+        return []
+    total = sum(len(f) for _, f in flagged)
+    out = [f"<details><summary>Noise warnings: {total} on {len(flagged)} measurement(s); none of them vetoed a "
+           "verdict (a noisy measurement samples more pairs instead)</summary>", "",
+           "| measurement | platform | warnings |", "|---|---|---|"]
+    for r, flags in flagged:
+        out.append(f"| {untrusted(r['name'])} | {untrusted(r['platform'])} | "
+                   + "<br>".join(untrusted(f) for f in flags) + " |")
+    return out + ["", "</details>", ""]
+
+
+# -- re-measure from scratch ---------------------------------------------------------------------------
+
+def reproduce_lines(repo: str, base: str, branch: str | None, env: dict[str, str], repeats: int | None,
+                    agent: str, candidates: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """Shell lines that measure base against head again from a fresh clone: the branch's diff
+    becomes one candidate (`--agent none --candidate`), calibrated and judged like the run's own.
+    Without a branch (nothing kept) they run the whole loop again on the base commit."""
+    q = shlex.quote
+    env_prefix = "".join(f"{k}={q(v)} " for k, v in sorted(env.items()))
+    cap = f" --repeats {repeats}" if repeats else ""
+    lines = ["work=$(mktemp -d)",
+             f"git clone -q {q(repo)} \"$work/target\"",
+             f"git -C \"$work/target\" checkout -q --detach {base}"]
+    if branch:
+        lines += [f"git -C \"$work/target\" diff --binary {base} origin/{branch} > \"$work/head.patch\"",
+                  f"{env_prefix}autoresearch run \"$work/target\" --agent none --candidate \"$work/head.patch\" "
+                  f"--out \"$work/run\"{cap}"]
+    else:
+        given = "".join(f" --candidate {q(c)}" for c in candidates)
+        lines += [f"{env_prefix}autoresearch run \"$work/target\" --agent {agent}{given} --out \"$work/run\"{cap}"]
+    return lines + ["cat \"$work/run/pr.md\""]

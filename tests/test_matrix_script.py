@@ -1,0 +1,91 @@
+"""examples/llama.cpp/matrix.sh's bookkeeping (issue 27): runs stage their reports in a folder named
+after the machine's ISA and never write into the committed results; `publish` copies only a
+finished run, whole; every cell (pp512only included) is listed; a local llama.cpp tree is usable.
+The llama.cpp run itself is replaced by a stand-in `autoresearch` (the script is what is tested)."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from conftest import ROOT, make_repo
+from jobs.machine import machine_facts
+
+SCRIPT = ROOT / "examples" / "llama.cpp" / "matrix.sh"
+STAND_IN = """#!/usr/bin/env bash
+# a stand-in for `autoresearch run TARGET --out DIR ...`: writes a run's report files
+out=""; while [ $# -gt 0 ]; do [ "$1" = --out ] && out="$2"; shift; done
+mkdir -p "$out"
+for f in pr.md research.md summary.json hypotheses.json experiments.jsonl; do echo "$f of this run" > "$out/$f"; done
+exit "${STAND_IN_RC:-0}"
+"""
+
+
+def setup_env(tmp: Path) -> dict[str, str]:
+    tools = tmp / "bin"
+    tools.mkdir()
+    for name in ("cmake", "ninja", "ccache"):
+        (tools / name).write_text("#!/bin/sh\nexit 0\n")
+        (tools / name).chmod(0o755)
+    (tools / "autoresearch").write_text(STAND_IN)
+    (tools / "autoresearch").chmod(0o755)
+    cache = tmp / "cache"
+    (cache / "models").mkdir(parents=True)
+    (cache / "models" / "synthetic-qwen3-28L-q4_0.gguf").write_bytes(b"GGUF")
+    make_repo(cache / "matrix" / "target-pp512only", {"README": "x"})
+    return {**os.environ, "PATH": f"{tools}:{os.environ['PATH']}", "AUTORESEARCH_CACHE_ROOT": str(cache),
+            "AUTORESEARCH": str(tools / "autoresearch"), "RESULTS": str(tmp / "published")}
+
+
+def sh(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_cells_list_every_cell_with_the_prompt_only_ones():
+    out = sh(dict(os.environ), "cells").stdout.splitlines()
+    names = [line.split(":")[0] for line in out]
+    assert len(names) == 12 and "qwen3-t2-pp512only" in names and "tinyllama-t1-tg128" in names
+    assert all("AUTORESEARCH_TG=off" in line for line in out if "pp512only:" in line)
+
+
+def test_a_run_stages_under_its_isa_and_publish_copies_only_a_finished_run_whole(tmp_path):
+    env = setup_env(tmp_path)
+    isa = machine_facts()["isa"]
+    published = tmp_path / "published"
+    stale = published / f"qwen3-t1-pp512only-{isa}"
+    stale.mkdir(parents=True)
+    (stale / "old-only.md").write_text("from an earlier run")
+
+    failed = sh({**env, "STAND_IN_RC": "3"}, "run", "qwen3-t1-pp512only", "--repeats", "4")
+    assert failed.returncode == 3
+    staged = tmp_path / "cache" / "matrix" / "results" / f"qwen3-t1-pp512only-{isa}"
+    command = (staged / "command.txt").read_text()
+    assert "--repeats 4" in command and "AUTORESEARCH_TG=off" in command and "# exit 3 " in command
+    assert isa.upper() in command and "load" in command          # where it ran and how busy it was
+    assert sorted(p.name for p in stale.iterdir()) == ["old-only.md"]     # committed folder untouched
+    refused = sh(env, "publish", "qwen3-t1-pp512only")
+    assert refused.returncode == 2 and "not a finished run" in refused.stderr
+
+    assert sh(env, "run", "qwen3-t1-pp512only").returncode == 0
+    assert sh(env, "publish", "qwen3-t1-pp512only").returncode == 0
+    names = sorted(p.name for p in stale.iterdir())
+    assert "old-only.md" not in names and {"pr.md", "summary.json", "command.txt"} <= set(names)
+
+
+def test_targets_from_a_local_tree_and_a_clear_error_for_a_wrong_one(tmp_path):
+    env = setup_env(tmp_path)
+    tree = tmp_path / "llama"
+    (tree / "ggml" / "src" / "ggml-cpu").mkdir(parents=True)
+    (tree / "ggml" / "src" / "ggml-cpu" / "ops.cpp").write_text("// ops\n")
+    env["WORK"] = str(tmp_path / "work")
+    wrong = sh({**env, "LLAMA_TREE": str(tmp_path)}, "targets")
+    assert wrong.returncode == 2 and "is not a llama.cpp tree" in wrong.stderr
+    done = sh({**env, "LLAMA_TREE": str(tree)}, "targets")
+    assert done.returncode == 0, done.stderr
+    for primary in ("pp512", "tg128", "pp512only"):
+        target = tmp_path / "work" / f"target-{primary}"
+        assert (target / "ggml" / "src" / "ggml-cpu" / "ops.cpp").is_file()
+        assert (target / ".github" / "autoresearch.yml").is_file()
+    log = subprocess.run(["git", "-C", str(tmp_path / "work" / "target-pp512"), "log", "--format=%s"],
+                         capture_output=True, text=True).stdout
+    assert str(tree) in log

@@ -1,0 +1,122 @@
+"""pr.md as a reviewer reads it, from real runs on the synthetic target: what each kept commit
+touches, the failed step's own output, no branch when nothing is kept, and a "Reproduce" block
+that really re-measures base against head from a fresh clone, with plain progress lines when
+its output goes to a pipe."""
+from __future__ import annotations
+
+import os
+import re
+import stat
+import subprocess
+import sys
+
+from conftest import ROOT, git
+from jobs.pipeline import Run, RunOptions
+from synthetic import patch_for, synthetic_target
+
+
+def shell_block(md: str, heading: str) -> str:
+    section = md.split(f"## {heading}")[1]
+    return re.search(r"```sh\n(.*?)\n```", section, re.S).group(1)
+
+
+def autoresearch_shim(folder) -> str:
+    """An `autoresearch` on PATH that is this checkout's CLI (the console script may not be installed)."""
+    folder.mkdir()
+    shim = folder / "autoresearch"
+    shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m jobs.cli \"$@\"\n")
+    shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
+    return str(folder)
+
+
+def test_pr_names_files_shows_failures_and_its_reproduce_block_re_measures(tmp_path):
+    target = synthetic_target(tmp_path / "target")
+    patches = tmp_path / "patches"
+    patches.mkdir()
+    faster = patch_for(target, patches / "faster.patch", {"src/speed.txt": "130\n"})
+    wrong = patch_for(target, patches / "wrong.patch", {"src/wrong": "x"})
+    out = tmp_path / "out"
+    summary = Run(RunOptions(target=target, out=out, run_id="rv", agent="none", candidates=[faster, wrong],
+                             repeats=12)).execute()
+    md = (out / "pr.md").read_text()
+    base = summary["base_commit"]
+
+    # What the kept commit touches, from git itself.
+    kept = [e["name"] for e in summary["experiments"] if e["status"] == "keep"]
+    if kept:   # a loaded machine may keep nothing; the branch-less path is tested below
+        changes = md.split("## What each commit changes")[1].split("\n## ")[0]
+        assert "**faster**" in changes and "src/speed.txt | 2 +-" in changes and "1 file changed" in changes
+    # The failed checks' own output, folded, not only "exit 1".
+    details = md.split("<summary>wrong on local: checks failed (exit 1): first lines of its output</summary>")[1]
+    assert "output differs from reference" in details.split("</details>")[0]
+
+    # The reproduce block, run as a reviewer would, output piped.
+    script = shell_block(md, "Reproduce")
+    assert base in script and ("--agent none --candidate" in script if summary["stack_confirmed"] else True)
+    env = {**os.environ, "PATH": autoresearch_shim(tmp_path / "bin") + os.pathsep + os.environ["PATH"],
+           "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
+    proc = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    log = proc.stdout
+    # Plain progress lines, in order, though nothing here is a terminal.
+    expected = ["phase research", "research done", "phase calibrate", "calibration done", "phase experiments",
+                "experiment ", "report written"]
+    at = 0
+    for text in expected:
+        found = log.find(text, at)
+        assert found >= 0, f"{text!r} missing after position {at}:\n{log}"
+        at = found
+    assert re.search(r"^\[ *\d+(s|m\d\ds)\] experiment \S+: (keep|discard|noise)", log, re.M), log
+    # The new run measured the same base commit, from its own clone.
+    again = log.split("# autoresearch: CPU optimizations for")[1]
+    assert f"base `{base[:12]}`" in again
+    if summary["stack_confirmed"]:
+        assert "| head | local | candidate |" in again
+
+
+def test_a_run_that_keeps_nothing_leaves_no_branch(tmp_path):
+    target = synthetic_target(tmp_path / "target")
+    patches = tmp_path / "patches"
+    patches.mkdir()
+    wrong = patch_for(target, patches / "wrong.patch", {"src/wrong": "x"})
+    out = tmp_path / "out"
+    git(target, "branch", "autoresearch/nk")        # a branch of this run id left by an earlier attempt goes too
+    summary = Run(RunOptions(target=target, out=out, run_id="nk", agent="none", candidates=[wrong],
+                             repeats=6)).execute()
+    assert summary["branch_left"] is False
+    assert git(target, "branch", "--list", "autoresearch/*") == ""
+    md = (out / "pr.md").read_text()
+    assert "No branch was left (nothing was kept)." in md
+    # Its reproduce block runs the loop again with the same candidate, not a resume of this run.
+    script = shell_block(md, "Reproduce")
+    assert f"--candidate {wrong}" in script and "--run-id" not in script
+
+
+def test_research_names_its_sub_steps_and_the_profile_can_be_switched_off(tmp_path):
+    target = synthetic_target(tmp_path / "target")
+    cfg = target / ".github" / "autoresearch.yml"
+    cfg.write_text(cfg.read_text() + "research: {profile: {instrument: llama/op-profile.yml}}\n")
+    git(target, "commit", "-qam", "profile")
+    for mode, note in (("reuse", "profile: not measured (instrumentation op-profile does not fit"),
+                       ("off", "profile: not measured (switched off with --profile off)")):
+        events: list[dict] = []
+        Run(RunOptions(target=target, out=tmp_path / mode, run_id=mode, agent="offline", research_only=True,
+                       profile=mode), on_event=events.append).execute()
+        steps = [e["message"].split(" (")[0] for e in events if e["type"] == "progress" and e["name"] == "research"]
+        assert steps[:2] == ["scan", "gap scan"], steps
+        assert ("profile build" in steps) is False        # the instrumentation does not fit this target
+        assert note in (tmp_path / mode / "research.md").read_text()
+
+
+def test_agent_claude_without_a_key_refuses_before_anything_runs(tmp_path):
+    # README, "The Claude agent": the config's `agent: claude` falls back to offline with a warning
+    # (tests/test_pipeline.py); an explicit --agent claude refuses, and it does so at once.
+    target = synthetic_target(tmp_path / "target")
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    proc = subprocess.run([sys.executable, "-m", "jobs.cli", "run", str(target), "--agent", "claude",
+                           "--out", str(tmp_path / "out")], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "--agent claude needs ANTHROPIC_API_KEY" in proc.stdout
+    assert not (tmp_path / "out" / "research.md").exists() and not (tmp_path / "out" / "state.json").exists()
