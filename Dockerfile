@@ -20,19 +20,27 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 RUN python3 -m venv /opt/venv
-# Dependencies first (a layer that survives source edits), then the package, installed editable at
-# /app: jobs/ finds kernels/recipes and examples/ beside it, so the runtime stage keeps the same path.
-COPY pyproject.toml README.md ./
-# A wheelhouse the host filled (deploy/image-check.sh, with --build-arg OFFLINE_WHEELS=1) for builds
-# that cannot reach the package index themselves; otherwise it holds only its README and pip uses
-# the index.
+# Dependencies first, in a layer that only pyproject.toml (and the wheelhouse) invalidates: the
+# requirements of the package and its extras, read from pyproject.toml with tomllib. Then the
+# package itself, installed editable at /app without dependencies: jobs/ finds kernels/recipes and
+# examples/ beside it, so the runtime stage keeps the same path. A source edit rebuilds seconds.
+# A wheelhouse the host filled (deploy/image-check.sh, with --build-arg OFFLINE_WHEELS=1) serves
+# builds that cannot reach the package index themselves; otherwise it holds only its README and
+# pip uses the index.
 ARG OFFLINE_WHEELS=""
+COPY pyproject.toml ./
 COPY deploy/wheels/ /wheels/
+RUN python3 -c "import sys, tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+print('\n'.join(p['dependencies'] + [r for e in sys.argv[1].split(',') if e for r in p['optional-dependencies'][e]]))" \
+      "${EXTRAS}" > /tmp/requirements.txt \
+ && /opt/venv/bin/pip install --no-cache-dir ${OFFLINE_WHEELS:+--no-index --find-links /wheels} \
+      -r /tmp/requirements.txt "setuptools>=68" wheel
+COPY README.md ./
 COPY jobs/ jobs/
 COPY bot/ bot/
 COPY kernels/ kernels/
 COPY examples/ examples/
-RUN /opt/venv/bin/pip install --no-cache-dir ${OFFLINE_WHEELS:+--no-index --find-links /wheels} -e ".[${EXTRAS}]" \
+RUN /opt/venv/bin/pip install --no-cache-dir --no-deps --no-build-isolation -e . \
  && /opt/venv/bin/autoresearch --help >/dev/null
 
 FROM ${BASE} AS runtime

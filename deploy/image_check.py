@@ -377,6 +377,7 @@ def drive_stack(compose: list[str], workdir: Path, run_timeout: float, *, keep: 
         pr = follow_to_draft_pr(bot, stack, t0, run_timeout)
         metric("webhook_to_draft_pr_s", time.monotonic() - t0)
         check_run(pr, runs, bot)
+        wait_healthy(stack, ("web", "worker"), 120)
         if fake.violations:
             raise CheckFailed("the fake GitHub answered outside GitHub's OpenAPI description:\n"
                               + "\n".join(fake.violations[:10]))
@@ -410,6 +411,21 @@ def check_containers(stack: Stack) -> None:
         log(f"without compose's worker options ({' '.join(opts) or 'Docker defaults'}): {out[:160]}")
 
 
+def wait_healthy(stack: Stack, services: tuple[str, ...], timeout: float) -> None:
+    """The images' and compose's own health checks pass (the web one on the host-network port)."""
+    t0 = time.monotonic()
+    for service in services:
+        cid = stack("ps", "-q", service).stdout.strip()
+        while True:
+            health = run(["docker", "inspect", "-f", "{{.State.Health.Status}}", cid], quiet=True).stdout.strip()
+            if health == "healthy":
+                break
+            if time.monotonic() - t0 > timeout:
+                raise CheckFailed(f"the {service} container is {health!r}, not healthy, after {timeout:.0f} s")
+            time.sleep(1)
+    log(f"{', '.join(services)}: healthy")
+
+
 def follow_to_draft_pr(bot, stack: Stack, t0: float, timeout: float) -> dict:
     last = ""
     while time.monotonic() - t0 < timeout:
@@ -417,8 +433,8 @@ def follow_to_draft_pr(bot, stack: Stack, t0: float, timeout: float) -> dict:
         if pulls:
             return pulls[0]
         status = [c["body"] for c in bot.bot_comments(REPO, 1) if "<!-- autoresearch:status" in c["body"]]
-        line = next((ln for ln in (status[-1].splitlines() if status else []) if ln.strip()
-                     and not ln.startswith(("<!--", "#"))), "(no status comment yet)")
+        line = next((ln for ln in (status[-1].splitlines() if status else []) if ln.startswith("| phase")),
+                    "(no status comment yet)")
         if line != last:
             log(f"status after {time.monotonic() - t0:.0f} s: {line[:150]}")
             last = line
