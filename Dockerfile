@@ -23,7 +23,8 @@ RUN python3 -m venv /opt/venv
 # Dependencies first, in a layer that only pyproject.toml (and the wheelhouse) invalidates: the
 # requirements of the package and its extras, read from pyproject.toml with tomllib. Then the
 # package itself, installed editable at /app without dependencies: jobs/ finds kernels/recipes and
-# examples/ beside it, so the runtime stage keeps the same path. A source edit rebuilds seconds.
+# examples/ beside it, so the runtime stage keeps the same path. A source edit rebuilds only that
+# and the copies into the runtime stage (90 s here, against 280 s for the dependencies).
 # A wheelhouse the host filled (deploy/image-check.sh, with --build-arg OFFLINE_WHEELS=1) serves
 # builds that cannot reach the package index themselves; otherwise it holds only its README and
 # pip uses the index.

@@ -476,6 +476,8 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="autoresearch-image-check-"))
     engine = Engine(workdir)
     try:
+        if os.geteuid() == 0 and not all(shutil.which(t) for t in ("docker", "dockerd", "debootstrap")):
+            run(["bash", str(ROOT / "tests" / "system-deps.sh"), "--image-check"], timeout=1200)
         engine.up()
         compose = compose_command(workdir)
         base = choose_base(opts.base, workdir, opts.rebuild_base)

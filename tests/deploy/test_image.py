@@ -17,12 +17,14 @@ SKIP = 77
 
 
 def _why_no_engine() -> str | None:
-    if shutil.which("docker") is None:
-        return "no docker client (apt-get install docker.io)"
-    if subprocess.run(["docker", "info"], capture_output=True, timeout=60).returncode == 0:
+    """As root the check installs docker.io and debootstrap itself (tests/system-deps.sh --image-check)
+    and starts dockerd; otherwise it needs an engine that already answers."""
+    if os.geteuid() == 0:
         return None
-    if os.geteuid() != 0 or shutil.which("dockerd") is None:
-        return "no Docker engine answers and none can be started here (needs root and dockerd)"
+    if shutil.which("docker") is None:
+        return "no docker client, and only root may install one (apt-get install docker.io)"
+    if subprocess.run(["docker", "info"], capture_output=True, timeout=60).returncode != 0:
+        return "no Docker engine answers and only root may start one (dockerd)"
     return None
 
 
