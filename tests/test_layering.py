@@ -1,4 +1,4 @@
-"""The layout's import rules, enforced on the source (DESIGN.md: a functional core, adapters at
+"""The layout's import rules, enforced on the source (ARCHITECTURE.md: a functional core, adapters at
 the edge, `bot/` above `jobs/`).
 
 The import graph: one node per module of `jobs/` and `bot/`; an edge for every import statement
