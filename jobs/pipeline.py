@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import hashlib
 
-from . import cleanup, gitops, ledger, runlock, sandbox, secrets
+from . import cleanup, gitops, ledger, runlock, sandbox, secrets, yardstick
 from .agent.offline import NotImplementable
 from .calibration import calibrate_run
 from .config import Overrides, TargetConfig, load_config
@@ -137,6 +137,9 @@ class Run:
     def _init_state(self) -> None:
         self._check_isolation()
         base = gitops.head_commit(self.repo)
+        overlap = yardstick.overlaps(self.config, gitops.files_at(self.repo, base))
+        if overlap:                  # the CLI's preflight says it first; the App and the Action land here
+            raise RunError("; ".join(overlap))
         if self.state:
             if self.state["run_id"] != self.o.run_id:
                 raise RunError(f"{self.out} holds run {self.state['run_id']}, not {self.o.run_id}; "

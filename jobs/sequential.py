@@ -296,6 +296,19 @@ def slot_alpha(alpha: float, slot: int, family: int) -> float:
     return alpha / (slot * harmonic(family))
 
 
+def min_pairs_to_keep(alpha: float, limit: int = 10_000) -> int:
+    """The fewest pairs in which any keep at level `alpha` is possible: even when every pair wins
+    by far more than the noise, each bet can at most multiply by ``1 + lambda``. A pair cap below
+    this cannot keep anything, however large the speed-up."""
+    bar = math.log(1 / alpha)
+    growth = np.log1p(BETS[:, 1])
+    for n in range(1, limit + 1):
+        top = float(np.max(n * growth))
+        if top + math.log(np.mean(np.exp(n * growth - top))) >= bar:
+            return n
+    return limit
+
+
 # --------------------------------------------------------------------------- planning
 
 
