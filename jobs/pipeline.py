@@ -245,7 +245,8 @@ class Run:
             rule = plan.rule()
             stop = StopRule(alpha_keep=rule.alpha_keep, floor=rule.floor, target=rule.target,
                             alpha_loss=rule.alpha_loss, alpha_futility=rule.alpha_futility,
-                            min_pairs=rule.min_pairs, adjust=list(plan.adjust.get(self.config.primary.name, ())))
+                            min_pairs=rule.min_pairs, adjust=list(plan.adjust.get(self.config.primary.name, ())),
+                            clock=self.config.primary.clock, timed_share=self.config.integrity.timed_share)
             prior = [list(p) for p in plan.priors.get(self.config.primary.name, ())]
         return ExperimentSpec.from_config(
             self.config, run_id=self.o.run_id, name=name, platform=ex.platform,

@@ -24,9 +24,10 @@ from . import sandbox
 from .integrity import digest_problems
 from .metrics import explain_missing, parse_metrics
 from .secrets import scrubbed_env  # only for --no-sandbox runs: one policy, jobs/secrets.py
-from .sequential import Pair, Prior, Rule, adjusted, decide, pair_schedule, warmup_order
+from .integrity import EXCLUDED, UNDECIDED
+from .sequential import Pair, Prior, Rule, adjusted, confidence_sequence, decide, pair_schedule, warmup_order
 from .spec import ExperimentSpec, Invocation, RawResult, SandboxSpec
-from .verdict import metric_pairs
+from .verdict import clock_check, metric_pairs
 
 Progress = Callable[[str, float], None]   # (message, fraction done 0..1)
 LOG_TAIL = 4000
@@ -176,6 +177,14 @@ def stop_reason(spec: ExperimentSpec, result: RawResult) -> str:
     y, s = adjusted(metric_pairs(result, spec.primary, spec.directions.get(spec.primary, "higher"),
                                  tuple(st.adjust)), prior)
     kind = decide(y, s, rule).kind
+    if kind == "keep" and st.clock:
+        # A keep is final only once the runner's own clock decides too (jobs.integrity.clock_decision).
+        state, _ = clock_check(result, spec.primary, st.clock, confidence_sequence(y, s, st.alpha_keep)[0],
+                               st.timed_share, st.alpha_keep, st.alpha_loss)
+        if state == EXCLUDED:
+            return "invalid"
+        if state == UNDECIDED and len(pairs) < spec.n_per_arm:
+            return ""
     return kind if kind in ("keep", "loss", "futile") else ""
 
 

@@ -28,6 +28,8 @@ class StopRule:
     alpha_futility: float = 0.1
     min_pairs: int = 3
     adjust: list[str] = field(default_factory=list)   # nuisances of the primary fixed by calibration
+    clock: str = ""                   # the primary's clock (cpu | wall): a keep waits for the clock test
+    timed_share: float = 0.25         # integrity.timed_share
 
 
 @dataclass

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .config import TargetConfig
-from .integrity import (clock_problems, digest_problems, inverse_problems, load_flags, parser_problems,
+from .integrity import (CONFIRMED, EXCLUDED, UNDECIDED, clock_decision, digest_problems, required_saving, inverse_problems, load_flags, parser_problems,
                         value_problems)
 from .model import MetricResult, Status
 from .sequential import (FUTILE, KEEP, LOSS, Pair, Prior, Rule, adjusted, always_valid_p, confidence_sequence,
@@ -226,9 +226,12 @@ def judge(raw: RawResult, config: TargetConfig, plan: Plan) -> Judgement:
     decision = decide(y, s, plan.rule())
     if decision.kind == KEEP:
         lo, _ = confidence_sequence(y, s, plan.alpha)
-        clock_issue = _clock_issue(raw, config, primary.name, primary.clock, lo, plan)
+        clock_issue, said = _clock_issue(raw, config, primary.name, primary.clock, lo, plan)
+        if clock_issue == "invalid":
+            return Judgement(Status.INVALID, said, results, flags, view)
         if clock_issue:
-            return Judgement(Status.INVALID, clock_issue, results, flags, view)
+            return Judgement(Status.DISCARD, f"{primary.name} {main.delta_pct:+.1f}% not kept: {said}",
+                             results, flags, view)
         losses = [r for r in results if r.verdict == "loss" and r.name != primary.name]
         if losses:
             worst = ", ".join(f"{r.name} {r.delta_pct:+.1f}%" for r in losses)
@@ -258,11 +261,39 @@ def judge(raw: RawResult, config: TargetConfig, plan: Plan) -> Judgement:
                      f"MDE {plan.mde_pct:.1f}%)", results, flags, view)
 
 
-def _clock_issue(raw: RawResult, config: TargetConfig, name: str, clock: str, claim_lo: float, plan: Plan) -> str:
+def clock_check(raw: RawResult, metric: str, clock: str, claim_lo: float, timed_share: float,
+                alpha_confirm: float, alpha_exclude: float) -> tuple[str, str]:
+    """The runner's clock as a test of a claimed improvement `claim_lo` (oriented log, the metric's
+    lower bound): (confirmed | excluded | undecided, what it measured). See
+    `jobs.integrity.clock_decision`; the runner samples on while it is undecided."""
     pairs = clock_pairs(raw, clock)
+    need = required_saving(claim_lo, timed_share)
     if len(pairs) < 2:
-        return ""
+        return (CONFIRMED if need <= 0 else UNDECIDED), ""
     y, s = adjusted(pairs)
-    _, hi = confidence_sequence(y, s, plan.alpha)
-    saving_pct = 100 * -math.expm1(-hodges_lehmann(y))          # how much less time the candidate took
-    return "; ".join(clock_problems(name, claim_lo, clock, hi, saving_pct, config.integrity.timed_share))
+    state = clock_decision(y, s, need, alpha_confirm, alpha_exclude)
+    saving = hodges_lehmann(y)
+    what = "CPU time of the whole process tree" if clock == "cpu" else "wall time"
+    said = (f"{metric} claims at least {100 * math.expm1(claim_lo):+.1f}%, which needs the process's {what} to "
+            f"fall by at least {100 * -math.expm1(-need):.1f}% (timed share >= {timed_share:g}); the runner measured "
+            f"{100 * -math.expm1(-saving):+.1f}% over {len(pairs)} pairs")
+    if state == EXCLUDED:
+        said += (f", and its interval excludes that at level {alpha_exclude:.3g}: the work went where the "
+                 "benchmark's clock does not see it (child processes, untimed set-up, a cache), or the number "
+                 "printed is not the time taken")
+    return state, said
+
+
+def _clock_issue(raw: RawResult, config: TargetConfig, name: str, clock: str, claim_lo: float, plan: Plan) -> tuple[str, str]:
+    """('invalid' | 'unconfirmed' | '', reason) for a keep of `name` with lower bound `claim_lo`."""
+    state, said = clock_check(raw, name, clock, claim_lo, config.integrity.timed_share, plan.alpha,
+                              plan.alpha_loss)
+    if state == EXCLUDED:
+        return "invalid", said
+    if state == UNDECIDED:
+        # Only at the cap (the runner samples on while the clock is undecided). A point estimate is
+        # no confirmation: on a clock this noisy a printed number could claim anything.
+        return "unconfirmed", (said + f": within {len(raw.pairs())} pairs the runner's own clock neither confirms "
+                               "nor excludes the claim, so it is not kept; fix: a benchmark whose untimed part "
+                               "varies less, or a higher repeats.max")
+    return "", ""
