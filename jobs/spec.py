@@ -68,6 +68,7 @@ class ExperimentSpec:
     stop: StopRule | None = None      # None: a fixed number of pairs (calibration)
     prior: list[list[float]] = field(default_factory=list)   # calibration pairs [y, z...] of the primary
     sandbox: SandboxSpec = field(default_factory=SandboxSpec)
+    swap_locations: bool = True       # each arm built in both folders, a coin per pair picks (jobs.locations)
 
     @classmethod
     def from_config(cls, config: TargetConfig, **kw: Any) -> "ExperimentSpec":
@@ -109,6 +110,7 @@ class Invocation:
     cpu_s: float = 0.0                # user+system CPU of the whole process tree
     probe: float | None = None        # machine-speed probe taken just before it (GB/s)
     index: int = 0                    # global position in run order
+    location: int = 0                 # 1: ran from the other arm's folder (jobs.locations)
 
 
 @dataclass
