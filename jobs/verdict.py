@@ -207,6 +207,9 @@ def judge(raw: RawResult, config: TargetConfig, plan: Plan) -> Judgement:
     insane = baseline_sanity(raw, config)
     if insane:
         return Judgement(Status.NOISE, insane, runner=view)
+    carried = carry_over(raw, primary.name, primary.direction)
+    if carried is not None:          # reported always; it decides only a keep it could explain
+        view.update(carry_over_pct=round(to_pct(carried[0]), 2), carry_over_p=round(carried[2], 4))
     results = [compare_metric(raw, m.name, m.direction, plan, plan.mde_pct if m.primary else math.inf)
                for m in config.metrics if raw.base.values.get(m.name) and raw.head.values.get(m.name)]
     flags = [f for m in config.metrics
@@ -226,6 +229,10 @@ def judge(raw: RawResult, config: TargetConfig, plan: Plan) -> Judgement:
     decision = decide(y, s, plan.rule())
     if decision.kind == KEEP:
         lo, _ = confidence_sequence(y, s, plan.alpha)
+        carried = carry_over_issue(raw, primary.name, primary.direction, lo, config.thresholds.alpha)
+        if carried:
+            return Judgement(Status.DISCARD, f"{primary.name} {main.delta_pct:+.1f}% not kept: {carried}",
+                             results, flags, view)
         clock_issue, said = _clock_issue(raw, config, primary.name, primary.clock, lo, plan)
         if clock_issue == "invalid":
             return Judgement(Status.INVALID, said, results, flags, view)
@@ -259,6 +266,52 @@ def judge(raw: RawResult, config: TargetConfig, plan: Plan) -> Judgement:
         why = f"{decision.n} pairs, interval {main.ci_low_pct:+.1f}%…{main.ci_high_pct:+.1f}%"
     return Judgement(Status.DISCARD, f"{primary.name}: no detectable difference ({main.delta_pct:+.1f}%; {why}; "
                      f"MDE {plan.mde_pct:.1f}%)", results, flags, view)
+
+
+def carry_over(raw: RawResult, name: str, direction: str) -> tuple[float, float, float] | None:
+    """Arm-dependent carry-over: how much better (oriented log) a process does right after a
+    candidate process than right after a baseline one, each measured against its own arm's median:
+    (shift, standard error, two-sided rank-sum p), None with fewer than 3 of either. A candidate that
+    slows the *next* process (cache eviction, page cache, heat) slows the baseline processes that
+    follow it, which the pairs read as its own speed-up; the coin cannot make that exchangeable."""
+    from scipy.stats import mannwhitneyu
+    seq = sorted(raw.invocations, key=lambda i: i.index)
+    logs: dict[str, list[float]] = {"A": [], "B": []}
+    for inv in seq:
+        v = inv.metrics.get(name)
+        if inv.pair >= 0 and v is not None and math.isfinite(v) and v > 0:
+            logs[inv.arm].append(math.log(v))
+    if not logs["A"] or not logs["B"]:
+        return None
+    centre = {arm: float(np.median(v)) for arm, v in logs.items()}
+    after: dict[str, list[float]] = {"A": [], "B": []}
+    for prev, cur in zip(seq, seq[1:]):
+        v = cur.metrics.get(name)
+        if cur.pair >= 0 and v is not None and math.isfinite(v) and v > 0:
+            after[prev.arm].append(orient(math.log(v) - centre[cur.arm], direction))
+    a, b = np.array(after["A"]), np.array(after["B"])
+    if a.size < 3 or b.size < 3:
+        return None
+    shift = float(np.median(b) - np.median(a))
+    se = math.sqrt(float(np.var(a, ddof=1)) / a.size + float(np.var(b, ddof=1)) / b.size)
+    return shift, se, float(mannwhitneyu(b, a, alternative="two-sided").pvalue)
+
+
+def carry_over_issue(raw: RawResult, name: str, direction: str, claim_lo: float, alpha: float) -> str:
+    """Why a keep may be the candidate's carry-over rather than its own speed, or ''. A slowdown of
+    the next process by c biases at most every pair by c; a keep stands when its lower bound clears
+    what such a carry-over (at its far end) could add."""
+    found = carry_over(raw, name, direction)
+    if found is None:
+        return ""
+    shift, se, p = found
+    reach = abs(shift) + 2 * se
+    if p >= alpha or shift >= 0 or claim_lo > reach:
+        return ""
+    return (f"a process run right after the candidate does {to_pct(shift):+.1f}% (rank-sum p={p:.3g}) against one run "
+            f"after the baseline: the candidate slows what runs next (caches, page cache, heat), which the pairs "
+            f"read as its own speed-up; a carry-over up to {to_pct(reach):.1f}% explains the claimed "
+            f"{to_pct(claim_lo):+.1f}%")
 
 
 def clock_check(raw: RawResult, metric: str, clock: str, claim_lo: float, timed_share: float,
