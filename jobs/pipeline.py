@@ -388,10 +388,10 @@ class Run:
         raw = self._execute(ex, spec)
         return raw, judge(raw, self.config, plan)
 
-    def _experiment(self, h: Hypothesis, ex: Executor, count: int) -> ExperimentRecord:
+    def _experiment(self, h: Hypothesis, ex: Executor, count: int, slot: int | None = None) -> ExperimentRecord:
         label = h.id if len(self.executors) == 1 else f"{h.id}@{ex.platform}"
         self.emit({"type": "experiment_start", "name": label, "platform": ex.platform})
-        slot = count + 1
+        slot = slot or count + 1
         n = self.o.repeats or self.config.repeats.max
         refusal = self._budget_refusal(ex, self._spec(ex, h.id, self.state["base_commit"], n, "experiment"), count)
         if refusal:
@@ -440,9 +440,10 @@ class Run:
             wave, pending = pending[:wave_size], pending[wave_size:]
             jobs = [(h, ex) for h in wave for ex in self.executors if (h.id, ex.platform) not in finished]
             workers = sum(ex.parallel for ex in self.executors)
-            count = self.attempted(results)
+            count, first_slot = self.attempted(results), self.next_slot(results)
             with ThreadPoolExecutor(max_workers=max(1, min(workers, len(jobs)))) as pool:
-                futures = [pool.submit(self._experiment, h, ex, count + wave.index(h)) for h, ex in jobs]
+                futures = [pool.submit(self._experiment, h, ex, count + wave.index(h), first_slot + wave.index(h))
+                           for h, ex in jobs]
                 try:
                     wave_results = [f.result() for f in futures]
                 except BaseException:
@@ -457,6 +458,13 @@ class Run:
         for r in results:
             r.hypothesis_kind = r.hypothesis_kind or kinds.get(r.hypothesis, "")
         return results
+
+    @staticmethod
+    def next_slot(results: list[ExperimentRecord]) -> int:
+        """The first keep slot (jobs.sequential.slot_alpha) a new wave may use: past every slot a
+        measured experiment held, so a hypothesis skipped in an earlier wave never hands its number
+        to a later one while the slot after it is already spent."""
+        return max([Run.attempted(results)] + [r.slot or 0 for r in results]) + 1
 
     @staticmethod
     def attempted(results: list[ExperimentRecord]) -> int:

@@ -22,10 +22,9 @@ from typing import Callable
 
 from . import sandbox
 from .locations import Locations
-from .integrity import digest_problems
+from .integrity import EXCLUDED, UNDECIDED, digest_problems, value_problems
 from .metrics import explain_missing, parse_metrics
 from .secrets import scrubbed_env  # only for --no-sandbox runs: one policy, jobs/secrets.py
-from .integrity import EXCLUDED, UNDECIDED
 from .sequential import Pair, Prior, Rule, adjusted, confidence_sequence, decide, pair_schedule, warmup_order
 from .spec import ExperimentSpec, Invocation, RawResult, SandboxSpec
 from .verdict import clock_check, metric_pairs
@@ -176,6 +175,8 @@ def stop_reason(spec: ExperimentSpec, result: RawResult) -> str:
     pairs = result.pairs()
     if digest_problems([(a.digests, b.digests) for a, b in pairs[-1:]]):
         return "invalid"
+    if value_problems([b.metrics for _, b in pairs[-1:]], [spec.primary], "candidate"):
+        return "invalid"             # no later pair can make it a number the test can use
     if spec.stop is None:
         return ""
     st = spec.stop

@@ -255,7 +255,26 @@ def confidence_sequence(y: np.ndarray, s: np.ndarray, alpha: float) -> tuple[flo
     down = log_wealth(y, s, grid, "down").max(axis=1) >= bar      # rejects "improvement >= d0"
     lo = float(grid[up].max()) if up.any() else -math.inf
     hi = float(grid[down].min()) if down.any() else math.inf
+    # The grid point is only where the bound starts: refine it between grid points (each bet is
+    # monotone in d0), or a printed bound sits below the floor the keep says it clears.
+    step = float(grid[1] - grid[0])
+    if math.isfinite(lo):
+        lo = _edge(lambda d: log_wealth(y, s, d, "up")[0].max() >= bar, lo, lo + step)
+    if math.isfinite(hi):
+        hi = _edge(lambda d: log_wealth(y, s, d, "down")[0].max() >= bar, hi, hi - step)
     return lo, hi
+
+
+def _edge(rejected, inside: float, outside: float, steps: int = 40) -> float:
+    """The d0 nearest `outside` for which `rejected(d0)` still holds, between `inside` (it does) and
+    `outside` (it does not), by bisection: the returned value always satisfies it."""
+    for _ in range(steps):
+        mid = (inside + outside) / 2
+        if rejected(mid):
+            inside = mid
+        else:
+            outside = mid
+    return inside
 
 
 def always_valid_p(y: np.ndarray, s: np.ndarray, d0: float = 0.0) -> float:

@@ -76,7 +76,9 @@ def metric_pairs(raw: RawResult, name: str, direction: str, adjust: tuple[str, .
     out = []
     for a, b in raw.pairs():
         va, vb = a.metrics.get(name), b.metrics.get(name)
-        if va is None or vb is None or not (va > 0 and vb > 0):
+        # +inf passes `> 0`: only finite positive values and a finite ratio make a pair.
+        if va is None or vb is None or not (0 < va < math.inf and 0 < vb < math.inf) or \
+                not math.isfinite(math.log(vb) - math.log(va)):
             continue
         z = []
         if "order" in adjust:

@@ -220,3 +220,32 @@ def test_the_sanity_failure_names_its_likeliest_cause():
     assert "most likely the benchmark parser" in inverse.reason and "inverse" in inverse.reason
     calibration = calibrate_run(swinging(12, "AB"), plain, n_sims=20)
     assert any("most likely machine load" in p for p in calibration.problems)
+
+
+def test_an_infinite_value_makes_no_pair_and_stops_the_runner_at_once():
+    from jobs.runner import stop_reason
+    from jobs.spec import ExperimentSpec, StopRule
+    from jobs.verdict import metric_pairs
+    raw = records(3, 100.0)
+    for inv in raw.invocations:
+        if inv.arm == "B" and inv.pair == 2:
+            inv.metrics["tps"] = math.inf                # +inf passes `va > 0`
+    assert len(metric_pairs(raw, "tps", "higher")) == 2
+    spec = ExperimentSpec.from_config(CONFIG, run_id="r", name="x", platform="p", base_commit="a", head_commit="b",
+                                      n_per_arm=40, stop=StopRule(alpha_keep=0.0125, floor=0.01, target=0.05))
+    assert stop_reason(spec, raw) == "invalid"           # not 37 more pairs to the cap
+    assert judge(raw, CONFIG, plan()).status == Status.INVALID
+
+
+def test_a_later_wave_never_reuses_a_slot_a_measured_experiment_held():
+    from jobs.model import ExperimentRecord
+    from jobs.pipeline import Run
+
+    def rec(name, status, slot=None, skip=None):
+        return ExperimentRecord(run_id="r", name=name, hypothesis=name, platform="p", status=status, reason="",
+                                slot=slot, skip_cause=skip)
+    # A wave of two: the first could not be implemented (its slot 1 unspent), the second measured at slot 2.
+    wave = [rec("a", "skipped", skip="not_implemented"), rec("b", "discard", slot=2)]
+    assert Run.next_slot(wave) == 3
+    assert Run.next_slot([]) == 1
+    assert Run.next_slot([rec("a", "skipped", skip="not_implemented")]) == 1
