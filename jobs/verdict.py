@@ -247,7 +247,7 @@ def judge(raw: RawResult, config: TargetConfig, plan: Plan) -> Judgement:
             return Judgement(Status.DISCARD, f"{primary.name} {main.delta_pct:+.1f}% but regresses {worst}",
                              results, flags, view)
         return Judgement(Status.KEEP, f"{primary.name} {main.delta_pct:+.1f}% (interval {main.ci_low_pct:+.1f}%…"
-                         f"{main.ci_high_pct:+.1f}% clears the {plan.floor_pct:g}% floor at level {plan.alpha:.3g}; "
+                         f"{main.ci_high_pct:+.1f}% clears the {plan.floor_pct:.3g}% floor at level {plan.alpha:.3g}; "
                          f"{decision.at} pairs)", results, flags, view)
     if decision.kind == LOSS or main.verdict == "loss":
         return Judgement(Status.DISCARD, f"{primary.name} slower: {main.delta_pct:+.1f}% (interval "
@@ -257,7 +257,7 @@ def judge(raw: RawResult, config: TargetConfig, plan: Plan) -> Judgement:
         # Detected, but the interval does not clear the floor: a real effect too small to keep.
         return Judgement(Status.DISCARD, f"{primary.name} {main.delta_pct:+.1f}% is real (interval "
                          f"{main.ci_low_pct:+.1f}%…{main.ci_high_pct:+.1f}% excludes 0 at level {plan.alpha:.3g}) "
-                         f"but does not clear the {plan.floor_pct:g}% floor ({decision.n} pairs)",
+                         f"but does not clear the {plan.floor_pct:.3g}% floor ({decision.n} pairs)",
                          results, flags, view)
     if decision.kind == FUTILE:
         # The futility stop has its own (looser, non-binding) level: say it, or the report's

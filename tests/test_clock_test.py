@@ -55,7 +55,7 @@ def sampled(head_speed: float, printed: float, *, seed: int, noise: float = 0.06
     return raw, judge(raw, CONFIG, plan)
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(8))
 def test_a_printed_speed_up_the_process_time_does_not_show_is_never_kept(seed):
     # The real-library cheat: MB/s x1.5 printed, the same work done (the clock test must call it).
     raw, j = sampled(1.0, 1.5, seed=seed)
@@ -73,11 +73,11 @@ def test_the_runner_samples_on_until_the_clock_decides():
     # A quiet metric decides within a few pairs while an untimed set-up makes the clock noisy: the
     # keep waits for the clock (more pairs than the metric alone needed), which then refuses it.
     later = 0
-    for seed in range(6):
-        raw, j = sampled(1.0, 1.5, seed=seed, noise=0.02, setup_noise=1.0)
+    for seed in range(4):
+        raw, j = sampled(1.0, 1.5, seed=seed, noise=0.02, setup_noise=1.0, max_pairs=20)
         assert j.status != Status.KEEP, j.reason
         y, s = adjusted(metric_pairs(raw, "mbps", "higher"))
-        decision = decide(y, s, Plan(alpha=ALPHA, floor_pct=1.0, target_pct=5.0, max_pairs=40).rule())
+        decision = decide(y, s, Plan(alpha=ALPHA, floor_pct=1.0, target_pct=5.0, max_pairs=20).rule())
         assert decision.kind == KEEP                  # the metric alone would have stopped at decision.at
         later += len(raw.pairs()) > decision.at
-    assert later >= 4
+    assert later >= 3
