@@ -15,7 +15,8 @@ digest the benchmark printed (`DIGEST name=hex`). These functions compare them:
   a minimum saving of the runner's own clock. That is a sequential test of its own, not a glance
   at an interval that is still wide when the metric decides: a keep is final only once the
   runner's clock confirms a saving of that order, and a candidate whose clock excludes it is
-  `invalid` (the runner samples on, to the cap, until the clock decides).
+  `invalid` (the runner samples on, to the cap, until the clock decides). Both sides are tested at
+  the run's alpha: the keep level already guards against a null; this guards against a cheat.
 * `inverse_problems`: two metrics that must agree per process (tok/s x ms/tok = 1000).
 * `parser_problems` vs `load_flags`: a baseline whose metric swings without the process's own
   time swinging with it is a broken parser (stop); one whose metric and process time swing

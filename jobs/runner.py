@@ -189,7 +189,7 @@ def stop_reason(spec: ExperimentSpec, result: RawResult) -> str:
     if kind == "keep" and st.clock:
         # A keep is final only once the runner's own clock decides too (jobs.integrity.clock_decision).
         state, _ = clock_check(result, spec.primary, st.clock, confidence_sequence(y, s, st.alpha_keep)[0],
-                               st.timed_share, st.alpha_keep, st.alpha_loss)
+                               st.timed_share, st.alpha_loss, st.alpha_loss)
         if state == EXCLUDED:
             return "invalid"
         if state == UNDECIDED and len(pairs) < spec.n_per_arm:

@@ -341,7 +341,7 @@ def clock_check(raw: RawResult, metric: str, clock: str, claim_lo: float, timed_
 
 def _clock_issue(raw: RawResult, config: TargetConfig, name: str, clock: str, claim_lo: float, plan: Plan) -> tuple[str, str]:
     """('invalid' | 'unconfirmed' | '', reason) for a keep of `name` with lower bound `claim_lo`."""
-    state, said = clock_check(raw, name, clock, claim_lo, config.integrity.timed_share, plan.alpha,
+    state, said = clock_check(raw, name, clock, claim_lo, config.integrity.timed_share, plan.alpha_loss,
                               plan.alpha_loss)
     if state == EXCLUDED:
         return "invalid", said

@@ -151,7 +151,7 @@ def test_calibration_accepts_noise_and_refuses_an_arm_bias():
     biased = calibrate_run(records(12, 104.0, noise=0.005), CONFIG, n_sims=60)
     c = biased.metrics["tps"]
     assert not biased.problems and any("favours one build" in w and "floor is raised" in w for w in biased.warnings)
-    assert c.floor_pct >= abs(c.aa_delta_pct) + CONFIG.thresholds.min_effect_pct - 0.1 and abs(c.aa_delta_pct) >= 3.0
+    assert c.floor_pct >= abs(c.aa_delta_pct) >= 3.0 and c.floor_pct > CONFIG.thresholds.min_effect_pct
 
 
 def test_the_bias_bound_covers_the_true_bias_at_its_level():
@@ -180,14 +180,14 @@ def test_calibration_drops_digests_that_are_not_deterministic():
 def test_the_floor_is_always_raised_by_the_a_a_bias_upper_bound_with_no_p_value_gate():
     """Issue 21: a 3% bias between build locations under 4.6% noise per pair never passed the old
     gate (exact signed-rank p < 0.01: in 8 pairs only when all 8 agree), so the floor stayed at 1%
-    and the bias was kept as a win. Now the floor is min_effect + the bias's 95% upper bound,
-    whatever the p-value: it covers the true bias (plus the floor) in at least ~95% of calibrations."""
+    and the bias was kept as a win. Now the floor is at least the bias's 95% upper bound,
+    whatever the p-value: it covers the true bias in at least ~95% of calibrations."""
     covered = 0
     for seed in range(20):
         cal = calibrate_run(records(8, 103.0, noise=0.046 / math.sqrt(2), seed=seed), CONFIG, n_sims=10)
         c = cal.metrics["tps"]
         assert c.floor_pct >= CONFIG.thresholds.min_effect_pct
-        covered += c.floor_pct >= 100 * (1.03 * 1.01 - 1)
+        covered += c.floor_pct >= 3.0
     assert covered >= 17
 
 
