@@ -169,7 +169,11 @@ def calibrate_run(raw: RawResult, config: TargetConfig, *, n_sims: int = 300) ->
         # the one-sided 95% upper bound of how much the set-up favours the second build: a candidate
         # whose whole apparent effect is such a bias cannot clear it. (Adding the bound to the floor
         # instead halved the power at +5% on a quiet host for no further protection of a null.)
-        lo, hi = bias_interval(np.array([p[0] for p in c.prior]), 0.90)
+        ys = np.array([p[0] for p in c.prior])
+        if "order" in c.adjust:        # the second-in-pair effect is adjusted for in every pair, not a bias
+            z = np.array([p[1] for p in c.prior])
+            ys = ys - float(np.mean(ys * z)) * z
+        lo, hi = bias_interval(ys, 0.90)
         c.floor_raise_pct = max(0.0, to_pct(hi) - c.floor_pct)
         if to_pct(hi) > c.floor_pct:
             c.floor_pct = to_pct(hi)
