@@ -260,3 +260,15 @@ def test_a_second_in_pair_effect_is_adjusted_for_not_taken_for_a_bias():
             inv.metrics = {k: (v * 1.04 if k in ("tps", "pp") else v / 1.04) for k, v in inv.metrics.items()}
     c = calibrate_run(raw, CONFIG, n_sims=10).metrics["tps"]
     assert "order" in c.adjust and c.floor_pct < 1.5
+
+
+def test_the_bias_bound_holds_its_level_and_stays_near_the_bias_under_slow_states():
+    from jobs.calibration import bias_upper
+    rng = np.random.default_rng(2)
+    bounds = []
+    for _ in range(300):             # 20 A/A pairs, each process 2.9x slower 30% of the time, bias +2%
+        slow = (rng.random(20) < 0.3).astype(float) - (rng.random(20) < 0.3)
+        bounds.append(bias_upper(0.02 + slow * math.log(2.9) + rng.normal(0, 0.03, 20)))
+    bounds = np.array(bounds)
+    assert np.mean(bounds >= 0.02) >= 0.95            # a 95% upper bound
+    assert np.median(bounds) < math.log(1.08)          # the signed-rank bound alone: Walsh jumps of half a state
