@@ -271,4 +271,5 @@ def test_the_bias_bound_holds_its_level_and_stays_near_the_bias_under_slow_state
         bounds.append(bias_upper(0.02 + slow * math.log(2.9) + rng.normal(0, 0.03, 20)))
     bounds = np.array(bounds)
     assert np.mean(bounds >= 0.02) >= 0.95            # a 95% upper bound
-    assert np.median(bounds) < math.log(1.08)          # the signed-rank bound alone: Walsh jumps of half a state
+    # The signed-rank bound alone jumps by half a state (+53%) in 44% of these; with the sign test, 20%.
+    assert np.mean(bounds > math.log(1.3)) < 0.3
