@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import hashlib
 
-from . import cleanup, gitops, ledger, runlock, sandbox, secrets
+from . import cleanup, gitops, ledger, runlock, sandbox, secrets, yardstick
 from .agent.offline import NotImplementable
 from .calibration import calibrate_run
 from .config import Overrides, TargetConfig, load_config
@@ -143,6 +143,9 @@ class Run:
         if self.o.agent == "claude":
             self.agent      # --agent claude without a key (or SDK) refuses here, before any research is built
         base = gitops.head_commit(self.repo)
+        overlap = yardstick.overlaps(self.config, gitops.files_at(self.repo, base))
+        if overlap:                  # the CLI's preflight says it first; the App and the Action land here
+            raise RunError("; ".join(overlap))
         if self.state:
             if self.state["run_id"] != self.o.run_id:
                 raise RunError(f"{self.out} holds run {self.state['run_id']}, not {self.o.run_id}; "
@@ -295,7 +298,8 @@ class Run:
             rule = plan.rule()
             stop = StopRule(alpha_keep=rule.alpha_keep, floor=rule.floor, target=rule.target,
                             alpha_loss=rule.alpha_loss, alpha_futility=rule.alpha_futility,
-                            min_pairs=rule.min_pairs, adjust=list(plan.adjust.get(self.config.primary.name, ())))
+                            min_pairs=rule.min_pairs, adjust=list(plan.adjust.get(self.config.primary.name, ())),
+                            clock=self.config.primary.clock, timed_share=self.config.integrity.timed_share)
             prior = [list(p) for p in plan.priors.get(self.config.primary.name, ())]
         return ExperimentSpec.from_config(
             self.config, run_id=self.o.run_id, name=name, platform=ex.platform,
@@ -494,10 +498,10 @@ class Run:
             return raw, judge_yardstick(raw, self.config, plan, self._sim_floor(ex.platform), guard)
         return raw, judge(raw, self.config, plan)
 
-    def _experiment(self, h: Hypothesis, ex: Executor, count: int) -> ExperimentRecord:
+    def _experiment(self, h: Hypothesis, ex: Executor, count: int, slot: int | None = None) -> ExperimentRecord:
         label = h.id if len(self.executors) == 1 else f"{h.id}@{ex.platform}"
         self.emit({"type": "experiment_start", "name": label, "platform": ex.platform})
-        slot = count + 1
+        slot = slot or count + 1
         n = self.o.repeats or self.config.repeats.max
         refusal = self._budget_refusal(ex, self._spec(ex, h.id, self.state["base_commit"], n, "experiment"), count)
         if refusal:
@@ -546,9 +550,10 @@ class Run:
             wave, pending = pending[:wave_size], pending[wave_size:]
             jobs = [(h, ex) for h in wave for ex in self.executors if (h.id, ex.platform) not in finished]
             workers = sum(ex.parallel for ex in self.executors)
-            count = self.attempted(results)
+            count, first_slot = self.attempted(results), self.next_slot(results)
             with ThreadPoolExecutor(max_workers=max(1, min(workers, len(jobs)))) as pool:
-                futures = [pool.submit(self._experiment, h, ex, count + wave.index(h)) for h, ex in jobs]
+                futures = [pool.submit(self._experiment, h, ex, count + wave.index(h), first_slot + wave.index(h))
+                           for h, ex in jobs]
                 try:
                     wave_results = [f.result() for f in futures]
                 except BaseException:
@@ -563,6 +568,13 @@ class Run:
         for r in results:
             r.hypothesis_kind = r.hypothesis_kind or kinds.get(r.hypothesis, "")
         return results
+
+    @staticmethod
+    def next_slot(results: list[ExperimentRecord]) -> int:
+        """The first keep slot (jobs.sequential.slot_alpha) a new wave may use: past every slot a
+        measured experiment held, so a hypothesis skipped in an earlier wave never hands its number
+        to a later one while the slot after it is already spent."""
+        return max([Run.attempted(results)] + [r.slot or 0 for r in results]) + 1
 
     @staticmethod
     def attempted(results: list[ExperimentRecord]) -> int:
