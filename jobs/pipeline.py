@@ -26,6 +26,7 @@ from .config import Overrides, TargetConfig, load_config
 from .agent import make_agent
 from .errors import RunCancelled, RunError  # noqa: F401  (re-exported: jobs.pipeline.RunError)
 from .executors import Executor, ExecutorUnavailable, make_executors
+from .machine import summarise_load
 from .model import ExperimentRecord, Hypothesis, SkipCause, Status
 from .report import render_pr, render_research
 from .report_review import reproduce_lines
@@ -327,6 +328,11 @@ class Run:
             raise RunCancelled(f"run {self.o.run_id} cancelled")
         raw = ex.run(spec, progress)
         self._save(cost_usd=round(self.state.get("cost_usd", 0.0) + raw.cost_usd, 4))
+        if raw.machine:       # where it ran (ISA, kernel, compiler) and the load seen while it ran
+            seen = self.state.get("machines", {}).get(ex.platform, {})
+            facts = {k: v for k, v in raw.machine.items() if k != "load"}
+            self._save(machines={**self.state.get("machines", {}),
+                                 ex.platform: {**facts, "load": seen.get("load", []) + list(raw.machine.get("load", []))}})
         return raw
 
     def _budget_refusal(self, ex: Executor, spec: ExperimentSpec, count: int) -> str:
@@ -724,6 +730,9 @@ class Run:
             "base_commit": self.state["base_commit"], "branch": self.state["branch"],
             "platform": measured[0], "platforms": measured + [p for p in configured if p not in measured],
             "cpus": self.state.get("cpus", {}), "cpu": self.state.get("cpus", {}).get(measured[0], ""),
+            "machines": {p: {**{k: v for k, v in m.items() if k != "load"},
+                             "load": summarise_load([(x, 0, 0) for x in m.get("load", [])])}
+                         for p, m in self.state.get("machines", {}).items()},
             "agent": self.o.agent, "primary": self.config.primary.name,
             "calibration": self.state["calibration"],
             **self._review_facts(results),

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from .model import Hypothesis
+from .machine import one_line
 from .report_review import (commits_section, failures_section, fenced, interval, noise_section, paired_table,
                             rule_sentence, untrusted, untrusted_code, untrusted_html)
 from .results import metric
@@ -219,6 +220,14 @@ def _yardstick_headline(summary: dict[str, Any]) -> list[str]:
     return headline(summary)
 
 
+def _where(summary: dict[str, Any], platform: str, stack: dict[str, Any]) -> str:
+    """The machine a platform's numbers come from: CPU, ISA and its flags, kernel, compiler, load."""
+    facts = (summary.get("machines") or {}).get(platform)
+    if not facts:
+        return stack.get("cpu") or summary["cpus"].get(platform, "")
+    return one_line(facts, facts.get("load") or None)
+
+
 def render_pr(summary: dict[str, Any]) -> str:
     primary = summary["primary"]
     experiments = summary["experiments"]
@@ -228,6 +237,8 @@ def render_pr(summary: dict[str, Any]) -> str:
            *(_yardstick_headline(summary) or [_headline(summary), ""]), _branch_line(summary, experiments), "",
            rule_sentence(floor_of(summary, summary["platform"]) if summary.get("platform") else None,
                          ec.get("alpha")), ""]
+    out += [f"Measured on {untrusted(p)}: {untrusted(one_line(m, m.get('load') or None))}."
+            for p, m in (summary.get("machines") or {}).items()] + ([""] if summary.get("machines") else [])
     out += commits_section(summary)
 
     for platform in summary["platforms"]:
@@ -239,7 +250,7 @@ def render_pr(summary: dict[str, Any]) -> str:
             out += [f"Not measured: {why}. No numbers are shown.", ""]
             continue
         out += [f"Baseline `{summary['base_commit'][:12]}` vs stack `{(stack.get('commit') or '')[:12]}` on "
-                f"{untrusted(stack.get('cpu') or summary['cpus'].get(platform, ''))}: coin-ordered pairs of whole benchmark "
+                f"{untrusted(_where(summary, platform, stack))}: coin-ordered pairs of whole benchmark "
                 "processes (A B or B A) after a discarded warm-up; each row is judged on its pairs.", ""]
         out += paired_table(stack["metrics"], floor_of(summary, platform)) + [""]
 

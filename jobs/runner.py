@@ -22,6 +22,7 @@ from typing import Callable
 
 from . import sandbox
 from .locations import Locations
+from .hostfacts import load_now, machine_facts
 from .integrity import EXCLUDED, UNDECIDED, digest_problems, value_problems
 from .metrics import explain_missing, parse_metrics
 from .secrets import scrubbed_env  # only for --no-sandbox runs: one policy, jobs/secrets.py
@@ -104,6 +105,12 @@ def run_step(command: str, cwd: Path, timeout: float, *, isolation: Isolation = 
 
 def tail(text: str, limit: int = LOG_TAIL) -> str:
     return text if len(text) <= limit else "…" + text[-limit:]
+
+
+def _load() -> list[float]:
+    """The 1-minute load average now, as a one-item list (empty where the OS does not say)."""
+    now = load_now()
+    return [round(now[0], 2)] if now else []
 
 
 def cpu_model() -> str:
@@ -243,7 +250,8 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
     progress = progress or (lambda msg, frac: None)
     isolation = isolation or Isolation.from_spec(spec.sandbox)
     started = time.monotonic()
-    result = RawResult(status="ok", cpu=cpu_model(), sandboxed=isolation.enabled)
+    result = RawResult(status="ok", cpu=cpu_model(), sandboxed=isolation.enabled,
+                       machine={**machine_facts(), "load": _load()})
     log = []
     locations: Locations | None = None
     try:
@@ -317,6 +325,7 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
     finally:
         if locations:
             locations.restore()
+    result.machine["load"] += _load()
     result.seconds = time.monotonic() - started
     result.log = tail("".join(log), 3 * LOG_TAIL)
     return result

@@ -138,6 +138,7 @@ class RawResult:
     steps: dict[str, float] = field(default_factory=dict)   # seconds per build/checks step
     simulated: dict[str, Any] = field(default_factory=dict)   # arm -> cachegrind counts (jobs/simulate.py)
     artifacts: dict[str, Any] = field(default_factory=dict)   # declared build outputs compared by hash
+    machine: dict[str, Any] = field(default_factory=dict)     # where it ran: jobs.machine facts + 1-min loads
 
     def measured(self) -> list[Invocation]:
         return [i for i in self.invocations if i.pair >= 0]

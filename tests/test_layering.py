@@ -34,7 +34,7 @@ from conftest import ROOT
 PACKAGES = ("jobs", "bot")
 FLOORS: list[tuple[str, tuple[str, ...]]] = [   # bottom first; "x.*" is x and everything under it
     ("ground", ("jobs", "jobs.errors", "jobs.secrets", "jobs.model", "jobs.config", "jobs.metrics", "jobs.recipes",
-                "jobs.gitops", "jobs.githarden", "jobs.safefs", "jobs.results", "jobs.procfs", "jobs.machine",
+                "jobs.gitops", "jobs.githarden", "jobs.safefs", "jobs.results", "jobs.procfs", "jobs.machine", "jobs.hostfacts",
                 "jobs.mdsafe")),
     ("records and maths", ("jobs.ledger", "jobs.spec", "jobs.stats", "jobs.plan", "jobs.sequential",
                            "jobs.integrity", "jobs.runlock", "jobs.configdoc", "jobs.yardstick")),

@@ -70,6 +70,14 @@ def test_every_status_from_maintainer_candidates(target, tmp_path):
     assert "| score |" in pr and "faster" in pr and "What did not work" in pr
     assert "did not build" in pr and "failed correctness checks" in pr
 
+    # Where it ran (issue 27): this machine's ISA and flags, kernel and compiler, and the load seen.
+    from jobs.hostfacts import machine_facts
+    here = machine_facts()
+    where = summary["machines"]["local"]
+    assert where["isa"] == here["isa"] and where["flags"] == here["flags"] and where["kernel"] == here["kernel"]
+    assert where["load"]["max"] >= where["load"]["min"] >= 0
+    assert f"Measured on local: " in pr and here["isa"].upper() in pr
+
 
 def test_out_of_path_edit_is_refused(target, tmp_path, monkeypatch):
     # the config passes two variables to target code; Reproduce names the one that is set
