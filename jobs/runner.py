@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import sandbox
+from . import pairjournal, sandbox
 from .locations import Locations
 from .hostfacts import load_now, machine_facts
 from .integrity import EXCLUDED, UNDECIDED, digest_problems, value_problems
@@ -245,8 +245,10 @@ def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: 
 
 
 def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, build_base: bool = True,
-                   progress: Progress | None = None, isolation: Isolation | None = None) -> RawResult:
-    """Build, check and benchmark one experiment in two prepared clean trees."""
+                   progress: Progress | None = None, isolation: Isolation | None = None,
+                   journal: Path | None = None) -> RawResult:
+    """Build, check and benchmark one experiment in two prepared clean trees. `journal` (optional):
+    where each complete pair is kept as it is measured, and resumed from (jobs/pairjournal.py)."""
     progress = progress or (lambda msg, frac: None)
     isolation = isolation or Isolation.from_spec(spec.sandbox)
     started = time.monotonic()
@@ -299,7 +301,20 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
                 inv.arm, inv.index = arm, index
                 result.invocations.append(inv)
                 index += 1
+        earlier = pairjournal.load(journal, spec)
+        resumed = len({inv.pair for inv in earlier})
+        if earlier:
+            for inv in earlier:
+                inv.index = index
+                result.invocations.append(inv)
+                index += 1
+            progress(f"resumed {resumed} measured pairs of an interrupted attempt", 0.2)
+            result.stopped = stop_reason(spec, result)
         for i, (first, seed) in enumerate(schedule):
+            if result.stopped:
+                break
+            if i < resumed:
+                continue
             progress(f"pair {i + 1}/{spec.n_per_arm}", 0.2 + 0.8 * i / max(1, spec.n_per_arm))
             if locations:
                 trees = {arm: (tree, names[arm]) for arm, tree in locations.place(bool(coins[i])).items()}
@@ -311,10 +326,9 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
                 inv.location = int(coins[i])
                 result.invocations.append(inv)
                 index += 1
+            pairjournal.save(journal, spec, result)
             result.stopped = stop_reason(spec, result)
-            if result.stopped:
-                break
-        else:
+        if not result.stopped:
             result.stopped = "exhausted" if spec.stop else "fixed"
         progress(f"measured ({result.stopped})", 1.0)
     except _Done:
