@@ -171,6 +171,8 @@ class Profile(Strict):
     workloads: dict[str, int] = Field(default_factory=dict,
                                       description="metric -> tokens per graph; default ppN -> N, tgN -> 1")
     timeout: float = Field(1800, gt=0, description="seconds for the instrumented build and for the run")
+    required: bool = Field(False, description="true: a run stops when the profile cannot be measured; false: "
+                                              "it ranks without it and every report says so at the top")
 
     @field_validator("instrument")
     @classmethod

@@ -28,7 +28,7 @@ from .errors import RunCancelled, RunError  # noqa: F401  (re-exported: jobs.pip
 from .executors import Executor, ExecutorUnavailable, make_executors
 from .machine import summarise_load
 from .model import ExperimentRecord, Hypothesis, SkipCause, Status
-from .report import render_pr, render_research
+from .report import render_pr, render_research, with_warning
 from .report_review import reproduce_lines
 from .research.offline import Research, candidate_hypothesis, research
 from .runner import Isolation, IsolationError, run_step
@@ -232,6 +232,8 @@ class Run:
                     profile_cache=cache)
                 if config is not self.config:
                     sources.notes.append("profile: not measured (switched off with --profile off)")
+                elif sources.profile_missing:
+                    self._profile_missing(sources.profile_missing)
                 found = merge_sources(found, sources, self.config)
                 if callprof is not None:
                     from .research.callgrind import digest
@@ -251,9 +253,9 @@ class Run:
         finally:
             gitops.remove_worktree(self.repo, tree)
         self._charge_llm()
-        (self.out / "research.md").write_text(render_research(
+        (self.out / "research.md").write_text(with_warning(render_research(
             self.config.name or self.repo.name, self.state["base_commit"], hypotheses, notes, findings,
-            self.o.agent) + "\n" + "\n".join(coverage + (render_callgrind(callprof) if callprof else []))
+            self.o.agent), self.state.get("profile_missing", "")) + "\n" + "\n".join(coverage + (render_callgrind(callprof) if callprof else []))
             + ("\n" + sources.markdown() if sources else ""), encoding="utf-8")
         (self.out / "hypotheses.json").write_text(
             json.dumps([h.to_dict() for h in hypotheses], indent=2), encoding="utf-8")
@@ -262,6 +264,21 @@ class Run:
                    callgrind=callprof.to_dict() if callprof else None)
         self.emit({"type": "research_done", "hypotheses": [h.id for h in hypotheses]})
         return hypotheses
+
+    def _profile_missing(self, why: str) -> None:
+        """The op profile was configured but not measured: stop (research.profile.required) or go on
+        ranking by kind weights alone, saying so loudly, since the ranking decides what is tested."""
+        spec = self.config.research.profile
+        fix = (f"raise research.profile.timeout (now {spec.timeout:.0f} s), warm the build's cache (ccache) "
+               "or fix the instrumented build, then run again (`--profile reuse` keeps a measured profile)")
+        if spec.required:
+            raise RunError(f"research.profile: the op profile was not measured ({why}); research.profile.required "
+                           f"is true, so the run stops before anything is measured; fix: {fix}")
+        message = (f"the op profile was not measured ({why}): hypotheses are ranked by kind weights alone, so the "
+                   f"ones a profile would put first may not be tested; fix: {fix}, or set "
+                   "research.profile.required: true to stop instead")
+        self._save(profile_missing=message)
+        self.emit({"type": "warning", "message": message})
 
     def _research_step(self, name: str) -> None:
         self.emit({"type": "progress", "name": "research", "message": name, "fraction": 0.0})
@@ -742,6 +759,7 @@ class Run:
             "attribution": [{k: v for k, v in r.items() if k != "log"}
                             for r in ledger.read(self.out) if r.get("kind") == "attribution"],
             "sandboxed": self.state.get("sandboxed", True),
+            "profile_missing": self.state.get("profile_missing", ""),
             "profile": self.state.get("profile"),
             "simulate": self.state.get("simulate"),
             "error_control": {"alpha": self.config.thresholds.alpha,

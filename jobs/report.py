@@ -83,6 +83,14 @@ def profile_section(profile: dict[str, Any] | None, top: int = 8) -> list[str]:
     return out
 
 
+def with_warning(markdown: str, warning: str) -> str:
+    """`markdown` with a warning block under its title (e.g. a profile that was not measured)."""
+    if not warning:
+        return markdown
+    title, _, rest = markdown.partition("\n")
+    return f"{title}\n\n> **Warning:** {untrusted(warning)}\n{rest}"
+
+
 def render_research(target: str, base_commit: str, hypotheses: list[Hypothesis], notes: list[str],
                     findings: list[str], agent: str) -> str:
     out = [f"# Research: {target} @ {base_commit[:12]}", "",
@@ -308,7 +316,7 @@ def render_pr(summary: dict[str, Any]) -> str:
             f"({summary.get('wall_seconds', 0):.0f} s wall for this invocation).", ""]
     out += _reproduce(summary)
     out += ["_Every number above was measured in this run._", ""]
-    return "\n".join(out)
+    return with_warning("\n".join(out), summary.get("profile_missing", ""))
 
 
 def _reproduce(summary: dict[str, Any]) -> list[str]:
