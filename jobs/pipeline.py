@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import hashlib
 
-from . import cleanup, gitops, ledger, runlock, sandbox, secrets, yardstick
+from . import cleanup, drift, gitops, ledger, runlock, sandbox, secrets, yardstick
 from .agent.offline import NotImplementable
 from .calibration import calibrate_run
 from .config import Overrides, TargetConfig, load_config
@@ -466,9 +466,28 @@ class Run:
                     adjust={name: tuple(c.get("adjust", ())) for name, c in cal.items()})
         if alpha <= 0:
             return plan
-        residuals = [p[0] for p in primary.get("prior", [])]
+        # The machine's noise as the run goes (jobs/drift.py): once recent experiments give enough
+        # pairs, they, not the calibration alone, say which effects this run can still see.
+        residuals, _ = drift.current([p[0] for p in primary.get("prior", [])],
+                                     self.state.get("noise", {}).get(platform, {}).get("pool", []))
         power = mde(residuals, plan.rule(), prior=plan.prior(self.config.primary.name), n_sims=200)
         return Plan(**{**plan.__dict__, "mde_pct": power.effect_pct})
+
+    def _follow_noise(self, platform: str, name: str, raw: RawResult, plan: Plan) -> None:
+        """Add this experiment's primary-metric residuals to the platform's recent-noise pool."""
+        from .verdict import metric_pairs
+        primary = self.config.primary
+        ys = [p.y for p in metric_pairs(raw, primary.name, primary.direction,
+                                        tuple(plan.adjust.get(primary.name, ())))]
+        res = drift.residuals(ys)
+        if not res:
+            return
+        seen = self.state.get("noise", {}).get(platform, {})
+        keep = max(2 * self.config.repeats.calibration, drift.MIN_POOL)
+        entry = {"pool": drift.pooled(seen.get("pool", []), res, keep),
+                 "history": seen.get("history", []) + [{"name": name, "pairs": len(res),
+                                                         "noise_pct": round(drift.scale_pct(res), 2)}]}
+        self._save(noise={**self.state.get("noise", {}), platform: entry})
 
     def _recipes(self):
         from .recipes import load_recipe_set
@@ -514,6 +533,8 @@ class Run:
                 base: str | None = None) -> tuple[RawResult, Judgement]:
         spec = self._spec(ex, name, commit, plan.max_pairs, kind, plan=plan, base=base)
         raw = self._execute(ex, spec)
+        if kind == "experiment" and raw.status == "ok":
+            self._follow_noise(ex.platform, name, raw, plan)
         if self.config.simulate is not None or raw.stopped == "identical":
             from .simulate import Guard, judge_yardstick
             tolerance = self.config.simulate.wall_tolerance_pct if self.config.simulate else 5.0
@@ -760,6 +781,8 @@ class Run:
                             for r in ledger.read(self.out) if r.get("kind") == "attribution"],
             "sandboxed": self.state.get("sandboxed", True),
             "profile_missing": self.state.get("profile_missing", ""),
+            "noise": {p: {"history": n.get("history", []), "pool_pairs": len(n.get("pool", []))}
+                      for p, n in self.state.get("noise", {}).items()},
             "profile": self.state.get("profile"),
             "simulate": self.state.get("simulate"),
             "error_control": {"alpha": self.config.thresholds.alpha,

@@ -197,6 +197,7 @@ def _calibration(summary: dict[str, Any]) -> list[str]:
                        f"{_fmt(c.get('mean_pairs_null'))} / {_fmt(c.get('mean_pairs_at_mde'))} | "
                        f"{c['floor_pct']:.1f}% | {c['repeats']} |")
         out.append("")
+        out += _noise_as_it_went(summary, platform)
     if out:
         ec = summary.get("error_control") or {}
         out += ["How results are judged: baseline and candidate run as coin-ordered pairs of whole processes "
@@ -210,6 +211,18 @@ def _calibration(summary: dict[str, Any]) -> list[str]:
                 + "Changes smaller than the MDE are reported as \"no detectable difference\", never as wins; "
                 "noise flags are warnings, never vetoes.", ""]
     return out
+
+
+def _noise_as_it_went(summary: dict[str, Any], platform: str) -> list[str]:
+    """The primary metric's noise per pair in each experiment, beside the calibration's (jobs/drift.py)."""
+    noise = (summary.get("noise") or {}).get(platform) or {}
+    history = noise.get("history") or []
+    if not history:
+        return []
+    seen = "; ".join(f"{untrusted(h['name'])} {h['noise_pct']:.1f}% ({h['pairs']} pairs)" for h in history)
+    return [f"Noise as the run went ({untrusted(summary['primary'])}, per pair, each experiment's own pairs with its "
+            f"effect taken out): {seen}. Once {8} or more such pairs exist, each later experiment's MDE is "
+            f"computed from the most recent {noise.get('pool_pairs', 0)} of them instead of the calibration's.", ""]
 
 
 def _branch_line(summary: dict[str, Any], experiments: list[dict[str, Any]]) -> str:
