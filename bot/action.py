@@ -7,7 +7,8 @@ A thin adapter around the App's own flow (`bot.flow.Flow`), in one process on th
   label, `workflow_dispatch` with inputs `issue` and `command`);
 - the flow's adapters, the Action's way: the REST client and git authenticate with the workflow's
   `GITHUB_TOKEN` (`RepoClient.for_token`, a token provider returning it); run records live in one
-  bot-authored issue comment (`bot.issuestore.IssueStateStore`); the `Launcher` is `RunNow`: an
+  bot-authored issue comment signed with the `state-key` secret (`bot.issuestore.IssueStateStore`,
+  `AUTORESEARCH_STATE_KEY`: without it the Action stops with a message saying how to add it); the `Launcher` is `RunNow`: an
   approved run runs in this process once the command has been answered, and `cancel` of a running
   run cancels its workflow run (Actions API), whose SIGINT/SIGTERM then stops the pipeline here;
 - outputs: `run-id`, `pr-url`, `state` and `verdict` to `GITHUB_OUTPUT`, the report to
@@ -33,7 +34,7 @@ from . import approval as ap
 from . import gitclone
 from .flow import Flow
 from .github import RepoClient
-from .issuestore import IssueStateStore
+from .issuestore import IssueStateStore, StateKeyError
 from .ports import Outcome, Reply, StopFailed, Unleased
 from .record import RunRecord
 from .routing import CommentCommand, Ignored, route_workflow_event
@@ -147,7 +148,11 @@ def run_action(env: dict[str, str] | None = None) -> int:
     if not token:
         raise ActionError("no GitHub token: pass `github-token` (the workflow's GITHUB_TOKEN by default)")
     gh = RepoClient.for_token(s, token, cmd.owner, cmd.repo)
-    store = IssueStateStore(gh, cmd.issue_number, s.bot_login)
+    key = env.get("AUTORESEARCH_STATE_KEY") or env.get("INPUT_STATE_KEY") or ""
+    try:
+        store = IssueStateStore(gh, cmd.issue_number, s.bot_login, key=key, repo=cmd.full_name)
+    except StateKeyError as exc:
+        raise ActionError(str(exc)) from None
     launcher = RunNow(gh, env, workflow_run_id)
     flow = Flow(place=s, store=store, gh=gh, token=lambda: token, launcher=launcher, git=gitclone)
     signal.signal(signal.SIGTERM, _interrupt)

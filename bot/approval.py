@@ -9,11 +9,15 @@ Rules (issue #4):
   naming the plan (its digest, shown in the plan comment); a bare or mismatched approve approves nothing.
 - A pending plan is replaced (by a new `optimize`) only by its requester or an approver.
 - A plan over the policy's budget always needs an explicit approve, even from an approver.
-- An approval binds to the plan digest and the base commit it was given for: if either has
-  changed when the run is about to start, approval is needed again.
+- An approval binds to the plan id and the base commit it was given for: if either has
+  changed when the run is about to start, approval is needed again. The id (`plan_id`) covers
+  every field of the plan, its repository and issue, and a random nonce stored with the plan.
 """
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
@@ -96,6 +100,15 @@ def decide_approve(state: str, approver: str, approver_ok: bool, plan_digest: st
                         "in `approvers`)")
     nxt = transition(state, "approve")
     return Decision(nxt, Approval(approver, plan_digest, base_commit), f"approved by @{approver}")
+
+
+def plan_id(content: Mapping, nonce: str) -> str:
+    """The id `approve` names: a digest of every field of the plan (`content`, plain data; see
+    `bot.planning`) and of the random `nonce` stored with it. 16 hex digits (the grammar's)."""
+    if not nonce:
+        raise ValueError("a plan id needs the plan's nonce")
+    blob = json.dumps({"plan": content, "nonce": nonce}, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def may_start(approval: Approval | None, plan_digest: str, base_commit: str) -> bool:

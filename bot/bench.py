@@ -1,5 +1,8 @@
 """`/autoresearch bench` on an autoresearch pull request: re-measure its head against its base.
 
+Only a pull request the bot opened qualifies: its author must be the bot's own login (a branch
+named `autoresearch/...` proves nothing, a fork can push one).
+
 The head is fetched from the repository the pull request says it lives in (`head.repo`), which is
 where the run pushed it (the repository, the config's fork, or the app-wide fork) and where a
 maintainer may have pushed more commits; never from a guess such as AUTORESEARCH_FORK_OWNER.
@@ -8,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs import api, secrets
+from jobs import api, mdsafe, secrets
 from jobs.config import ConfigError
 from jobs.errors import RunError
 
@@ -19,12 +22,24 @@ from .routing import CommentCommand
 COMMENT_LIMIT = 60000
 
 
+def not_ours(pull: Any, bot_login: str) -> str:
+    """Why `pull` is not a pull request this bot opened, or ''. The branch name proves nothing
+    (anyone can push `autoresearch/x` from a fork); the pull request's author does."""
+    if not bot_login:
+        return ("`bench` needs the App's own login to tell its pull requests apart (the operator sets "
+                "AUTORESEARCH_BOT_LOGIN, e.g. `my-app[bot]`)")
+    if (pull.author or "").lower() != bot_login.lower() or not pull.head_ref.startswith("autoresearch/"):
+        return "`bench` re-measures pull requests autoresearch opened only (this one was not)"
+    return ""
+
+
 def request(flow: Any, cmd: CommentCommand) -> Outcome:
-    """The comment: check the branch and the commenter's permission, then queue the bench."""
+    """The comment: check the pull request is the bot's (author and branch) and the commenter's
+    permission, then queue the bench."""
     pull = flow.gh.pull(cmd.issue_number)
-    if not pull.head_ref.startswith("autoresearch/"):
-        raise Reply("autoresearch: `bench` re-measures autoresearch pull requests only (branch "
-                    "`autoresearch/...`).\n")
+    why = not_ours(pull, flow.gh.bot_login)
+    if why:
+        raise Reply(f"autoresearch: {why}; nothing was queued.\n")
     if not flow.is_approver(cmd.author, []):
         raise Reply(f"autoresearch: @{cmd.author} may not start a bench (needs write access).\n")
     flow.launcher.launch_bench(cmd)
@@ -36,6 +51,10 @@ def request(flow: Any, cmd: CommentCommand) -> Outcome:
 def run(flow: Any, cmd: CommentCommand) -> Outcome:
     """The job: one candidate, the pull request's diff, measured like a run's."""
     pull = flow.gh.pull(cmd.issue_number)
+    why = not_ours(pull, flow.gh.bot_login)
+    if why:                            # checked again by the job: it acts on what GitHub says now
+        flow.gh.comment(cmd.issue_number, f"autoresearch: {why}; the bench did not run.\n")
+        return Outcome(ap.FAILED, message=why)
     layout = flow.layout(f"bench-{pull.number}-{pull.head_sha[:7]}")
     url = flow.place.clone_url(flow.gh.owner, flow.gh.repo)
     flow.git.checkout(url, layout.clone, pull.base_sha, flow.token, ref=pull.base_ref)
@@ -47,7 +66,7 @@ def run(flow: Any, cmd: CommentCommand) -> Outcome:
     try:
         summary = api.start(layout, executor=flow.place.executor, agent="none", candidates=[patch])
     except (RunError, ConfigError) as exc:
-        flow.gh.comment(cmd.issue_number, f"autoresearch bench failed: {str(exc)[:1500]}\n")
+        flow.gh.comment(cmd.issue_number, f"autoresearch bench failed: {mdsafe.prose(str(exc), 1500)}\n")
         return Outcome(ap.FAILED, layout.run_id, error=exc)
     report = (layout.out / "pr.md").read_text(encoding="utf-8")
     flow.gh.comment(cmd.issue_number, (f"autoresearch bench of `{head[:12]}` against `{pull.base_sha[:12]}` "

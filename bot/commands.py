@@ -15,6 +15,14 @@ found the way GitHub renders the comment, by a CommonMark parser (markdown-it-py
 only if it starts a line of a top-level paragraph, so text in fenced or indented code, HTML blocks
 and comments, block quotes (lazy continuation lines included), list items and headings is not a
 command. The first command line of a comment is the one that counts.
+
+Parsing is bounded (issue 20, N14: a 65 KB comment of `[` took seconds in the CommonMark parser,
+in the web process): a comment without the prefix is not parsed at all; one longer than
+`MAX_COMMENT_CHARS` is not parsed either, but answered with help if a line of it starts with the
+prefix (post the command in a comment of its own); and the parser runs without its link, image
+and emphasis rules, the ones whose bracket and delimiter matching is superlinear. So a command is
+a plain line: one wrapped in emphasis or link brackets keeps its `*` or `[` and is not a command.
+`tests/bot/parse_cost.py` prints the cost before and after.
 """
 from __future__ import annotations
 
@@ -25,14 +33,16 @@ from dataclasses import dataclass
 from markdown_it import MarkdownIt
 
 from jobs.config import Overrides
+from jobs.mdsafe import code
 
 PREFIX = "/autoresearch"
 VERBS = ("optimize", "approve", "cancel", "status", "bench")
 TARGETS = ("cpu",)
 _METRIC = re.compile(r"^[\w.µ]+$")
 _PLATFORM = re.compile(r"^[A-Za-z0-9_-]+$")
-_PLAN_ID = re.compile(r"^[0-9a-f]{16}$")          # `jobs.plan.Plan.digest()`
-_MD = MarkdownIt("commonmark")
+_PLAN_ID = re.compile(r"^[0-9a-f]{16}$")          # `bot.approval.plan_id`
+_MD = MarkdownIt("commonmark").disable(["link", "image", "emphasis"])
+MAX_COMMENT_CHARS = 8000
 
 HELP = (
     "Commands (one per comment, on a line of its own):\n"
@@ -103,7 +113,7 @@ def parse_line(line: str) -> Command | Invalid:
         return Invalid(line, "no command given")
     verb, rest = words[0].lower(), words[1:]
     if verb not in VERBS:
-        return Invalid(line, f"unknown command `{verb}`")
+        return Invalid(line, f"unknown command {code(verb, 40)}")
     if verb == "approve":
         if len(rest) > 1 or (rest and not _PLAN_ID.match(rest[0].lower())):
             return Invalid(line, "`approve` takes the plan's id, as its plan comment shows it: "
@@ -120,20 +130,20 @@ def parse_line(line: str) -> Command | Invalid:
         key, eq, value = word.partition("=")
         key = key.lower()
         if not eq or not value:
-            return Invalid(line, f"`{word}`: arguments look like `name=value`")
+            return Invalid(line, f"{code(word, 60)}: arguments look like `name=value`")
         if key not in ("metric", "platforms", "budget"):
-            return Invalid(line, f"unknown argument `{key}` (known: metric, platforms, budget)")
+            return Invalid(line, f"unknown argument {code(key, 40)} (known: metric, platforms, budget)")
         if key in args:
-            return Invalid(line, f"`{key}` given twice")
+            return Invalid(line, f"{code(key, 40)} given twice")
         args[key] = value
     metric = args.get("metric")
     if metric is not None and not _METRIC.match(metric):
-        return Invalid(line, f"metric=`{metric}`: use letters, digits, '_' and '.'")
+        return Invalid(line, f"metric={code(metric, 60)}: use letters, digits, '_' and '.'")
     platforms = None
     if "platforms" in args:
         platforms = tuple(p for p in args["platforms"].split(",") if p)
         if not platforms or not all(_PLATFORM.match(p) for p in platforms) or len(set(platforms)) != len(platforms):
-            return Invalid(line, f"platforms=`{args['platforms']}`: a comma-separated list of distinct names")
+            return Invalid(line, f"platforms={code(args['platforms'], 60)}: a comma-separated list of distinct names")
     budget = None
     if "budget" in args:
         try:
@@ -141,11 +151,19 @@ def parse_line(line: str) -> Command | Invalid:
         except ValueError:
             budget = math.nan
         if not math.isfinite(budget) or budget < 0:
-            return Invalid(line, f"budget=`{args['budget']}`: a number of USD, 0 or more")
+            return Invalid(line, f"budget={code(args['budget'], 60)}: a number of USD, 0 or more")
     return Command("optimize", rest[0].lower(), Overrides(metric, platforms, budget))
 
 
 def parse_comment(body: str) -> Command | Invalid | None:
     """The comment's command, an Invalid to answer with help, or None (not addressed to us)."""
+    body = body or ""
+    if PREFIX not in body:
+        return None
+    if len(body) > MAX_COMMENT_CHARS:
+        if not any(_is_command(line.strip()) for line in body.splitlines()):
+            return None
+        return Invalid("", f"this comment is {len(body)} characters long; commands are read only from comments "
+                       f"of at most {MAX_COMMENT_CHARS}: post the command in a comment of its own")
     lines = command_lines(body)
     return parse_line(lines[0]) if lines else None

@@ -26,6 +26,7 @@ from jobs import api, secrets
 from jobs.errors import cancellation
 
 from . import approval as ap
+from . import planning
 from .ports import Lease, Outcome
 from .progress import Progress
 from .record import RunRecord
@@ -85,7 +86,7 @@ def resume_refusal(rec: RunRecord, prep: api.Preparation | None) -> str:
         return f"its worker was lost {rec.losses} times (a step may be killing it, e.g. out of memory)"
     if prep is None or prep.base != rec.base_commit:
         return "its run folder (clone, preparation) is not on this worker"
-    if not ap.may_start(rec.approval, prep.plan.digest(), prep.base):
+    if not ap.may_start(rec.approval, planning.record_plan_id(prep, rec), prep.base):
         return "its plan is no longer the one that was approved"
     return ""
 

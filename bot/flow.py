@@ -11,7 +11,8 @@ A run, from the comment to the draft PR:
    command's arguments (a bad file or argument is answered, nothing starts); the clone is
    researched and planned once (`jobs.api.prepare`, saved in the run folder); the record, the plan
    comment and the sticky status comment are written; if the requester may spend, the run is
-   launched (the App enqueues it, the Action runs it in its own process).
+   launched (the App enqueues it, the Action runs it in its own process); else it awaits approval
+   under a plan id covering every field of the plan, and no clone is kept for it (`bot.planning`).
 2. `run`: if the default branch still is at the planned base, the saved preparation is used (it is
    made again only on a machine that lacks it, e.g. a fresh Actions runner); if the branch moved,
    the new base is a new run, planned and awaiting approval. The approval must name this plan
@@ -24,39 +25,28 @@ A run, from the comment to the draft PR:
 
 Security kept here, in code: a token is asked for only by the git operation that needs it and
 never kept; `jobs.secrets.scrub_environment()` runs before any target code; only approvers and the
-requester may cancel; an approval holds only for the plan digest and base commit it was given for.
+requester may cancel; an approval holds only for the plan id and base commit it was given for.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 from dataclasses import dataclass
 
 from jobs import api
-from jobs.config import CONFIG_PATH, ConfigError, Overrides, TargetConfig, parse_config
-from jobs.errors import OverrideError
+from jobs.config import Overrides, TargetConfig
 
 from . import approval as ap
-from . import bench, execution
+from . import bench, execution, planning
+from .planning import run_id_for  # noqa: F401  (the run id's home is bot.planning)
 from .ports import GitRemote, Launcher, Lease, Outcome, Place, RepoHost, Reply, RunStore, StopFailed, TokenProvider
 from .record import RunRecord
 from .routing import CommentCommand
-from .status import (approve_names_plan, config_error_reply, help_reply, pending_plan_kept, plan_body, plan_marker,
-                     pr_body, pr_title, status_body, status_marker)
+from .status import (approve_names_plan, help_reply, pending_plan_kept, plan_body, plan_marker, pr_body, pr_title,
+                     status_body, status_marker)
 
 log = logging.getLogger("autoresearch.bot")
 COMMENT_LIMIT = 60000
-
-
-def run_id_for(issue: int, base: str, overrides: Overrides) -> str:
-    """Stable per (issue, base commit, command arguments): a rerun of the same request resumes
-    the same run (finished experiments are never re-run or paid for twice)."""
-    rid = f"{issue}-{base[:7]}"
-    if overrides:
-        rid += "-" + hashlib.sha256(json.dumps(overrides.to_dict(), sort_keys=True).encode()).hexdigest()[:4]
-    return rid
 
 
 def push_target(fork_owner: str, config: TargetConfig, owner: str, name: str) -> tuple[str, str]:
@@ -111,20 +101,25 @@ class Flow:
         overrides = cmd.command.overrides if cmd.command else Overrides()
         prep = self.prepare(cmd.issue_number, cmd.default_branch, overrides)
         ok = self.is_approver(cmd.author, list(prep.config.approvers))
-        decision = ap.decide_request(cmd.author, ok, prep.plan.over_budget, prep.plan.digest(), prep.base)
         run_id = prep.layout.run_id
         with self.store.locked(self.repo, run_id):
             old = self.store.get_run(self.repo, run_id)
             if old and old.state in (ap.QUEUED, ap.RUNNING):
                 raise Reply(f"autoresearch: run `{run_id}` is already {old.state}.\n")
+            nonce = planning.same_plan_nonce(prep, old) or planning.new_nonce()
+            plan = planning.plan_id(prep, self.repo, cmd.issue_number, overrides, nonce)
+            decision = ap.decide_request(cmd.author, ok, prep.plan.over_budget, plan, prep.base)
             if cur and cur.state == ap.AWAITING and cur.run_id != run_id:
                 self.store.update_run(self.repo, cur.run_id, state=ap.transition(cur.state, "cancel"),
                                       message=f"superseded by run `{run_id}`")
+                planning.discard(self.layout(cur.run_id))
             rec = self._record(cmd.installation_id, cmd.issue_number, cmd.default_branch, cmd.author, overrides,
-                               prep, decision, old)
+                               prep, decision, old, nonce)
             self.store.replace_run(rec)
             self.store.clear_cancel(self.repo, run_id)
             self.store.set_current(self.repo, cmd.issue_number, run_id)
+        if decision.state != ap.QUEUED:
+            planning.release_clone(prep.layout)          # nothing cloned stays for a plan nobody approved
         if cur and cur.run_id != run_id and cur.state == ap.AWAITING:
             self.refresh_status(cur.run_id)
         self.gh.upsert_comment(rec.issue, plan_marker(rec), plan_body(rec))   # the plan, before anything is spent
@@ -170,6 +165,7 @@ class Flow:
             if cur.state != ap.RUNNING:
                 self.store.update_run(self.repo, run_id, state=ap.transition(cur.state, "cancel"),
                                       message=f"cancelled by @{by} before it started")
+                planning.discard(self.layout(run_id))
             else:
                 try:
                     what = self.launcher.stop(cur)
@@ -203,48 +199,20 @@ class Flow:
         return ap.is_approver(login, perm, role, approvers)
 
     def prepare(self, issue: int, default_branch: str, overrides: Overrides, base: str | None = None) -> api.Preparation:
-        """Config at `base` (default: the branch head) narrowed by the command, the clone, the
-        research and the plan, all once. Raises Reply for what the requester must fix."""
-        base = base or self.gh.head_sha(default_branch)
-        text = self.gh.file_text(CONFIG_PATH, base)
-        if text is None:
-            raise Reply(config_error_reply(CONFIG_PATH, [("(file)", "not found on the default branch; add it "
-                                                           "(see the autoresearch docs)")]))
-        try:
-            config = parse_config(text, CONFIG_PATH)
-        except ConfigError as exc:
-            raise Reply(config_error_reply(CONFIG_PATH, exc.problems)) from None
-        try:
-            config = config.narrow(overrides)
-        except OverrideError as exc:
-            raise Reply(help_reply(str(exc))) from None
-        layout = self.layout(run_id_for(issue, base, overrides))
-        self.git.checkout(self.place.clone_url(self.gh.owner, self.gh.repo), layout.clone, base, self.token,
-                          ref=default_branch)
-        try:
-            return api.prepare(layout, base, config, self.place.executor)
-        except api.PlanError as exc:
-            raise Reply(f"autoresearch: {exc}\n") from None
+        """Config, clone, research and plan, once (`bot.planning.prepare`); Reply for what to fix."""
+        return planning.prepare(self, issue, default_branch, overrides, base)
 
     def prepared(self, rec: RunRecord) -> api.Preparation:
-        """The run's preparation if the default branch is still at its base (made again only where
-        this machine lacks it); else a new run's, at the new base."""
-        head = self.gh.head_sha(rec.default_branch)
-        if head == rec.base_commit:
-            layout = self.layout(rec.run_id)
-            prep = api.load_preparation(layout, self.place.executor)
-            if prep is not None and prep.base == head:
-                self.git.checkout(self.place.clone_url(self.gh.owner, self.gh.repo), layout.clone, head, self.token,
-                                  ref=rec.default_branch)    # a clean tree; fetches only if the clone lost it
-                return prep
-        return self.prepare(rec.issue, rec.default_branch, rec.overrides, base=head)
+        """The run's saved preparation at its base, else a new run's (`bot.planning.prepared`)."""
+        return planning.prepared(self, rec)
 
     def _record(self, installation_id: int, issue: int, default_branch: str, requester: str, overrides: Overrides,
-                prep: api.Preparation, decision: ap.Decision, old: RunRecord | None) -> RunRecord:
+                prep: api.Preparation, decision: ap.Decision, old: RunRecord | None, nonce: str) -> RunRecord:
         return RunRecord(
             run_id=prep.layout.run_id, repo=self.repo, owner=self.gh.owner, name=self.gh.repo,
             installation_id=installation_id, issue=issue, default_branch=default_branch, requester=requester,
-            overrides=overrides, base_commit=prep.base, plan_digest=prep.plan.digest(), plan_text=prep.plan.describe(),
+            overrides=overrides, base_commit=prep.base, plan_nonce=nonce, plan_text=prep.plan.describe(),
+            plan_digest=planning.plan_id(prep, self.repo, issue, overrides, nonce),
             over_budget=prep.plan.over_budget, state=decision.state, approvers=list(prep.config.approvers),
             n_hypotheses=prep.n_hypotheses, candidates=[c.name for c in prep.candidates], approval=decision.approval,
             wall_hours=prep.config.budget.wall_hours, message=decision.reason,
@@ -255,17 +223,22 @@ class Flow:
         """The base or the plan changed since approval: post the new plan, awaiting approval again."""
         new_id = prep.layout.run_id
         with self.store.locked(self.repo, rec.run_id):
+            nonce = planning.new_nonce()
             if new_id == rec.run_id:
                 self.store.update_run(self.repo, rec.run_id, state=ap.transition(rec.state, "stale"), approval=None,
-                                      plan_digest=prep.plan.digest(), plan_text=prep.plan.describe(),
+                                      plan_digest=planning.plan_id(prep, self.repo, rec.issue, rec.overrides, nonce),
+                                      plan_nonce=nonce, plan_text=prep.plan.describe(),
                                       over_budget=prep.plan.over_budget, message=f"{why}: approval is needed again")
             else:
                 self.store.update_run(self.repo, rec.run_id, state=ap.transition(rec.state, "cancel"),
                                       message=f"superseded by run `{new_id}` ({why})")
+                planning.discard(self.layout(rec.run_id))
                 d = ap.Decision(ap.AWAITING, None, f"{why}: approval is needed again")
                 self.store.replace_run(self._record(rec.installation_id, rec.issue, rec.default_branch, rec.requester,
-                                                    rec.overrides, prep, d, self.store.get_run(self.repo, new_id)))
+                                                    rec.overrides, prep, d, self.store.get_run(self.repo, new_id),
+                                                    nonce))
                 self.store.set_current(self.repo, rec.issue, new_id)
+        planning.release_clone(prep.layout)
         self.refresh_status(rec.run_id)
         new = self.store.get_run(self.repo, new_id)
         self.gh.upsert_comment(new.issue, plan_marker(new), plan_body(new))
@@ -289,7 +262,7 @@ class Flow:
         except Exception as exc:       # GitHub or git unreachable: say so rather than stay "queued" forever
             self.finish(rec, "fail", phase="planning", message=f"❌ could not prepare the run: {str(exc)[:500]}")
             raise
-        if not ap.may_start(rec.approval, prep.plan.digest(), prep.base):
+        if not ap.may_start(rec.approval, planning.record_plan_id(prep, rec), prep.base):
             why = (f"the default branch moved from `{rec.base_commit[:12]}` to `{prep.base[:12]}`"
                    if prep.base != rec.base_commit else "the plan changed since it was approved")
             return self.replan(rec, prep, why)
@@ -321,6 +294,12 @@ class Flow:
         """Push the run's branch and open (or update) the issue's draft PR; or report without a PR.
         Returns the record fields to set. `summary` comes from `api.start`, which returns only once
         every process the run started is gone: the token's git push never runs next to target code."""
+        if summary.get("stopped"):     # nothing to try: research.md says what was scanned and what to do
+            research_md = prep.layout.out / "research.md"
+            research = research_md.read_text(encoding="utf-8") if research_md.is_file() else ""
+            self.gh.comment(rec.issue, (f"autoresearch run `{rec.run_id}`: nothing was measured and no pull request "
+                                        f"was opened: {summary['stopped']}.\n\n{research}")[:COMMENT_LIMIT])
+            return {"message": "nothing to try; the research is in a comment below"}
         report = (prep.layout.out / "pr.md").read_text(encoding="utf-8")
         kept = any(st.get("status") == "keep" for st in summary.get("stacks", {}).values())
         if not kept:

@@ -6,11 +6,17 @@ description does not require (e.g. `labels[].archived_by`), so a valid response 
 the few fields used are read from the JSON (`_pull`). The `GitHub` client object is kept alive on
 the adapter while responses are in use.
 
+A comment is found again only among the bot's own comments (author = `Settings.bot_login`: the
+App's `<slug>[bot]`, the Action's `github-actions[bot]`), never by its hidden marker alone: anyone
+can post a marker first, and the bot must neither edit their comment (GitHub would let it) nor be
+stuck on it. Without a configured login the App never searches: it edits the comment id it
+stored, else posts a new comment.
+
 Endpoints (https://docs.github.com/en/rest):
 - POST  /app/installations/{id}/access_tokens            installation token (git clone/push)
 - POST  /repos/{o}/{r}/issues/comments/{id}/reactions    👀 on receipt
 - POST  /repos/{o}/{r}/issues/{n}/comments               replies, plan and status comments
-- GET   /repos/{o}/{r}/issues/{n}/comments               find the sticky status comment by marker
+- GET   /repos/{o}/{r}/issues/{n}/comments               find the sticky status comment: the bot's own, by marker
 - PATCH /repos/{o}/{r}/issues/comments/{id}              edit the status comment in place
 - GET   /repos/{o}/{r}/collaborators/{user}/permission   who may start spending
 - GET   /repos/{o}/{r}/git/ref/heads/{branch}            the base commit
@@ -79,6 +85,7 @@ class RepoClient:
     def __init__(self, settings: Settings, installation_id: int, owner: str, repo: str, *, auth=None):
         self.settings = settings
         self.owner, self.repo = owner, repo
+        self.bot_login = settings.bot_login      # whose comments and pull requests are the bot's
         self.gh = _client(auth or AppInstallationAuthStrategy(settings.app_id, settings.private_key(), installation_id),
                           settings)
 
@@ -98,17 +105,11 @@ class RepoClient:
         self.gh.rest.issues.update_comment(self.owner, self.repo, comment_id, body=body).parsed_data
 
     def find_comment(self, issue: int, marker: str) -> int | None:
-        """The first comment on the issue whose body contains `marker` (pages of 100)."""
-        page = 1
-        while True:
-            resp = self.gh.rest.issues.list_comments(self.owner, self.repo, issue, per_page=100, page=page)
-            comments = resp.parsed_data
-            for c in comments:
-                if isinstance(c.body, str) and marker in c.body:
-                    return c.id
-            if len(comments) < 100:
-                return None
-            page += 1
+        """The first of the bot's own comments on the issue that carries `marker` (see above)."""
+        if not self.bot_login:
+            return None
+        found = self.own_comment(issue, marker, self.bot_login)
+        return found[0] if found else None
 
     def upsert_comment(self, issue: int, marker: str, body: str, known_id: int | None = None) -> int:
         """Edit the comment carrying `marker` in place, or create it. Returns its id."""
@@ -171,16 +172,20 @@ class RepoClient:
     # -- the Action's two -----------------------------------------------------------------------
     def own_comment(self, issue: int, marker: str, author: str) -> tuple[int, str] | None:
         """(id, body) of the first comment by `author` that carries `marker` (pages of 100)."""
+        return next(self.own_comments(issue, marker, author), None)
+
+    def own_comments(self, issue: int, marker: str, author: str):
+        """(id, body) of every comment by `author` that carries `marker`, oldest first."""
         page = 1
         while True:
             comments = self.gh.rest.issues.list_comments(self.owner, self.repo, issue, per_page=100,
                                                          page=page).parsed_data
             for c in comments:
                 login = (c.user.login if c.user else "") or ""
-                if login.lower() == author.lower() and isinstance(c.body, str) and marker in c.body:
-                    return c.id, c.body
+                if author and login.lower() == author.lower() and isinstance(c.body, str) and marker in c.body:
+                    yield c.id, c.body
             if len(comments) < 100:
-                return None
+                return
             page += 1
 
     def cancel_workflow_run(self, run_id: int) -> None:

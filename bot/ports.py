@@ -83,12 +83,14 @@ class PullRequest(Protocol):
     base_ref: str
     base_sha: str
     head_repo: str              # owner/name of the repository the head branch lives in
+    author: str                 # who opened it
 
 
 class RepoHost(Protocol):
     """GitHub's REST API for one repository (bot.github lists the endpoints)."""
     owner: str
     repo: str
+    bot_login: str              # the bot's own login: its comments and pull requests ('' if unknown)
 
     def react(self, comment_id: int, content: str = "eyes") -> None: ...
 

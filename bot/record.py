@@ -33,7 +33,7 @@ class RunRecord:
     overrides: Overrides
     # the plan, and who approved it
     base_commit: str
-    plan_digest: str
+    plan_digest: str                      # the plan id `approve` names (`bot.planning.plan_id`)
     plan_text: str
     over_budget: bool
     state: str                            # bot.approval's states
@@ -41,6 +41,7 @@ class RunRecord:
     n_hypotheses: int = 0
     candidates: list[str] = field(default_factory=list)
     approval: Approval | None = None
+    plan_nonce: str = ""                  # the random part of the plan id, kept with the plan
     wall_hours: float = 4.0
     # progress
     phase: str = "planned"

@@ -1,14 +1,19 @@
 """Comment and pull-request text. Pure: plain data in, Markdown out.
 
 The status comment of a run is found again by a hidden marker (`<!-- autoresearch:status RUN -->`)
-and edited in place, so every run has exactly one.
+among the bot's own comments (`bot.github`: by author, never by marker alone) and edited in place,
+so every run has exactly one.
+
+Everything a repository or a commenter controls (plan text with platform names, candidate file
+names, the best experiment's name, run messages carrying errors, config field names, the report)
+passes through `jobs.mdsafe` here: no mention, reference, link, image or HTML of theirs is live.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from jobs import results
+from jobs import mdsafe, results
 
 from .commands import HELP
 from .record import RunRecord
@@ -64,21 +69,27 @@ def status_body(r: RunRecord) -> str:
         ("state", state_words(r)),
         ("phase", r.phase or "—"),
         ("experiments", f"{r.experiments_done}/{total}" if total is not None else "—"),
-        ("current best", r.best or "—"),
+        ("current best", r.best or "—"),          # `best_line`'s: made inert there
         ("cost so far", f"{float(r.cost_usd or 0):.2f} USD"),
-        ("plan", r.plan_text or "—"),
+        ("plan", mdsafe.text(r.plan_text, 1000) if r.plan_text else "—"),
         ("base commit", f"`{(r.base_commit or '')[:12]}`"),
-        ("requested by", f"@{r.requester}" if r.requester else "—"),
+        ("requested by", f"@{login(r.requester)}" if r.requester else "—"),
     ]
     if r.approval:
-        rows.append(("approved by", f"@{r.approval.by} (plan `{r.approval.plan_digest}`)"))
+        rows.append(("approved by", f"@{login(r.approval.by)} (plan {mdsafe.code(r.approval.plan_digest, 40)})"))
     if r.pr_url:
-        rows.append(("pull request", r.pr_url))
+        rows.append(("pull request", r.pr_url))          # GitHub's own html_url
     lines = [status_marker(r.run_id), f"### autoresearch run `{r.run_id}`", "",
              "| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
     if r.message:
-        lines += ["", r.message]
+        lines += ["", mdsafe.prose(r.message)]
     return "\n".join(lines) + "\n"
+
+
+def login(name: str) -> str:
+    """A GitHub login as the bot writes it after `@` (logins are letters, digits and `-`; the
+    Action's dispatch actor or a stored record could hold anything else: then it is made inert)."""
+    return name if name.replace("-", "").isalnum() and name.isascii() else mdsafe.text(name, 60)
 
 
 def plan_marker(r: RunRecord) -> str:
@@ -87,10 +98,11 @@ def plan_marker(r: RunRecord) -> str:
 
 def plan_body(r: RunRecord) -> str:
     lines = [plan_marker(r), f"### autoresearch plan `{r.plan_digest}` for run `{r.run_id}`",
-             "", f"- **Plan:** {r.plan_text}", f"- **Base commit:** `{r.base_commit[:12]}`",
+             "", f"- **Plan:** {mdsafe.text(r.plan_text, 1000)}", f"- **Base commit:** `{r.base_commit[:12]}`",
              f"- **Hypotheses:** {r.n_hypotheses} from research"
-             + (f", maintainer candidates: {', '.join(f'`{c}`' for c in r.candidates)}" if r.candidates else ""),
-             f"- **Decision:** {STATE_WORDS.get(r.state, r.state)} — {r.message}"]
+             + (f", maintainer candidates: {', '.join(mdsafe.code(c, 120) for c in r.candidates)}"
+                if r.candidates else ""),
+             f"- **Decision:** {STATE_WORDS.get(r.state, r.state)} — {mdsafe.prose(r.message)}"]
     if r.state == "awaiting_approval":
         lines += ["", "Nothing runs and nothing is spent until an approver comments", "",
                   f"    /autoresearch approve {r.plan_digest}", "",
@@ -102,12 +114,13 @@ def approve_names_plan(r: RunRecord, named: str) -> str:
     """A bare `approve`, or one naming another plan: nothing is approved; say which plan waits."""
     said = f"plan `{named}` is not the one awaiting approval" if named else "`approve` names the plan it approves"
     return (f"autoresearch: {said}; nothing was approved. Plan `{r.plan_digest}` of run `{r.run_id}` "
-            f"(requested by @{r.requester}, base `{r.base_commit[:12]}`) awaits approval: {r.plan_text}\n\n"
+            f"(requested by @{login(r.requester)}, base `{r.base_commit[:12]}`) awaits approval: "
+            f"{mdsafe.text(r.plan_text, 1000)}\n\n"
             f"To approve it, an approver comments `/autoresearch approve {r.plan_digest}`.\n")
 
 
 def pending_plan_kept(r: RunRecord, author: str) -> str:
-    return (f"autoresearch: plan `{r.plan_digest}` of @{r.requester} awaits approval, and @{author} may not "
+    return (f"autoresearch: plan `{r.plan_digest}` of @{login(r.requester)} awaits approval, and @{login(author)} may not "
             "replace it (only its requester or an approver can: write access or a listing in `approvers`). "
             "Nothing changed.\n")
 
@@ -127,7 +140,7 @@ def help_reply(reason: str) -> str:
 
 def config_error_reply(source: str, problems: list[tuple[str, str]]) -> str:
     lines = [f"autoresearch: `{source}` on the default branch is not valid, so no run was started.", ""]
-    lines += [f"- `{field}`: {msg}" for field, msg in problems]
+    lines += [f"- {mdsafe.code(field, 200)}: {mdsafe.prose(msg, 1000)}" for field, msg in problems]
     return "\n".join(lines) + "\n"
 
 
@@ -137,13 +150,15 @@ def best_line(records: Iterable[Mapping[str, Any]], primary: str) -> str:
     if best is None:
         return ""
     rec, m = best
-    return f"`{rec['name']}` {m['delta_pct']:+.1f}% {primary} on {rec.get('platform', '?')} (p={m['p_value']:.3g})"
+    return (f"{mdsafe.code(rec['name'], 120, in_table=True)} {m['delta_pct']:+.1f}% {mdsafe.text(primary)} on "
+            f"{mdsafe.text(rec.get('platform', '?'))} (p={m['p_value']:.3g})")
 
 
 def pr_title(issue_number: int, target: str) -> str:
-    return f"autoresearch: CPU optimizations for {target} (#{issue_number})"
+    return f"autoresearch: CPU optimizations for {mdsafe.plain(target, 120)} (#{issue_number})"
 
 
 def pr_body(report_md: str, issue_number: int, agent: str, kept: bool) -> str:
     link = f"Closes #{issue_number}" if kept else f"Refs #{issue_number}"
-    return f"{report_md.rstrip()}\n\n---\n\n{AI_DISCLOSURE.format(agent=agent)}\n\n{link}\n"
+    disclosure = AI_DISCLOSURE.format(agent=mdsafe.one_line(agent, 40).replace("`", "'"))
+    return f"{report_md.rstrip()}\n\n---\n\n{disclosure}\n\n{link}\n"

@@ -123,7 +123,7 @@ def cmd_run(args) -> int:
                                         "fix: add --candidate PATCH, or use --agent offline"])
     repo = gitops.toplevel(options.target)
     preflight.check_run(repo, load_config(repo), candidates=options.candidates, out=options.out,
-                        base=_resumed_base(options.out))
+                        base=_resumed_base(options.out), repeats=options.repeats)
     if getattr(args, "dry_run", False):   # `demo` reuses cmd_run without the flag
         if args.executor != "skypilot":
             raise RunError("--dry-run previews cloud tasks and their cost; use it with --executor skypilot")

@@ -59,7 +59,7 @@ class Repeats(Strict):
     min: int = Field(3, ge=1, description="pairs before the test may stop")
     max: int = Field(40, ge=3, description="most pairs per experiment (the cost cap)")
     warmup: int = Field(1, ge=0, description="discarded warm-up processes per arm")
-    calibration: int = Field(8, ge=4, description="A/A pairs measured before the experiments")
+    calibration: int = Field(20, ge=4, description="A/A pairs measured before the experiments")
 
     @model_validator(mode="after")
     def _ordered(self):
@@ -177,6 +177,8 @@ class Profile(Strict):
     workloads: dict[str, int] = Field(default_factory=dict,
                                       description="metric -> tokens per graph; default ppN -> N, tgN -> 1")
     timeout: float = Field(1800, gt=0, description="seconds for the instrumented build and for the run")
+    required: bool = Field(False, description="true: a run stops when the profile cannot be measured; false: "
+                                              "it ranks without it and every report says so at the top")
 
     @field_validator("instrument")
     @classmethod
@@ -268,6 +270,10 @@ class TargetConfig(Strict):
     metrics: list[Metric] = Field(min_length=1, description="what the benchmark prints; one is primary")
     editable: list[str] = Field(min_length=1, description="globs (fnmatch, from the repository root) of the only "
                                                           "files an agent or a --candidate may change")
+    yardstick: list[str] = Field(default_factory=list, description=(
+        "globs of further files that measure or check (e.g. the sources the build compiles into the benchmark), "
+        "added to the default yardstick: the config, the files the commands name, and the folders of the "
+        "benchmark's and checks' files; none of it may be edited, and `editable` must not reach into it"))
     timeouts: Timeouts = Timeouts()
     repeats: Repeats = Repeats()
     thresholds: Thresholds = Thresholds()

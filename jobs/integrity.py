@@ -9,11 +9,14 @@ digest the benchmark printed (`DIGEST name=hex`). These functions compare them:
 
 * `digest_problems`: in every pair both processes got the same seed, so equal outputs must give
   equal digests; a candidate that computes something else at the benchmarked positions differs.
-* `clock_problems`: a real speed-up of the timed work makes the whole process cheaper on the
-  clock the metric uses (declared per metric: `clock: wall|cpu`). Given the baseline's timed
-  share of the process (at least `timed_share`), the claimed improvement implies a minimum saving
-  of the runner's own clock; a candidate whose runner-measured saving (at its most favourable)
-  falls short of that is `invalid`.
+* `clock_problems`, `clock_decision`: a real speed-up of the timed work makes the whole process
+  cheaper on the clock the metric uses (declared per metric: `clock: wall|cpu`). Given the
+  baseline's timed share of the process (at least `timed_share`), the claimed improvement implies
+  a minimum saving of the runner's own clock. That is a sequential test of its own, not a glance
+  at an interval that is still wide when the metric decides: a keep is final only once the
+  runner's clock confirms a saving of that order, and a candidate whose clock excludes it is
+  `invalid` (the runner samples on, to the cap, until the clock decides). Both sides are tested at
+  the run's alpha: the keep level already guards against a null; this guards against a cheat.
 * `inverse_problems`: two metrics that must agree per process (tok/s x ms/tok = 1000).
 * `parser_problems` vs `load_flags`: a baseline whose metric swings without the process's own
   time swinging with it is a broken parser (stop); one whose metric and process time swing
@@ -76,6 +79,28 @@ def clock_problems(metric: str, claim_lo: float, clock: str, saving_hi: float, s
             f"{what} to fall by at least {100 * -math.expm1(-need):.1f}% (timed share >= {timed_share:g}); "
             f"the runner measured {saving_pct:+.1f}% (at most {100 * -math.expm1(-saving_hi):.1f}%): the work "
             "went where the benchmark's clock does not see it (child processes, untimed set-up, a cache)"]
+
+
+CONFIRMED, EXCLUDED, UNDECIDED = "confirmed", "excluded", "undecided"
+
+
+def clock_decision(y: np.ndarray, s: np.ndarray, need: float, alpha_confirm: float, alpha_exclude: float) -> str:
+    """The runner's own clock as a sequential test, with the paired e-process of `jobs.sequential`
+    on `y` = log(baseline time / candidate time) per pair (the saving) and its scale `s`:
+    *excluded* once the wealth against "the saving is at least `need`" reaches 1/alpha_exclude (the
+    clock's interval excludes what the claim implies: the result is invalid); *confirmed* once the
+    wealth against "the saving is at most need/2" reaches 1/alpha_confirm (the clock shows a
+    saving of the claimed order); else *undecided* (sample on). Whichever happened first wins."""
+    from .sequential import log_wealth
+    if need <= 0:
+        return CONFIRMED
+    if y.size == 0:
+        return UNDECIDED
+    ex = np.flatnonzero(log_wealth(y, s, need, "down")[0] >= math.log(1 / alpha_exclude))
+    co = np.flatnonzero(log_wealth(y, s, need / 2, "up")[0] >= math.log(1 / alpha_confirm))
+    if ex.size and (not co.size or ex[0] <= co[0]):
+        return EXCLUDED
+    return CONFIRMED if co.size else UNDECIDED
 
 
 def inverse_problems(per_process: Sequence[dict[str, float]], inverse_pairs: Sequence[Any], who: str) -> list[str]:

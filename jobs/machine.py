@@ -6,15 +6,10 @@ take other paths, and an `-mavx512f` binary does not even start there), and a bu
 explains a wide interval. Reports used to name only the CPU model ("AMD EPYC (2 cpus)"), which is
 the same string on both kinds of machine here.
 
-`describe_cpuinfo`, `isa_level` and `summarise_load` are pure; `machine_facts` reads this machine.
+Pure: text and numbers in, data out; `jobs.hostfacts` reads this machine.
 """
 from __future__ import annotations
 
-import os
-import platform
-import shutil
-import subprocess
-from pathlib import Path
 
 # The flags that decide which SIMD path a runtime-dispatched kernel takes, best first per family.
 X86_FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512_bf16", "avx512vbmi",
@@ -62,37 +57,6 @@ def summarise_load(samples: list[tuple[float, float, float]]) -> dict[str, float
         return {}
     ones = [s[0] for s in samples]
     return {"min": round(min(ones), 2), "max": round(max(ones), 2), "mean": round(sum(ones) / len(ones), 2)}
-
-
-def compiler_version(cc: str | None = None) -> str:
-    """The first line of `cc --version` (the compiler the target's build most likely used)."""
-    exe = cc or os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not exe:
-        return ""
-    try:
-        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return out.splitlines()[0].strip() if out else ""
-
-
-def load_now() -> tuple[float, float, float] | None:
-    try:
-        return os.getloadavg()
-    except OSError:
-        return None
-
-
-def machine_facts() -> dict[str, object]:
-    """This machine, as summary.json and pr.md record it: cpu, cpus, arch, isa, flags, kernel, compiler."""
-    try:
-        cpu = describe_cpuinfo(Path("/proc/cpuinfo").read_text(errors="replace"))
-    except OSError:
-        cpu = {"model": platform.processor(), "flags": []}
-    flags = list(cpu["flags"])  # type: ignore[arg-type]
-    return {"cpu": cpu["model"] or platform.machine(), "cpus": os.cpu_count() or 0, "arch": platform.machine(),
-            "isa": isa_level(flags, platform.machine()), "flags": flags, "kernel": platform.release(),
-            "compiler": compiler_version()}
 
 
 def one_line(facts: dict[str, object], load: dict[str, float] | None = None) -> str:

@@ -18,15 +18,16 @@ from typing import Any, Callable
 
 import hashlib
 
-from . import cleanup, gitops, ledger, runlock, sandbox
+from . import cleanup, drift, gitops, ledger, runlock, sandbox, yardstick
 from .agent.offline import NotImplementable
 from .calibration import calibrate_run
 from .config import Overrides, TargetConfig, load_config
 from .agent import make_agent
 from .errors import RunCancelled, RunError  # noqa: F401  (re-exported: jobs.pipeline.RunError)
 from .executors import Executor, ExecutorUnavailable, make_executors
+from .machine import summarise_load
 from .model import ExperimentRecord, Hypothesis, SkipCause, Status
-from .report import render_pr, render_research
+from .report import render_pr, render_research, with_warning
 from .report_review import reproduce_lines
 from .research.offline import Research, candidate_hypothesis, research
 from .operator import OperatorError, OperatorPolicy
@@ -159,6 +160,9 @@ class Run:
         if self.o.agent == "claude":
             self.agent      # --agent claude without a key (or SDK) refuses here, before any research is built
         base = gitops.head_commit(self.repo)
+        overlap = yardstick.overlaps(self.config, gitops.files_at(self.repo, base))
+        if overlap:                  # the CLI's preflight says it first; the App and the Action land here
+            raise RunError("; ".join(overlap))
         if self.state:
             if self.state["run_id"] != self.o.run_id:
                 raise RunError(f"{self.out} holds run {self.state['run_id']}, not {self.o.run_id}; "
@@ -247,6 +251,8 @@ class Run:
                     profile_cache=cache)
                 if config is not self.config:
                     sources.notes.append("profile: not measured (switched off with --profile off)")
+                elif sources.profile_missing:
+                    self._profile_missing(sources.profile_missing)
                 found = merge_sources(found, sources, self.config)
                 if callprof is not None:
                     from .research.callgrind import digest
@@ -266,9 +272,9 @@ class Run:
         finally:
             gitops.remove_worktree(self.repo, tree)
         self._charge_llm()
-        (self.out / "research.md").write_text(render_research(
+        (self.out / "research.md").write_text(with_warning(render_research(
             self.config.name or self.repo.name, self.state["base_commit"], hypotheses, notes, findings,
-            self.o.agent) + "\n" + "\n".join(coverage + (render_callgrind(callprof) if callprof else []))
+            self.o.agent), self.state.get("profile_missing", "")) + "\n" + "\n".join(coverage + (render_callgrind(callprof) if callprof else []))
             + ("\n" + sources.markdown() if sources else ""), encoding="utf-8")
         (self.out / "hypotheses.json").write_text(
             json.dumps([h.to_dict() for h in hypotheses], indent=2), encoding="utf-8")
@@ -277,6 +283,21 @@ class Run:
                    callgrind=callprof.to_dict() if callprof else None)
         self.emit({"type": "research_done", "hypotheses": [h.id for h in hypotheses]})
         return hypotheses
+
+    def _profile_missing(self, why: str) -> None:
+        """The op profile was configured but not measured: stop (research.profile.required) or go on
+        ranking by kind weights alone, saying so loudly, since the ranking decides what is tested."""
+        spec = self.config.research.profile
+        fix = (f"raise research.profile.timeout (now {spec.timeout:.0f} s), warm the build's cache (ccache) "
+               "or fix the instrumented build, then run again (`--profile reuse` keeps a measured profile)")
+        if spec.required:
+            raise RunError(f"research.profile: the op profile was not measured ({why}); research.profile.required "
+                           f"is true, so the run stops before anything is measured; fix: {fix}")
+        message = (f"the op profile was not measured ({why}): hypotheses are ranked by kind weights alone, so the "
+                   f"ones a profile would put first may not be tested; fix: {fix}, or set "
+                   "research.profile.required: true to stop instead")
+        self._save(profile_missing=message)
+        self.emit({"type": "warning", "message": message})
 
     def _research_step(self, name: str) -> None:
         self.emit({"type": "progress", "name": "research", "message": name, "fraction": 0.0})
@@ -314,7 +335,8 @@ class Run:
             rule = plan.rule()
             stop = StopRule(alpha_keep=rule.alpha_keep, floor=rule.floor, target=rule.target,
                             alpha_loss=rule.alpha_loss, alpha_futility=rule.alpha_futility,
-                            min_pairs=rule.min_pairs, adjust=list(plan.adjust.get(self.config.primary.name, ())))
+                            min_pairs=rule.min_pairs, adjust=list(plan.adjust.get(self.config.primary.name, ())),
+                            clock=self.config.primary.clock, timed_share=self.config.integrity.timed_share)
             prior = [list(p) for p in plan.priors.get(self.config.primary.name, ())]
         return ExperimentSpec.from_config(
             self.config, run_id=self.o.run_id, name=name, platform=ex.platform,
@@ -342,6 +364,11 @@ class Run:
             raise RunCancelled(f"run {self.o.run_id} cancelled")
         raw = ex.run(spec, progress)
         self._save(cost_usd=round(self.state.get("cost_usd", 0.0) + raw.cost_usd, 4))
+        if raw.machine:       # where it ran (ISA, kernel, compiler) and the load seen while it ran
+            seen = self.state.get("machines", {}).get(ex.platform, {})
+            facts = {k: v for k, v in raw.machine.items() if k != "load"}
+            self._save(machines={**self.state.get("machines", {}),
+                                 ex.platform: {**facts, "load": seen.get("load", []) + list(raw.machine.get("load", []))}})
         return raw
 
     def _budget_refusal(self, ex: Executor, spec: ExperimentSpec, count: int) -> str:
@@ -458,9 +485,28 @@ class Run:
                     adjust={name: tuple(c.get("adjust", ())) for name, c in cal.items()})
         if alpha <= 0:
             return plan
-        residuals = [p[0] for p in primary.get("prior", [])]
+        # The machine's noise as the run goes (jobs/drift.py): once recent experiments give enough
+        # pairs, they, not the calibration alone, say which effects this run can still see.
+        residuals, _ = drift.current([p[0] for p in primary.get("prior", [])],
+                                     self.state.get("noise", {}).get(platform, {}).get("pool", []))
         power = mde(residuals, plan.rule(), prior=plan.prior(self.config.primary.name), n_sims=200)
         return Plan(**{**plan.__dict__, "mde_pct": power.effect_pct})
+
+    def _follow_noise(self, platform: str, name: str, raw: RawResult, plan: Plan) -> None:
+        """Add this experiment's primary-metric residuals to the platform's recent-noise pool."""
+        from .verdict import metric_pairs
+        primary = self.config.primary
+        ys = [p.y for p in metric_pairs(raw, primary.name, primary.direction,
+                                        tuple(plan.adjust.get(primary.name, ())))]
+        res = drift.residuals(ys)
+        if not res:
+            return
+        seen = self.state.get("noise", {}).get(platform, {})
+        keep = max(2 * self.config.repeats.calibration, drift.MIN_POOL)
+        entry = {"pool": drift.pooled(seen.get("pool", []), res, keep),
+                 "history": seen.get("history", []) + [{"name": name, "pairs": len(res),
+                                                         "noise_pct": round(drift.scale_pct(res), 2)}]}
+        self._save(noise={**self.state.get("noise", {}), platform: entry})
 
     def _recipes(self):
         from .recipes import load_recipe_set
@@ -506,6 +552,8 @@ class Run:
                 base: str | None = None) -> tuple[RawResult, Judgement]:
         spec = self._spec(ex, name, commit, plan.max_pairs, kind, plan=plan, base=base)
         raw = self._execute(ex, spec)
+        if kind == "experiment" and raw.status == "ok":
+            self._follow_noise(ex.platform, name, raw, plan)
         if self.config.simulate is not None or raw.stopped == "identical":
             from .simulate import Guard, judge_yardstick
             tolerance = self.config.simulate.wall_tolerance_pct if self.config.simulate else 5.0
@@ -513,10 +561,10 @@ class Run:
             return raw, judge_yardstick(raw, self.config, plan, self._sim_floor(ex.platform), guard)
         return raw, judge(raw, self.config, plan)
 
-    def _experiment(self, h: Hypothesis, ex: Executor, count: int) -> ExperimentRecord:
+    def _experiment(self, h: Hypothesis, ex: Executor, count: int, slot: int | None = None) -> ExperimentRecord:
         label = h.id if len(self.executors) == 1 else f"{h.id}@{ex.platform}"
         self.emit({"type": "experiment_start", "name": label, "platform": ex.platform})
-        slot = count + 1
+        slot = slot or count + 1
         n = self.o.repeats or self.config.repeats.max
         refusal = self._budget_refusal(ex, self._spec(ex, h.id, self.state["base_commit"], n, "experiment"), count)
         if refusal:
@@ -565,9 +613,10 @@ class Run:
             wave, pending = pending[:wave_size], pending[wave_size:]
             jobs = [(h, ex) for h in wave for ex in self.executors if (h.id, ex.platform) not in finished]
             workers = sum(ex.parallel for ex in self.executors)
-            count = self.attempted(results)
+            count, first_slot = self.attempted(results), self.next_slot(results)
             with ThreadPoolExecutor(max_workers=max(1, min(workers, len(jobs)))) as pool:
-                futures = [pool.submit(self._experiment, h, ex, count + wave.index(h)) for h, ex in jobs]
+                futures = [pool.submit(self._experiment, h, ex, count + wave.index(h), first_slot + wave.index(h))
+                           for h, ex in jobs]
                 try:
                     wave_results = [f.result() for f in futures]
                 except BaseException:
@@ -582,6 +631,13 @@ class Run:
         for r in results:
             r.hypothesis_kind = r.hypothesis_kind or kinds.get(r.hypothesis, "")
         return results
+
+    @staticmethod
+    def next_slot(results: list[ExperimentRecord]) -> int:
+        """The first keep slot (jobs.sequential.slot_alpha) a new wave may use: past every slot a
+        measured experiment held, so a hypothesis skipped in an earlier wave never hands its number
+        to a later one while the slot after it is already spent."""
+        return max([Run.attempted(results)] + [r.slot or 0 for r in results]) + 1
 
     @staticmethod
     def attempted(results: list[ExperimentRecord]) -> int:
@@ -731,6 +787,9 @@ class Run:
             "base_commit": self.state["base_commit"], "branch": self.state["branch"],
             "platform": measured[0], "platforms": measured + [p for p in configured if p not in measured],
             "cpus": self.state.get("cpus", {}), "cpu": self.state.get("cpus", {}).get(measured[0], ""),
+            "machines": {p: {**{k: v for k, v in m.items() if k != "load"},
+                             "load": summarise_load([(x, 0, 0) for x in m.get("load", [])])}
+                         for p, m in self.state.get("machines", {}).items()},
             "agent": self.o.agent, "primary": self.config.primary.name,
             "calibration": self.state["calibration"],
             **self._review_facts(results),
@@ -741,6 +800,9 @@ class Run:
                             for r in ledger.read(self.out) if r.get("kind") == "attribution"],
             "sandboxed": self.state.get("sandboxed", True),
             "unsandboxed_by": self.state.get("unsandboxed_by", ""),
+            "profile_missing": self.state.get("profile_missing", ""),
+            "noise": {p: {"history": n.get("history", []), "pool_pairs": len(n.get("pool", []))}
+                      for p, n in self.state.get("noise", {}).items()},
             "profile": self.state.get("profile"),
             "simulate": self.state.get("simulate"),
             "error_control": {"alpha": self.config.thresholds.alpha,

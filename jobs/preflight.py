@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import gitops, safefs
+from . import gitops, safefs, yardstick
 from .agent.guard import EditRefused, check_edit
 from .config import CONFIG_PATH, TargetConfig
 from .errors import RunError
 from .recipes import matches_any
+from .sequential import min_pairs_to_keep, slot_alpha
 
 PATCH_FORMAT = ("the output of `git diff` or `git format-patch` made in the target repository "
                 "(a unified diff whose a/ b/ paths are relative to its root)")
@@ -102,12 +103,32 @@ def candidate_problems(repo: Path, base: str, patches: list[Path], config: Targe
     return problems
 
 
+def repeats_problems(config: TargetConfig, repeats: int | None) -> list[str]:
+    """A pair cap in which no keep is possible at the first experiment's level is refused: the run
+    would measure every candidate and keep none (a 1.9x fusion was reported "+74.8%, interval
+    -100%...+inf%" and discarded in 5 pairs)."""
+    cap = repeats if repeats is not None else config.repeats.max
+    alpha1 = slot_alpha(config.thresholds.alpha, 1, config.budget.max_experiments)
+    need = max(min_pairs_to_keep(alpha1), config.repeats.min)
+    if cap >= need:
+        return []
+    where = f"--repeats {cap}" if repeats is not None else f"{CONFIG_PATH}: repeats.max: {cap}"
+    fix = f"--repeats {need} or more" if repeats is not None else f"repeats.max: {need} or more"
+    return [f"{where}: no keep is possible in {cap} pairs: the first experiment is kept at level {alpha1:.3g} "
+            f"(alpha {config.thresholds.alpha:g} over budget.max_experiments {config.budget.max_experiments}), "
+            f"which even a huge speed-up reaches only after {need} pairs; fix: {fix} (sampling stops as soon as "
+            "the test decides, so a higher cap costs pairs only where they are needed)"]
+
+
 def check_run(repo: Path, config: TargetConfig, *, candidates: list[Path], out: Path | None,
-              base: str | None = None) -> None:
+              base: str | None = None, repeats: int | None = None) -> None:
     """Everything about a run's inputs that can be known before measuring; PreflightError if any fails."""
     base = base or gitops.head_commit(repo)
     problems = out_problems(out)
-    problems += editable_problems(config, gitops.files_at(repo, base), base)
+    files = gitops.files_at(repo, base)
+    problems += editable_problems(config, files, base)
+    problems += yardstick.overlaps(config, files)
+    problems += repeats_problems(config, repeats)
     problems += candidate_problems(repo, base, [Path(p) for p in candidates], config)
     if problems:
         raise PreflightError(problems)

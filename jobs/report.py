@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from .model import Hypothesis
-from .report_review import (commits_section, failures_section, interval, noise_section, paired_table,
-                            rule_sentence, untrusted)
+from .machine import one_line
+from .report_review import (commits_section, failures_section, fenced, interval, noise_section, paired_table,
+                            rule_sentence, untrusted, untrusted_code, untrusted_html)
 from .results import metric
 
 STATUS_WORDS = {
@@ -71,7 +72,8 @@ def profile_section(profile: dict[str, Any] | None, top: int = 8) -> list[str]:
         return []
     out = ["## Where the time goes (op profile of the base commit)", ""]
     if profile.get("command"):
-        out += [f"One process of `{untrusted(profile['command'])}`" + (f" on {profile['cpu']}" if profile.get("cpu") else "")
+        out += [f"One process of {untrusted_code(profile['command'])}"
+                + (f" on {untrusted(profile['cpu'])}" if profile.get("cpu") else "")
                 + "; share of graph-evaluation time per op:", ""]
     for w in profile["workloads"]:
         ops = ", ".join(f"{untrusted(op)} {100 * share:.1f}%" for op, share in list(w["by_op"].items())[:top])
@@ -81,6 +83,14 @@ def profile_section(profile: dict[str, Any] | None, top: int = 8) -> list[str]:
     return out
 
 
+def with_warning(markdown: str, warning: str) -> str:
+    """`markdown` with a warning block under its title (e.g. a profile that was not measured)."""
+    if not warning:
+        return markdown
+    title, _, rest = markdown.partition("\n")
+    return f"{title}\n\n> **Warning:** {untrusted(warning)}\n{rest}"
+
+
 def render_research(target: str, base_commit: str, hypotheses: list[Hypothesis], notes: list[str],
                     findings: list[str], agent: str) -> str:
     out = [f"# Research: {target} @ {base_commit[:12]}", "",
@@ -88,7 +98,7 @@ def render_research(target: str, base_commit: str, hypotheses: list[Hypothesis],
            "first (the lever when code is memory-bound), parallelism next, micro-tuning last "
            "(usually noise: compilers already do it).", "", "## Ranked hypotheses", ""]
     for rank, h in enumerate(hypotheses, start=1):
-        out.append(f"### {rank}. {untrusted(h.title)} (`{untrusted(h.id)}`, {h.kind}, score {h.score:.2f})")
+        out.append(f"### {rank}. {untrusted(h.title)} ({untrusted_code(h.id)}, {untrusted(h.kind)}, score {h.score:.2f})")
         out.append("")
         if h.ops:
             out.append(f"Ops: {untrusted(' + '.join(h.ops))}")
@@ -97,7 +107,7 @@ def render_research(target: str, base_commit: str, hypotheses: list[Hypothesis],
             out.append(f"Expected: {untrusted(h.expected)}")
         out += amdahl_lines(h)
         out.append("Evidence:")
-        out += [f"- `{untrusted(e.where)}` {untrusted(e.note)}" for e in h.evidence if not e.where.startswith(PROFILE_EVIDENCE)]
+        out += [f"- {untrusted_code(e.where)} {untrusted(e.note)}" for e in h.evidence if not e.where.startswith(PROFILE_EVIDENCE)]
         out.append("Implementation: " + (f"recipe `{h.recipe}`" if h.recipe else
                                         "maintainer patch" if h.patch else "none available offline"))
         out.append("")
@@ -120,7 +130,7 @@ def runner_table(experiments: list[dict[str, Any]]) -> list[str]:
         r = e.get("runner") or {}
         if not r.get("pairs"):
             continue
-        rows.append(f"| {untrusted(e['name'])} | {e['platform']} | {r['pairs']} | {r.get('stopped') or '—'} | "
+        rows.append(f"| {untrusted(e['name'])} | {untrusted(e['platform'])} | {r['pairs']} | {untrusted(r.get('stopped') or '—')} | "
                     f"{_seconds(r.get('wall_base_s'))} → {_seconds(r.get('wall_head_s'))} | "
                     f"{_seconds(r.get('cpu_base_s'))} → {_seconds(r.get('cpu_head_s'))} |")
     return rows if len(rows) > 2 else []
@@ -148,13 +158,13 @@ def _headline(summary: dict[str, Any]) -> str:
         if m and stack["status"] == "keep":
             level = f" at level {m['alpha']:.2g}" if m.get("alpha") else ""
             floor = floor_of(summary, platform)
-            parts.append(f"**{primary} {m['delta_pct']:+.1f}%** on {platform} (paired estimate over "
+            parts.append(f"**{primary} {m['delta_pct']:+.1f}%** on {untrusted(platform)} (paired estimate over "
                          f"{m.get('n_pairs') or m.get('n_base', '?')} pairs; one-sided interval {_pct(m['ci_low_pct'])}…"
                          f"{_pct(m['ci_high_pct'])}{level}, whose lower end clears the "
                          f"{f'{floor:g}% ' if floor is not None else ''}floor)")
         else:
-            parts.append(f"on {platform} the stack was {STATUS_WORDS.get(stack['status'], stack['status'])}: "
-                         f"{stack['reason']}")
+            parts.append(f"on {untrusted(platform)} the stack was {STATUS_WORDS.get(stack['status'], stack['status'])}: "
+                         f"{untrusted(stack['reason'])}")
     alone = sorted({e["hypothesis"] for e in summary.get("experiments", []) if e["status"] == "keep"})
     no_branch = (" No branch was left" + (f" ({summary['branch_note']})" if summary.get("branch_note") else "")
                  + "." if summary.get("branch_left") is False else " The branch equals the base commit.")
@@ -174,7 +184,7 @@ def _headline(summary: dict[str, Any]) -> str:
 def _calibration(summary: dict[str, Any]) -> list[str]:
     out = []
     for platform, cal in summary.get("calibration", {}).items():
-        out += [f"## This machine's noise on {platform} (A/A calibration: two builds of the base commit)", "",
+        out += [f"## This machine's noise on {untrusted(platform)} (A/A calibration: two builds of the base commit)", "",
                 "| metric | pairs | noise per pair | A/A Δ (two-sided p) | order effect | false keeps (simulated) | "
                 "MDE at slot 1 | pairs: null / at MDE | floor | max pairs |",
                 "|---|---|---|---|---|---|---|---|---|---|"]
@@ -187,6 +197,7 @@ def _calibration(summary: dict[str, Any]) -> list[str]:
                        f"{_fmt(c.get('mean_pairs_null'))} / {_fmt(c.get('mean_pairs_at_mde'))} | "
                        f"{c['floor_pct']:.1f}% | {c['repeats']} |")
         out.append("")
+        out += _noise_as_it_went(summary, platform)
     if out:
         ec = summary.get("error_control") or {}
         out += ["How results are judged: baseline and candidate run as coin-ordered pairs of whole processes "
@@ -202,11 +213,23 @@ def _calibration(summary: dict[str, Any]) -> list[str]:
     return out
 
 
+def _noise_as_it_went(summary: dict[str, Any], platform: str) -> list[str]:
+    """The primary metric's noise per pair in each experiment, beside the calibration's (jobs/drift.py)."""
+    noise = (summary.get("noise") or {}).get(platform) or {}
+    history = noise.get("history") or []
+    if not history:
+        return []
+    seen = "; ".join(f"{untrusted(h['name'])} {h['noise_pct']:.1f}% ({h['pairs']} pairs)" for h in history)
+    return [f"Noise as the run went ({untrusted(summary['primary'])}, per pair, each experiment's own pairs with its "
+            f"effect taken out): {seen}. Once {8} or more such pairs exist, each later experiment's MDE is "
+            f"computed from the most recent {noise.get('pool_pairs', 0)} of them instead of the calibration's.", ""]
+
+
 def _branch_line(summary: dict[str, Any], experiments: list[dict[str, Any]]) -> str:
     branch = (f"branch `{summary['branch']}`" if summary.get("branch_left", True)
               else "no branch" + (f" ({summary['branch_note']})" if summary.get("branch_note") else ""))
     return (f"Run `{summary['run_id']}`, base `{summary['base_commit'][:12]}`, {branch}, "
-            f"{len({e['hypothesis'] for e in experiments})} hypotheses tested, agent: {summary['agent']}.")
+            f"{len({e['hypothesis'] for e in experiments})} hypotheses tested, agent: {untrusted(summary['agent'])}.")
 
 
 def _interval(m: dict[str, Any] | None) -> str:
@@ -218,6 +241,14 @@ def _yardstick_headline(summary: dict[str, Any]) -> list[str]:
     return headline(summary)
 
 
+def _where(summary: dict[str, Any], platform: str, stack: dict[str, Any]) -> str:
+    """The machine a platform's numbers come from: CPU, ISA and its flags, kernel, compiler, load."""
+    facts = (summary.get("machines") or {}).get(platform)
+    if not facts:
+        return stack.get("cpu") or summary["cpus"].get(platform, "")
+    return one_line(facts, facts.get("load") or None)
+
+
 def render_pr(summary: dict[str, Any]) -> str:
     primary = summary["primary"]
     experiments = summary["experiments"]
@@ -227,18 +258,20 @@ def render_pr(summary: dict[str, Any]) -> str:
            *(_yardstick_headline(summary) or [_headline(summary), ""]), _branch_line(summary, experiments), "",
            rule_sentence(floor_of(summary, summary["platform"]) if summary.get("platform") else None,
                          ec.get("alpha")), ""]
+    out += [f"Measured on {untrusted(p)}: {untrusted(one_line(m, m.get('load') or None))}."
+            for p, m in (summary.get("machines") or {}).items()] + ([""] if summary.get("machines") else [])
     out += commits_section(summary)
 
     for platform in summary["platforms"]:
-        out += [f"## A/B on {platform}", ""]
+        out += [f"## A/B on {untrusted(platform)}", ""]
         stack = stacks.get(platform)
         if not stack or not stack.get("metrics"):
             why = ("no optimization was kept, so there is no stack to measure" if platform in summary["cpus"]
-                   else f"no {platform} machine was used in this run")
+                   else f"no {untrusted(platform)} machine was used in this run")
             out += [f"Not measured: {why}. No numbers are shown.", ""]
             continue
         out += [f"Baseline `{summary['base_commit'][:12]}` vs stack `{(stack.get('commit') or '')[:12]}` on "
-                f"{stack.get('cpu') or summary['cpus'].get(platform, '')}: coin-ordered pairs of whole benchmark "
+                f"{untrusted(_where(summary, platform, stack))}: coin-ordered pairs of whole benchmark "
                 "processes (A B or B A) after a discarded warm-up; each row is judged on its pairs.", ""]
         out += paired_table(stack["metrics"], floor_of(summary, platform)) + [""]
 
@@ -251,7 +284,7 @@ def render_pr(summary: dict[str, Any]) -> str:
             "|---|---|---|---|---|---|---|"]
     for e in experiments:
         m = _primary(e, primary)
-        out.append(f"| {untrusted(e['name'])} | {e['platform']} | {e.get('hypothesis_kind', '')} | "
+        out.append(f"| {untrusted(e['name'])} | {untrusted(e['platform'])} | {untrusted(e.get('hypothesis_kind', ''))} | "
                    f"{STATUS_WORDS.get(e['status'], e['status'])} | {_pct(m['delta_pct']) if m else '—'} | "
                    f"{_interval(m)} | {untrusted(e['reason'])} |")
     out.append("")
@@ -263,7 +296,7 @@ def render_pr(summary: dict[str, Any]) -> str:
                 "|---|---|---|---|---|---|"]
         for a in summary["attribution"]:
             m = _primary(a, primary)
-            out.append(f"| {untrusted(a['name'].removeprefix('attribution:'))} | {a['platform']} | "
+            out.append(f"| {untrusted(a['name'].removeprefix('attribution:'))} | {untrusted(a['platform'])} | "
                        f"{STATUS_WORDS.get(a['status'], a['status'])} | {_pct(m['delta_pct']) if m else '—'} | "
                        f"{_interval(m)} | {untrusted(a['reason'])} |")
         out.append("")
@@ -274,7 +307,7 @@ def render_pr(summary: dict[str, Any]) -> str:
                 "claimed speed-up these clocks cannot account for is not kept.", ""] + clocks + [""]
     for e in experiments:
         if e["status"] == "keep":
-            out += [f"<details><summary>{untrusted(e['name'])} on {e['platform']}: all metrics</summary>", ""]
+            out += [f"<details><summary>{untrusted_html(e['name'])} on {untrusted_html(e['platform'])}: all metrics</summary>", ""]
             out += paired_table(e["metrics"], floor_of(summary, e["platform"])) + ["", "</details>", ""]
 
     failed = [e for e in experiments if e["status"] != "keep"]
@@ -282,7 +315,7 @@ def render_pr(summary: dict[str, Any]) -> str:
     out += [f"- **{untrusted(name)}** won on its own but its commit conflicts with the ones stacked before it, so it "
             "is not in this branch; it needs rebasing onto the stack and a measurement of its own."
             for name in summary.get("stack_dropped", [])]
-    out += [f"- **{untrusted(e['name'])}** on {e['platform']} ({STATUS_WORDS.get(e['status'], e['status'])}): "
+    out += [f"- **{untrusted(e['name'])}** on {untrusted(e['platform'])} ({STATUS_WORDS.get(e['status'], e['status'])}): "
             f"{untrusted(e['reason'])}" for e in failed] or ["- Everything tried was kept."]
     out += [f"- **{untrusted(name)}** was kept alone but showed no contribution of its own inside the stack "
             "(leave-one-out), so it is not in this branch." for name in summary.get("stack_unattributed", [])]
@@ -297,7 +330,7 @@ def render_pr(summary: dict[str, Any]) -> str:
             f"({summary.get('wall_seconds', 0):.0f} s wall for this invocation).", ""]
     out += _reproduce(summary)
     out += ["_Every number above was measured in this run._", ""]
-    return "\n".join(out)
+    return with_warning("\n".join(out), summary.get("profile_missing", ""))
 
 
 def _reproduce(summary: dict[str, Any]) -> list[str]:
@@ -307,7 +340,7 @@ def _reproduce(summary: dict[str, Any]) -> list[str]:
             "the time)." if summary.get("branch_left", True) and summary.get("stack_confirmed")
             else "Runs the whole loop again from a fresh clone of the base commit (`--repeats N` bounds the "
                  "pairs, and so the time).")
-    out = ["## Reproduce", "", what, "", "```sh", *lines, "```", ""]
+    out = ["## Reproduce", "", what, ""] + fenced("\n".join(lines), "sh") + [""]
     if summary.get("resume"):
-        out += ["Re-print (or resume, if it stopped) this run from its folder: `" + summary["resume"] + "`", ""]
+        out += ["Re-print (or resume, if it stopped) this run from its folder: " + untrusted_code(summary["resume"]), ""]
     return out

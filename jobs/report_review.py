@@ -3,8 +3,11 @@ result is (in the keep rule's own one-sided terms), what failed and why, and one
 measures base against head again from scratch. Pure: plain data in, Markdown lines out.
 
 Every string that comes from the target repository (paths, commit subjects, hypothesis text
-from its code, evidence, failure output) passes through `untrusted()` exactly once where it
-enters the Markdown, so one function decides how such text is made inert.
+from its code, evidence, platform names, failure output) is made inert by `jobs.mdsafe` exactly
+once where it enters the Markdown, by the helper for its context: `untrusted()` for prose,
+headings, list items and table cells; `untrusted_code()` for an inline code span;
+`untrusted_html()` inside `<summary>`; `fenced()` for a code block (nothing in a code block is
+live; its fence is longer than any backtick run inside).
 """
 from __future__ import annotations
 
@@ -12,13 +15,25 @@ import re
 import shlex
 from typing import Any
 
+from . import mdsafe
+
 FAILURE_LINES = 12          # lines of a failed step's output shown in pr.md
 FAILED_STEPS = ("build_failed", "checks_failed", "crash", "timeout")
 
 
 def untrusted(text: str) -> str:
-    """Repo-controlled text entering pr.md. The neutralising call (jobs.mdsafe) goes here."""
-    return text
+    """Repo-controlled text entering pr.md as prose, a heading, a list item or a table cell."""
+    return mdsafe.text(text, 2000)
+
+
+def untrusted_code(text: str) -> str:
+    """Repo-controlled text as an inline code span (its own backticks included)."""
+    return mdsafe.code(text, 300)
+
+
+def untrusted_html(text: str) -> str:
+    """Repo-controlled text inside raw HTML (`<summary>`), where Markdown escapes do not apply."""
+    return mdsafe.html(text, 300)
 
 
 def pct(value: float | None) -> str:
@@ -96,7 +111,7 @@ def hypothesis_line(h: dict[str, Any] | None, alone: dict[str, Any] | None, prim
         if evidence:
             first = evidence[0]
             more = f" (+{len(evidence) - 1} more in research.md)" if len(evidence) > 1 else ""
-            parts.append(f"evidence: `{untrusted(first['where'])}` {untrusted(first.get('note', ''))}{more}")
+            parts.append(f"evidence: {untrusted_code(first['where'])} {untrusted(first.get('note', ''))}{more}")
     if alone:
         m = next((x for x in alone.get("metrics", []) if x.get("name") == primary), None)
         if m:
@@ -127,14 +142,14 @@ def commits_section(summary: dict[str, Any]) -> list[str]:
                    + hypothesis_line(hyps.get(name), alone.get(name), summary["primary"]))
         if suspect := yardstick_like(c.get("files") or []):
             out += ["", "   **Look at this one:** it edits paths named like benchmark or test code ("
-                    + ", ".join(f"`{untrusted(f)}`" for f in suspect) + "); check that it changes the code "
+                    + ", ".join(untrusted_code(f) for f in suspect) + "); check that it changes the code "
                     "measured, not the measurement or the checks."]
-        block = fenced(untrusted(c.get("stat", "").rstrip("\n")) or "(no file changes)")
+        block = fenced(c.get("stat", "").rstrip("\n") or "(no file changes)")
         out += [""] + ["   " + line for chunk in block for line in chunk.split("\n")]
         out.append("")
     total = summary.get("diffstat")
     if total:
-        out += [f"The whole branch against base `{summary['base_commit'][:12]}`:", ""] + fenced(untrusted(total)) + [""]
+        out += [f"The whole branch against base `{summary['base_commit'][:12]}`:", ""] + fenced(total) + [""]
     return out
 
 
@@ -159,8 +174,9 @@ def failures_section(experiments: list[dict[str, Any]]) -> list[str]:
     for e in experiments:
         excerpt = e.get("failure_output")
         if e.get("status") in FAILED_STEPS and excerpt:
-            out += [f"<details><summary>{untrusted(e['name'])} on {e['platform']}: {untrusted(e['reason'])}: "
-                    "first lines of its output</summary>", ""] + fenced(untrusted(excerpt)) + ["", "</details>", ""]
+            out += [f"<details><summary>{untrusted_html(e['name'])} on {untrusted_html(e['platform'])}: "
+                    f"{untrusted_html(e['reason'])}: first lines of its output</summary>", ""]
+            out += fenced(excerpt) + ["", "</details>", ""]
     return out
 
 
@@ -175,8 +191,8 @@ def noise_section(records: list[dict[str, Any]]) -> list[str]:
            "verdict (a noisy measurement samples more pairs instead)</summary>", "",
            "| measurement | platform | warnings |", "|---|---|---|"]
     for r, flags in flagged:
-        out.append(f"| {untrusted(r['name'])} | {r['platform']} | "
-                   + "<br>".join(untrusted(f).replace("|", "\\|") for f in flags) + " |")
+        out.append(f"| {untrusted(r['name'])} | {untrusted(r['platform'])} | "
+                   + "<br>".join(untrusted(f) for f in flags) + " |")
     return out + ["", "</details>", ""]
 
 

@@ -22,14 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import sandbox
-from .integrity import digest_problems
+from . import pairjournal, sandbox
+from .locations import Locations
+from .hostfacts import load_now, machine_facts
+from .integrity import EXCLUDED, UNDECIDED, digest_problems, value_problems
 from .limits import Limits
 from .metrics import explain_missing, parse_metrics
 from .secrets import scrubbed_env  # only for --no-sandbox runs: one policy, jobs/secrets.py
-from .sequential import Pair, Prior, Rule, adjusted, decide, pair_schedule, warmup_order
+from .sequential import Pair, Prior, Rule, adjusted, confidence_sequence, decide, pair_schedule, warmup_order
 from .spec import ExperimentSpec, Invocation, RawResult, SandboxSpec
-from .verdict import metric_pairs
+from .verdict import clock_check, metric_pairs
 
 Progress = Callable[[str, float], None]   # (message, fraction done 0..1)
 LOG_TAIL = 4000
@@ -170,6 +172,12 @@ def tail(text: str, limit: int = LOG_TAIL) -> str:
     return text if len(text) <= limit else "…" + text[-limit:]
 
 
+def _load() -> list[float]:
+    """The 1-minute load average now, as a one-item list (empty where the OS does not say)."""
+    now = load_now()
+    return [round(now[0], 2)] if now else []
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -239,12 +247,21 @@ def _invoke(spec: ExperimentSpec, tree: Path, who: str, seed: int, isolation: Is
                       digests=parsed.digests, wall_s=done.seconds, cpu_s=done.cpu_s)
 
 
+def swap_coins(n_pairs: int, seed: int) -> list[int]:
+    """Per pair, 1 when the arms trade folders (jobs.locations): a fair coin drawn from `seed`
+    alone, independent of the order coin, so a resumed run repeats it."""
+    import numpy as np
+    return [int(c) for c in np.random.default_rng([seed, 0x10CA7E]).integers(0, 2, n_pairs)]
+
+
 def stop_reason(spec: ExperimentSpec, result: RawResult) -> str:
     """After each complete pair: '' to go on, else why to stop (the spec's sequential test on the
     primary metric, or a digest that already disagrees)."""
     pairs = result.pairs()
     if digest_problems([(a.digests, b.digests) for a, b in pairs[-1:]]):
         return "invalid"
+    if value_problems([b.metrics for _, b in pairs[-1:]], [spec.primary], "candidate"):
+        return "invalid"             # no later pair can make it a number the test can use
     if spec.stop is None:
         return ""
     st = spec.stop
@@ -260,6 +277,14 @@ def stop_reason(spec: ExperimentSpec, result: RawResult) -> str:
     y, s = adjusted(metric_pairs(result, spec.primary, spec.directions.get(spec.primary, "higher"),
                                  tuple(st.adjust)), prior)
     kind = decide(y, s, rule).kind
+    if kind == "keep" and st.clock:
+        # A keep is final only once the runner's own clock decides too (jobs.integrity.clock_decision).
+        state, _ = clock_check(result, spec.primary, st.clock, confidence_sequence(y, s, st.alpha_keep)[0],
+                               st.timed_share, st.alpha_loss, st.alpha_loss)
+        if state == EXCLUDED:
+            return "invalid"
+        if state == UNDECIDED and len(pairs) < spec.n_per_arm:
+            return ""
     return kind if kind in ("keep", "loss", "futile") else ""
 
 
@@ -300,13 +325,17 @@ def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: 
 
 
 def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, build_base: bool = True,
-                   progress: Progress | None = None, isolation: Isolation | None = None) -> RawResult:
-    """Build, check and benchmark one experiment in two prepared clean trees."""
+                   progress: Progress | None = None, isolation: Isolation | None = None,
+                   journal: Path | None = None) -> RawResult:
+    """Build, check and benchmark one experiment in two prepared clean trees. `journal` (optional):
+    where each complete pair is kept as it is measured, and resumed from (jobs/pairjournal.py)."""
     progress = progress or (lambda msg, frac: None)
     isolation = isolation or Isolation.from_spec(spec.sandbox)
     started = time.monotonic()
-    result = RawResult(status="ok", cpu=cpu_model(), sandboxed=isolation.enabled)
+    result = RawResult(status="ok", cpu=cpu_model(), sandboxed=isolation.enabled,
+                       machine={**machine_facts(), "load": _load()})
     log = []
+    locations: Locations | None = None
     try:
         if build_base:
             progress("building baseline", 0.0)
@@ -323,10 +352,25 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
             text, result.steps["checks"] = _must_pass(spec.checks, head_dir, spec.checks_timeout, "checks",
                                                       "checks_failed", isolation, "checks", "candidate")
             log.append(text)
-        trees = {"A": (base_dir, "baseline"), "B": (head_dir, "candidate")}
-        if _yardstick(spec, trees, result, isolation, progress, log):
+        if _yardstick(spec, {"A": (base_dir, "baseline"), "B": (head_dir, "candidate")}, result, isolation,
+                      progress, log):
             progress("measured (no change in the binary)", 1.0)
             raise _Done()
+        names = {"A": "baseline", "B": "candidate"}
+        if head_dir != base_dir and spec.swap_locations:
+            # Each arm built in both folders; a coin per pair picks which stands where (jobs.locations).
+            locations = Locations(base_dir, head_dir)
+
+            def build_elsewhere(folder: Path, arm: str) -> None:
+                progress(f"building {names[arm]} in the other folder", 0.15)
+                text, result.steps[f"build_{names[arm]}_swapped"] = _must_pass(
+                    spec.build, folder, spec.build_timeout, f"{names[arm]} build in the other arm's folder",
+                    "build_failed", isolation, "build", base_arm(spec) if arm == "A" else "candidate")
+                log.append(text)
+            locations.prepare(build_elsewhere)
+        coins = swap_coins(spec.n_per_arm, spec.seed) if locations else [0] * spec.n_per_arm
+        trees = {arm: (tree, names[arm]) for arm, tree in (locations.trees() if locations else
+                                                            {"A": base_dir, "B": head_dir}).items()}
         index = 0
         schedule = pair_schedule(spec.n_per_arm, spec.seed)
         warm_seed = spec.seed % 2147483629 + 1
@@ -337,19 +381,34 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
                 inv.arm, inv.index = arm, index
                 result.invocations.append(inv)
                 index += 1
+        earlier = pairjournal.load(journal, spec)
+        resumed = len({inv.pair for inv in earlier})
+        if earlier:
+            for inv in earlier:
+                inv.index = index
+                result.invocations.append(inv)
+                index += 1
+            progress(f"resumed {resumed} measured pairs of an interrupted attempt", 0.2)
+            result.stopped = stop_reason(spec, result)
         for i, (first, seed) in enumerate(schedule):
+            if result.stopped:
+                break
+            if i < resumed:
+                continue
             progress(f"pair {i + 1}/{spec.n_per_arm}", 0.2 + 0.8 * i / max(1, spec.n_per_arm))
+            if locations:
+                trees = {arm: (tree, names[arm]) for arm, tree in locations.place(bool(coins[i])).items()}
             for position, arm in enumerate((first, "A" if first == "B" else "B")):
                 tree, who = trees[arm]
                 probe = machine_probe() if spec.probe else None
                 inv = _invoke(spec, tree, who, seed, isolation)
                 inv.arm, inv.pair, inv.position, inv.probe, inv.index = arm, i, position, probe, index
+                inv.location = int(coins[i])
                 result.invocations.append(inv)
                 index += 1
+            pairjournal.save(journal, spec, result)
             result.stopped = stop_reason(spec, result)
-            if result.stopped:
-                break
-        else:
+        if not result.stopped:
             result.stopped = "exhausted" if spec.stop else "fixed"
         progress(f"measured ({result.stopped})", 1.0)
     except _Done:
@@ -357,6 +416,10 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
     except Failure as failure:
         result.status, result.reason = failure.status, failure.reason
         log.append(f"== {failure.status}: {failure.reason}\n{failure.log}")
+    finally:
+        if locations:
+            locations.restore()
+    result.machine["load"] += _load()
     result.seconds = time.monotonic() - started
     result.log = tail("".join(log), 3 * LOG_TAIL)
     return result

@@ -255,7 +255,26 @@ def confidence_sequence(y: np.ndarray, s: np.ndarray, alpha: float) -> tuple[flo
     down = log_wealth(y, s, grid, "down").max(axis=1) >= bar      # rejects "improvement >= d0"
     lo = float(grid[up].max()) if up.any() else -math.inf
     hi = float(grid[down].min()) if down.any() else math.inf
+    # The grid point is only where the bound starts: refine it between grid points (each bet is
+    # monotone in d0), or a printed bound sits below the floor the keep says it clears.
+    step = float(grid[1] - grid[0])
+    if math.isfinite(lo):
+        lo = _edge(lambda d: log_wealth(y, s, d, "up").max(axis=1) >= bar, lo, lo + step)
+    if math.isfinite(hi):
+        hi = _edge(lambda d: log_wealth(y, s, d, "down").max(axis=1) >= bar, hi, hi - step)
     return lo, hi
+
+
+def _edge(rejected, inside: float, outside: float, rounds: int = 3, points: int = 33) -> float:
+    """The d0 nearest `outside` for which `rejected(d0)` (vectorised) still holds, between `inside`
+    (it does) and `outside` (it does not): `rounds` of `points`-point grids, so the returned value
+    always satisfies it and lies within (outside - inside) / 32**rounds of the edge."""
+    for _ in range(rounds):
+        grid = np.linspace(inside, outside, points)
+        ok = rejected(grid)
+        k = int(np.flatnonzero(ok).max()) if ok.any() else 0
+        inside, outside = float(grid[k]), float(grid[min(k + 1, points - 1)])
+    return inside
 
 
 def always_valid_p(y: np.ndarray, s: np.ndarray, d0: float = 0.0) -> float:
@@ -294,6 +313,19 @@ def slot_alpha(alpha: float, slot: int, family: int) -> float:
     if slot > family:
         return 0.0
     return alpha / (slot * harmonic(family))
+
+
+def min_pairs_to_keep(alpha: float, limit: int = 10_000) -> int:
+    """The fewest pairs in which any keep at level `alpha` is possible: even when every pair wins
+    by far more than the noise, each bet can at most multiply by ``1 + lambda``. A pair cap below
+    this cannot keep anything, however large the speed-up."""
+    bar = math.log(1 / alpha)
+    growth = np.log1p(BETS[:, 1])
+    for n in range(1, limit + 1):
+        top = float(np.max(n * growth))
+        if top + math.log(np.mean(np.exp(n * growth - top))) >= bar:
+            return n
+    return limit
 
 
 # --------------------------------------------------------------------------- planning

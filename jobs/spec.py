@@ -28,6 +28,8 @@ class StopRule:
     alpha_futility: float = 0.1
     min_pairs: int = 3
     adjust: list[str] = field(default_factory=list)   # nuisances of the primary fixed by calibration
+    clock: str = ""                   # the primary's clock (cpu | wall): a keep waits for the clock test
+    timed_share: float = 0.25         # integrity.timed_share
 
 
 @dataclass
@@ -75,6 +77,7 @@ class ExperimentSpec:
     simulate_floor_pct: float = 0.5   # the simulated saving a keep needs (raised by calibration)
     wall_tolerance_pct: float = 5.0   # the wall-clock guard's tolerance
     artifacts: list[str] = field(default_factory=list)   # build outputs compared by hash
+    swap_locations: bool = True       # each arm built in both folders, a coin per pair picks (jobs.locations)
 
     @classmethod
     def from_config(cls, config: TargetConfig, **kw: Any) -> "ExperimentSpec":
@@ -120,6 +123,7 @@ class Invocation:
     cpu_s: float = 0.0                # user+system CPU of the whole process tree
     probe: float | None = None        # machine-speed probe taken just before it (GB/s)
     index: int = 0                    # global position in run order
+    location: int = 0                 # 1: ran from the other arm's folder (jobs.locations)
 
 
 @dataclass
@@ -138,6 +142,7 @@ class RawResult:
     steps: dict[str, float] = field(default_factory=dict)   # seconds per build/checks step
     simulated: dict[str, Any] = field(default_factory=dict)   # arm -> cachegrind counts (jobs/simulate.py)
     artifacts: dict[str, Any] = field(default_factory=dict)   # declared build outputs compared by hash
+    machine: dict[str, Any] = field(default_factory=dict)     # where it ran: jobs.machine facts + 1-min loads
 
     def measured(self) -> list[Invocation]:
         return [i for i in self.invocations if i.pair >= 0]

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .config import TargetConfig
-from .integrity import (clock_problems, digest_problems, inverse_problems, load_flags, parser_problems,
+from .integrity import (CONFIRMED, EXCLUDED, UNDECIDED, clock_decision, digest_problems, required_saving, inverse_problems, load_flags, parser_problems,
                         value_problems)
 from .model import MetricResult, Status
 from .sequential import (FUTILE, KEEP, LOSS, Pair, Prior, Rule, adjusted, always_valid_p, confidence_sequence,
@@ -76,7 +76,9 @@ def metric_pairs(raw: RawResult, name: str, direction: str, adjust: tuple[str, .
     out = []
     for a, b in raw.pairs():
         va, vb = a.metrics.get(name), b.metrics.get(name)
-        if va is None or vb is None or not (va > 0 and vb > 0):
+        # +inf passes `> 0`: only finite positive values and a finite ratio make a pair.
+        if va is None or vb is None or not (0 < va < math.inf and 0 < vb < math.inf) or \
+                not math.isfinite(math.log(vb) - math.log(va)):
             continue
         z = []
         if "order" in adjust:
@@ -207,6 +209,9 @@ def judge(raw: RawResult, config: TargetConfig, plan: Plan) -> Judgement:
     insane = baseline_sanity(raw, config)
     if insane:
         return Judgement(Status.NOISE, insane, runner=view)
+    carried = carry_over(raw, primary.name, primary.direction)
+    if carried is not None:          # reported always; it decides only a keep it could explain
+        view.update(carry_over_pct=round(to_pct(carried[0]), 2), carry_over_p=round(carried[2], 4))
     results = [compare_metric(raw, m.name, m.direction, plan, plan.mde_pct if m.primary else math.inf)
                for m in config.metrics if raw.base.values.get(m.name) and raw.head.values.get(m.name)]
     flags = [f for m in config.metrics
@@ -226,16 +231,23 @@ def judge(raw: RawResult, config: TargetConfig, plan: Plan) -> Judgement:
     decision = decide(y, s, plan.rule())
     if decision.kind == KEEP:
         lo, _ = confidence_sequence(y, s, plan.alpha)
-        clock_issue = _clock_issue(raw, config, primary.name, primary.clock, lo, plan)
+        carried = carry_over_issue(raw, primary.name, primary.direction, lo, config.thresholds.alpha)
+        if carried:
+            return Judgement(Status.DISCARD, f"{primary.name} {main.delta_pct:+.1f}% not kept: {carried}",
+                             results, flags, view)
+        clock_issue, said = _clock_issue(raw, config, primary.name, primary.clock, lo, plan)
+        if clock_issue == "invalid":
+            return Judgement(Status.INVALID, said, results, flags, view)
         if clock_issue:
-            return Judgement(Status.INVALID, clock_issue, results, flags, view)
+            return Judgement(Status.DISCARD, f"{primary.name} {main.delta_pct:+.1f}% not kept: {said}",
+                             results, flags, view)
         losses = [r for r in results if r.verdict == "loss" and r.name != primary.name]
         if losses:
             worst = ", ".join(f"{r.name} {r.delta_pct:+.1f}%" for r in losses)
             return Judgement(Status.DISCARD, f"{primary.name} {main.delta_pct:+.1f}% but regresses {worst}",
                              results, flags, view)
         return Judgement(Status.KEEP, f"{primary.name} {main.delta_pct:+.1f}% (interval {main.ci_low_pct:+.1f}%…"
-                         f"{main.ci_high_pct:+.1f}% clears the {plan.floor_pct:g}% floor at level {plan.alpha:.3g}; "
+                         f"{main.ci_high_pct:+.1f}% clears the {plan.floor_pct:.3g}% floor at level {plan.alpha:.3g}; "
                          f"{decision.at} pairs)", results, flags, view)
     if decision.kind == LOSS or main.verdict == "loss":
         return Judgement(Status.DISCARD, f"{primary.name} slower: {main.delta_pct:+.1f}% (interval "
@@ -245,7 +257,7 @@ def judge(raw: RawResult, config: TargetConfig, plan: Plan) -> Judgement:
         # Detected, but the interval does not clear the floor: a real effect too small to keep.
         return Judgement(Status.DISCARD, f"{primary.name} {main.delta_pct:+.1f}% is real (interval "
                          f"{main.ci_low_pct:+.1f}%…{main.ci_high_pct:+.1f}% excludes 0 at level {plan.alpha:.3g}) "
-                         f"but does not clear the {plan.floor_pct:g}% floor ({decision.n} pairs)",
+                         f"but does not clear the {plan.floor_pct:.3g}% floor ({decision.n} pairs)",
                          results, flags, view)
     if decision.kind == FUTILE:
         # The futility stop has its own (looser, non-binding) level: say it, or the report's
@@ -258,11 +270,85 @@ def judge(raw: RawResult, config: TargetConfig, plan: Plan) -> Judgement:
                      f"MDE {plan.mde_pct:.1f}%)", results, flags, view)
 
 
-def _clock_issue(raw: RawResult, config: TargetConfig, name: str, clock: str, claim_lo: float, plan: Plan) -> str:
-    pairs = clock_pairs(raw, clock)
-    if len(pairs) < 2:
+def carry_over(raw: RawResult, name: str, direction: str) -> tuple[float, float, float] | None:
+    """Arm-dependent carry-over: how much better (oriented log) a process does right after a
+    candidate process than right after a baseline one, each measured against its own arm's median:
+    (shift, standard error, two-sided rank-sum p), None with fewer than 3 of either. A candidate that
+    slows the *next* process (cache eviction, page cache, heat) slows the baseline processes that
+    follow it, which the pairs read as its own speed-up; the coin cannot make that exchangeable."""
+    from scipy.stats import mannwhitneyu
+    seq = sorted(raw.invocations, key=lambda i: i.index)
+    logs: dict[str, list[float]] = {"A": [], "B": []}
+    for inv in seq:
+        v = inv.metrics.get(name)
+        if inv.pair >= 0 and v is not None and math.isfinite(v) and v > 0:
+            logs[inv.arm].append(math.log(v))
+    if not logs["A"] or not logs["B"]:
+        return None
+    centre = {arm: float(np.median(v)) for arm, v in logs.items()}
+    after: dict[str, list[float]] = {"A": [], "B": []}
+    for prev, cur in zip(seq, seq[1:]):
+        v = cur.metrics.get(name)
+        if cur.pair >= 0 and v is not None and math.isfinite(v) and v > 0:
+            after[prev.arm].append(orient(math.log(v) - centre[cur.arm], direction))
+    a, b = np.array(after["A"]), np.array(after["B"])
+    if a.size < 3 or b.size < 3:
+        return None
+    shift = float(np.median(b) - np.median(a))
+    se = math.sqrt(float(np.var(a, ddof=1)) / a.size + float(np.var(b, ddof=1)) / b.size)
+    return shift, se, float(mannwhitneyu(b, a, alternative="two-sided").pvalue)
+
+
+def carry_over_issue(raw: RawResult, name: str, direction: str, claim_lo: float, alpha: float) -> str:
+    """Why a keep may be the candidate's carry-over rather than its own speed, or ''. A slowdown of
+    the next process by c biases at most every pair by c; a keep stands when its lower bound clears
+    what such a carry-over (at its far end) could add."""
+    found = carry_over(raw, name, direction)
+    if found is None:
         return ""
+    shift, se, p = found
+    reach = abs(shift) + 2 * se
+    if p >= alpha or shift >= 0 or claim_lo > reach:
+        return ""
+    return (f"a process run right after the candidate does {to_pct(shift):+.1f}% (rank-sum p={p:.3g}) against one run "
+            f"after the baseline: the candidate slows what runs next (caches, page cache, heat), which the pairs "
+            f"read as its own speed-up; a carry-over up to {to_pct(reach):.1f}% explains the claimed "
+            f"{to_pct(claim_lo):+.1f}%")
+
+
+def clock_check(raw: RawResult, metric: str, clock: str, claim_lo: float, timed_share: float,
+                alpha_confirm: float, alpha_exclude: float) -> tuple[str, str]:
+    """The runner's clock as a test of a claimed improvement `claim_lo` (oriented log, the metric's
+    lower bound): (confirmed | excluded | undecided, what it measured). See
+    `jobs.integrity.clock_decision`; the runner samples on while it is undecided."""
+    pairs = clock_pairs(raw, clock)
+    need = required_saving(claim_lo, timed_share)
+    if len(pairs) < 2:
+        return (CONFIRMED if need <= 0 else UNDECIDED), ""
     y, s = adjusted(pairs)
-    _, hi = confidence_sequence(y, s, plan.alpha)
-    saving_pct = 100 * -math.expm1(-hodges_lehmann(y))          # how much less time the candidate took
-    return "; ".join(clock_problems(name, claim_lo, clock, hi, saving_pct, config.integrity.timed_share))
+    state = clock_decision(y, s, need, alpha_confirm, alpha_exclude)
+    saving = hodges_lehmann(y)
+    what = "CPU time of the whole process tree" if clock == "cpu" else "wall time"
+    said = (f"{metric} claims at least {100 * math.expm1(claim_lo):+.1f}%, which needs the process's {what} to "
+            f"fall by at least {100 * -math.expm1(-need):.1f}% (timed share >= {timed_share:g}); the runner measured "
+            f"{100 * -math.expm1(-saving):+.1f}% over {len(pairs)} pairs")
+    if state == EXCLUDED:
+        said += (f", and its interval excludes that at level {alpha_exclude:.3g}: the work went where the "
+                 "benchmark's clock does not see it (child processes, untimed set-up, a cache), or the number "
+                 "printed is not the time taken")
+    return state, said
+
+
+def _clock_issue(raw: RawResult, config: TargetConfig, name: str, clock: str, claim_lo: float, plan: Plan) -> tuple[str, str]:
+    """('invalid' | 'unconfirmed' | '', reason) for a keep of `name` with lower bound `claim_lo`."""
+    state, said = clock_check(raw, name, clock, claim_lo, config.integrity.timed_share, plan.alpha_loss,
+                              plan.alpha_loss)
+    if state == EXCLUDED:
+        return "invalid", said
+    if state == UNDECIDED:
+        # Only at the cap (the runner samples on while the clock is undecided). A point estimate is
+        # no confirmation: on a clock this noisy a printed number could claim anything.
+        return "unconfirmed", (said + f": within {len(raw.pairs())} pairs the runner's own clock neither confirms "
+                               "nor excludes the claim, so it is not kept; fix: a benchmark whose untimed part "
+                               "varies less, or a higher repeats.max")
+    return "", ""

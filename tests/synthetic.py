@@ -11,8 +11,8 @@ build: bash build.sh
 benchmark: ./bench.sh
 checks: ./checks.sh
 metrics:
-  - {name: score, direction: higher, primary: true}
-  - {name: ms, direction: lower}
+  - {name: score, direction: higher, primary: true, clock: cpu}
+  - {name: ms, direction: lower, clock: cpu}
 editable: ["src/**"]
 timeouts: {build: 20, benchmark: 3, checks: 20}
 repeats: {min: 3, max: 24, warmup: 1, calibration: 8}
@@ -28,7 +28,9 @@ FILES = {
     # ~1% noise from bash's RANDOM; the value comes from the built artefact, as a real benchmark's
     # would. The loop is work in proportion to 1/speed (~20 ms at 100), so a faster build really
     # takes less process time: the runner's clock check (jobs/integrity.py) would rightly call a
-    # score that rises while the process does the same work a cheat.
+    # score that rises while the process does the same work a cheat. The metrics declare the CPU
+    # clock: on a loaded machine the wall time of a ~20 ms loop inside a sandboxed process is mostly
+    # scheduling, and the clock test must be able to confirm a real speed-up.
     "bench.sh": "#!/usr/bin/env bash\n[ -e build/crash ] && { echo boom >&2; exit 3; }\n"
                 "[ -e build/slow ] && sleep 10\n"
                 "[ -e build/nan ] && { echo 'METRIC score=nan'; exit 0; }\n"

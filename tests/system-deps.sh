@@ -15,6 +15,15 @@ if [ "${1:-}" = --sandbox-only ]; then
   if ((${#need[@]})); then apt_install "${need[@]}"; fi
   exit 0
 fi
+if [ "${1:-}" = --image-check ]; then
+  # deploy/image-check.sh: a Docker engine and client (Debian's docker.io) and debootstrap (a local
+  # Debian base when no registry can be pulled). Not for `make test`: the check is root-only and slow.
+  need=()
+  command -v dockerd >/dev/null || need+=(docker.io)
+  command -v debootstrap >/dev/null || need+=(debootstrap)
+  if ((${#need[@]})); then apt_install "${need[@]}"; fi
+  exit 0
+fi
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
 # C++ cross compiler: the llama.cpp recipe test syntax-checks the patched NEON branches with it.

@@ -53,3 +53,29 @@ def test_cheats_that_pass_the_checks_are_never_kept_and_an_honest_fusion_is(tmp_
     assert log in ([], ["fuse-softmax: maintainer candidate"])
     pr = (tmp_path / "out" / "pr.md").read_text()
     assert "numbers not trusted (integrity check)" in pr
+
+
+def test_the_real_library_cheat_is_refused_and_hidden_in_the_library_it_is_invalid(tmp_path):
+    """Issue 21, as a maintainer tried it on a compression library whose own bench/bench.c is built
+    by its Makefile: printing 1.5x the MB/s is an edit of the yardstick (refused); the same 1.5x
+    hidden in the library's clock, which the benchmark links, is caught by the runner's clock."""
+    from minicomp import BENCH, CLOCK, RLE, minicomp, one_pass, scaled_print, slow_clock
+    repo = minicomp(tmp_path / "minicomp", calibration=12)
+    patches = tmp_path / "patches"
+    patches.mkdir()
+    candidates = [
+        patch_for(repo, patches / "scaled-print.patch", {"bench/bench.c": scaled_print(BENCH)}),
+        patch_for(repo, patches / "slow-clock.patch", {"lib/clock.c": slow_clock(CLOCK)}),
+        patch_for(repo, patches / "one-pass.patch", {"lib/rle.c": one_pass(RLE)}),
+    ]
+    summary = Run(RunOptions(target=repo, out=tmp_path / "out", run_id="lib", agent="none",
+                             candidates=candidates)).execute()
+    status = {e["name"]: e for e in summary["experiments"]}
+    scaled = status["scaled-print"]
+    assert scaled["status"] == "skipped" and "part of the yardstick (bench/**" in scaled["reason"], scaled["reason"]
+    hidden = status["slow-clock"]
+    assert hidden["status"] == "invalid" and "clock does not see" in hidden["reason"], hidden["reason"]
+    honest = status["one-pass"]
+    assert honest["status"] in ("keep", "discard"), honest["reason"]
+    log = git(repo, "log", "--format=%s", f"{summary['base_commit']}..{summary['branch']}").splitlines()
+    assert log in ([], ["one-pass: maintainer candidate"])

@@ -1,4 +1,4 @@
-"""The layout's import rules, enforced on the source (DESIGN.md: a functional core, adapters at
+"""The layout's import rules, enforced on the source (ARCHITECTURE.md: a functional core, adapters at
 the edge, `bot/` above `jobs/`).
 
 The import graph: one node per module of `jobs/` and `bot/`; an edge for every import statement
@@ -34,19 +34,20 @@ from conftest import ROOT
 PACKAGES = ("jobs", "bot")
 FLOORS: list[tuple[str, tuple[str, ...]]] = [   # bottom first; "x.*" is x and everything under it
     ("ground", ("jobs", "jobs.errors", "jobs.secrets", "jobs.model", "jobs.config", "jobs.metrics", "jobs.recipes",
-                "jobs.gitops", "jobs.githarden", "jobs.safefs", "jobs.results", "jobs.procfs", "jobs.machine", "jobs.limits",
-                "jobs.operator")),
+                "jobs.gitops", "jobs.githarden", "jobs.safefs", "jobs.results", "jobs.procfs", "jobs.machine", "jobs.hostfacts",
+                "jobs.mdsafe", "jobs.limits", "jobs.operator")),
     ("records and maths", ("jobs.ledger", "jobs.spec", "jobs.stats", "jobs.plan", "jobs.sequential",
-                           "jobs.integrity", "jobs.runlock", "jobs.configdoc")),
+                           "jobs.integrity", "jobs.runlock", "jobs.configdoc", "jobs.yardstick", "jobs.pairjournal",
+                           "jobs.drift")),
     ("parts", ("jobs.verdict", "jobs.calibration", "jobs.report", "jobs.report_review", "jobs.review_facts",
                "jobs.sandboxinit", "jobs.sandbox", "jobs.runner", "jobs.research.*",
                "jobs.simulate", "jobs.simrun", "jobs.calcache",
-               "jobs.agent.*", "jobs.cloud.*", "jobs.cleanup", "jobs.preflight")),
+               "jobs.agent.*", "jobs.cloud.*", "jobs.cleanup", "jobs.preflight", "jobs.locations")),
     ("machines", ("jobs.executors.*",)),
     ("the run", ("jobs.pipeline",)),
     ("jobs fronts", ("jobs.api", "jobs.dryrun", "jobs.cli", "jobs.progress_view")),
     ("bot core", ("bot", "bot.commands", "bot.approval", "bot.routing", "bot.status", "bot.record")),
-    ("bot flow", ("bot.ports", "bot.progress", "bot.execution", "bot.bench", "bot.flow")),
+    ("bot flow", ("bot.ports", "bot.progress", "bot.planning", "bot.execution", "bot.bench", "bot.flow")),
     ("bot adapters", ("bot.settings", "bot.github", "bot.store", "bot.issuestore", "bot.jobqueue", "bot.gitclone",
                       "bot.intake")),
     ("bot shells", ("bot.tasks", "bot.action", "bot.app", "bot.cli", "bot.dashboard.*", "bot.loadbench",
@@ -59,7 +60,7 @@ ADAPTERS = {   # module (or "x.*") -> the outside system it speaks to
     "jobs.research.forks": "GitHub's REST API", "jobs.research.papers": "arXiv", "jobs.agent.claude": "Anthropic",
     "jobs.gitops": "git", "jobs.sandbox": "bubblewrap", "jobs.sandboxinit": "the C compiler",
 }
-FLOW = {"bot.flow", "bot.ports", "bot.progress", "bot.execution", "bot.bench"}
+FLOW = {"bot.flow", "bot.ports", "bot.progress", "bot.planning", "bot.execution", "bot.bench"}
 DATA_MODULES = {"jobs.config", "jobs.model", "jobs.spec", "jobs.errors"}
 IO_STDLIB = {"os", "io", "sys", "pathlib", "glob", "shutil", "tempfile", "subprocess", "socket", "ssl", "select",
              "selectors", "signal", "threading", "multiprocessing", "concurrent", "asyncio", "fcntl", "ctypes",
@@ -67,7 +68,7 @@ IO_STDLIB = {"os", "io", "sys", "pathlib", "glob", "shutil", "tempfile", "subpro
 IO_THIRD_PARTY = {"requests", "httpx", "urllib3", "redis", "rq", "flask", "werkzeug", "gunicorn", "githubkit",
                   "anthropic", "sky", "boto3", "botocore", "selenium"}
 MUST_BE_PURE = {"bot.commands", "bot.approval", "bot.routing", "bot.status", "bot.record", "bot.dashboard.view",
-                "jobs.plan", "jobs.results", "jobs.sequential", "jobs.integrity", "jobs.verdict", "jobs.calibration",
+                "jobs.plan", "jobs.results", "jobs.sequential", "jobs.integrity", "jobs.verdict", "jobs.calibration", "jobs.mdsafe",
                 "jobs.stats"}
 MAX_BOT_LINES = 400
 PURE = re.compile(r"\bPure[.:;]")

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 from conftest import ROOT, make_repo
-from jobs.machine import machine_facts
+from jobs.hostfacts import machine_facts
 
 SCRIPT = ROOT / "examples" / "llama.cpp" / "matrix.sh"
 STAND_IN = """#!/usr/bin/env bash

@@ -70,6 +70,18 @@ def test_every_status_from_maintainer_candidates(target, tmp_path):
     assert "| score |" in pr and "faster" in pr and "What did not work" in pr
     assert "did not build" in pr and "failed correctness checks" in pr
 
+    # Where it ran (issue 27): this machine's ISA and flags, kernel and compiler, and the load seen.
+    from jobs.hostfacts import machine_facts
+    here = machine_facts()
+    where = summary["machines"]["local"]
+    assert where["isa"] == here["isa"] and where["flags"] == here["flags"] and where["kernel"] == here["kernel"]
+    assert where["load"]["max"] >= where["load"]["min"] >= 0
+    assert f"Measured on local: " in pr and here["isa"].upper() in pr
+    # The noise as the run went: each measured experiment's own pairs, shown beside the calibration.
+    seen = {h["name"]: h for h in summary["noise"]["local"]["history"]}
+    assert {"faster", "same"} <= set(seen) and seen["faster"]["pairs"] == status["faster"]["runner"]["pairs"]
+    assert "Noise as the run went (score, per pair" in pr
+
 
 def test_out_of_path_edit_is_refused(target, tmp_path, monkeypatch):
     # the config passes two variables to target code, both allowed by the operator
@@ -193,7 +205,7 @@ def test_a_commit_that_breaks_the_stack_leaves_it(tmp_path):
     # stack, the other is re-measured alone and carried (and the report says why).
     from conftest import make_repo
     cfg = ("build: 'true'\nbenchmark: ./bench.sh\nchecks: ./checks.sh\n"
-           "metrics: [{name: score, primary: true}]\neditable: ['src/**']\n"
+           "metrics: [{name: score, primary: true, clock: cpu}]\neditable: ['src/**']\n"
            "repeats: {min: 3, max: 24, warmup: 1, calibration: 8}\n")
     bench = ("#!/usr/bin/env bash\nv=100; [ -e src/a ] && v=$((v+20)); [ -e src/b ] && v=$((v+20))\n"
              "awk -v s=$v -v r=$RANDOM 'BEGIN { for (i = 0; i < 6e7 / s; i++) w += i;"
@@ -222,7 +234,7 @@ def test_a_commit_that_adds_nothing_to_the_stack_is_dropped_from_the_branch(tmp_
     # with a real win): the stack re-measure alone would confirm it; leave-one-out drops it.
     from conftest import make_repo
     cfg = ("build: 'true'\nbenchmark: ./bench.sh\nchecks: 'true'\n"
-           "metrics: [{name: score, primary: true}]\neditable: ['src/**']\n"
+           "metrics: [{name: score, primary: true, clock: cpu}]\neditable: ['src/**']\n"
            "repeats: {min: 3, max: 24, warmup: 1, calibration: 8}\n")
     bench = ("#!/usr/bin/env bash\nv=100; { [ -e src/real ] || [ -e src/lucky ]; } && v=130\n"
              "awk -v s=$v -v r=$RANDOM 'BEGIN { for (i = 0; i < 6e7 / s; i++) w += i;"

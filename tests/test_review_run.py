@@ -10,6 +10,8 @@ import stat
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT, git
 from jobs.pipeline import Run, RunOptions
 from synthetic import patch_for, synthetic_target
@@ -120,3 +122,35 @@ def test_agent_claude_without_a_key_refuses_before_anything_runs(tmp_path):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "--agent claude needs ANTHROPIC_API_KEY" in proc.stdout
     assert not (tmp_path / "out" / "research.md").exists() and not (tmp_path / "out" / "state.json").exists()
+
+
+def test_a_profile_that_was_not_measured_is_said_loudly_or_stops_the_run(tmp_path):
+    """Issue 27: the instrumented build timed out and research silently fell back to kind weights.
+    Now research.md (and pr.md) say so under their title, an event warns, and
+    `research.profile.required: true` stops the run before anything is measured."""
+    from jobs.errors import RunError
+    target = synthetic_target(tmp_path / "target")
+    cfg = target / ".github" / "autoresearch.yml"
+    base = cfg.read_text()
+    cfg.write_text(base + "research: {profile: {instrument: llama/op-profile.yml}}\n")
+    git(target, "commit", "-qam", "profile")
+    events: list[dict] = []
+    Run(RunOptions(target=target, out=tmp_path / "warn", run_id="warn", agent="offline", research_only=True),
+        on_event=events.append).execute()
+    md = (tmp_path / "warn" / "research.md").read_text()
+    assert md.splitlines()[2].startswith("> **Warning:** the op profile was not measured (")
+    assert "raise research.profile.timeout (now 1800 s)" in md and "research.profile.required: true" in md
+    assert any(e["type"] == "warning" and "op profile was not measured" in e["message"] for e in events)
+
+    cfg.write_text(base + "research: {profile: {instrument: llama/op-profile.yml, required: true}}\n")
+    git(target, "commit", "-qam", "profile required")
+    with pytest.raises(RunError, match="research.profile.required is true, so the run stops"):
+        Run(RunOptions(target=target, out=tmp_path / "stop", run_id="stop", agent="offline")).execute()
+    assert not (tmp_path / "stop" / "experiments.jsonl").exists()
+
+
+def test_pr_md_carries_the_profile_warning_at_the_top():
+    from jobs.report import with_warning
+    text = with_warning("# autoresearch: x\n\n## Summary\n", "the op profile was not measured (timeout)")
+    assert text.splitlines()[:3] == ["# autoresearch: x", "", "> **Warning:** the op profile was not measured (timeout)"]
+    assert with_warning("# t\nrest", "") == "# t\nrest"

@@ -169,3 +169,34 @@ def test_compare_for_scripts_keeps_the_same_rule():
     assert compare(base, head, direction="lower", alpha=0.05).verdict == "loss"
     assert compare([1, 2], [0, 1]).verdict == "untrusted"
     assert compare([1.0], [2.0]).verdict == "untrusted"
+
+
+def test_the_printed_lower_bound_of_a_keep_clears_the_floor_it_claims_to():
+    """Issue 21: the interval's bounds were grid points (1601 over the data's range, rounded down),
+    so the keep message's lower bound sat below the floor it says it clears in a third of the
+    heavy-tail keeps."""
+    rng = np.random.default_rng(5)
+    r = rule(alpha=0.0125, floor_pct=3.0, target_pct=8.0, max_pairs=40)
+    keeps = 0
+    for _ in range(60):
+        ys = sq.to_log(6.0) + noise("heavy", rng, r.max_pairs)
+        y, s = sq.adjusted([sq.Pair(float(v)) for v in ys])
+        d = sq.decide(y, s, r)
+        if d.kind != sq.KEEP:
+            continue
+        keeps += 1
+        lo, hi = sq.confidence_sequence(y[:d.at], s[:d.at], r.alpha_keep)
+        assert lo >= r.floor - 1e-12, (keeps, lo, r.floor)
+        assert lo < hi
+    assert keeps >= 10
+
+
+def test_a_pair_cap_below_the_fewest_pairs_any_keep_needs_is_known():
+    for family in (1, 8, 30):
+        alpha = sq.slot_alpha(0.05, 1, family)
+        need = sq.min_pairs_to_keep(alpha)
+        r = rule(alpha=alpha, max_pairs=need, min_pairs=1)
+        huge = np.full(need, math.log(3.0))              # every pair a 3x speed-up, no noise
+        assert sq.decide(huge, np.full(need, 0.01), r).kind == sq.KEEP
+        assert sq.decide(huge[:-1], np.full(need - 1, 0.01), rule(alpha=alpha, max_pairs=need - 1,
+                                                                       min_pairs=1)).kind != sq.KEEP

@@ -13,7 +13,8 @@ given (state, pull request). Nothing is written; logs, environment, tokens and s
 rendered (only the fields `view.run_view` keeps are).
 
 Access (`auth`): a signed link, minted with
-`python -m bot.dashboard link --user LOGIN [--run RUN_ID] [--hours H]`. Opening it sets a signed,
+`python -m bot.dashboard link --user LOGIN [--repo OWNER/NAME [--run RUN_ID]] [--hours H]`: a grant
+names the repository and the run (run ids repeat across repositories). Opening it sets a signed,
 HttpOnly, SameSite=Strict cookie and redirects to the same page without the token.
 
 Parts: `auth` (keys, links, cookies), `view` (pure: a run's view and its chart), `templates`
@@ -120,9 +121,11 @@ def blueprint(settings=None, *, root: Path | None = None, store=None, env: dict[
         return resp
 
     def one(run_id: str) -> dict:
-        if not may_see(g.grant, run_id):
+        repo = request.args.get("repo") or (g.grant["p"] if g.grant["p"] != "*" else None)
+        files = api.read_run(root, run_id, repo)
+        if files is None or not may_see(g.grant, files.repo, run_id):
             abort(404)
-        view = load_run(root, run_id, request.args.get("repo") or None, store)
+        view = load_run(root, run_id, files.repo, store)
         if view is None:
             abort(404)
         return view
@@ -134,7 +137,7 @@ def blueprint(settings=None, *, root: Path | None = None, store=None, env: dict[
     def runs():
         views = []
         for layout in api.list_runs(root):
-            if may_see(g.grant, layout.run_id):
+            if may_see(g.grant, layout.full_name, layout.run_id):
                 v = load_run(root, layout.run_id, layout.full_name, store)
                 if v:
                     v["href"] = f"/runs/{layout.run_id}?repo={layout.full_name}"
@@ -157,12 +160,13 @@ def blueprint(settings=None, *, root: Path | None = None, store=None, env: dict[
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m bot.dashboard link --user LOGIN [--run RUN_ID] [--hours H] [--base-url URL]`"""
+    """`python -m bot.dashboard link --user LOGIN [--repo OWNER/NAME [--run RUN_ID]] [--hours H] [--base-url URL]`"""
     parser = argparse.ArgumentParser(prog="python -m bot.dashboard")
     sub = parser.add_subparsers(dest="cmd", required=True)
     link = sub.add_parser("link", help="print a signed dashboard link")
     link.add_argument("--user", required=True, help="the GitHub login the link is for")
-    link.add_argument("--run", help="only this run id (default: every run)")
+    link.add_argument("--repo", help="only this repository, owner/name (default: every repository)")
+    link.add_argument("--run", help="only this run id of --repo (default: every run)")
     link.add_argument("--hours", type=float, default=24.0)
     link.add_argument("--base-url", default="http://127.0.0.1:8000")
     args = parser.parse_args(argv)
@@ -172,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.user} is not in AUTORESEARCH_DASHBOARD_USERS; the link would be refused", file=sys.stderr)
         return 2
     try:
-        token = make_token(key, args.user, args.run, args.hours * 3600)
+        token = make_token(key, args.user, args.run, args.hours * 3600, repo=args.repo)
     except ValueError as exc:
         print(exc, file=sys.stderr)
         return 2

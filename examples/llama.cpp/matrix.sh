@@ -51,12 +51,12 @@ cells() {
 
 # This machine's widest vector ISA (jobs/machine.py): every results folder's name ends in it.
 isa() {
-  "$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); from jobs.machine import machine_facts; print(machine_facts()["isa"])' "$ROOT"
+  "$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); from jobs.hostfacts import machine_facts; print(machine_facts()["isa"])' "$ROOT"
 }
 
 # One line: CPU, ISA flags, kernel, compiler and the load average now.
 machine_line() {
-  "$PY" -c 'import os, sys; sys.path.insert(0, sys.argv[1]); from jobs.machine import machine_facts, one_line
+  "$PY" -c 'import os, sys; sys.path.insert(0, sys.argv[1]); from jobs.hostfacts import machine_facts; from jobs.machine import one_line
 l = os.getloadavg(); print(one_line(machine_facts()) + "; load %.2f %.2f %.2f" % l)' "$ROOT"
 }
 

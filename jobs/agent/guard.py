@@ -2,8 +2,9 @@
 
 Allowed: paths matching the config's `editable` globs. Always refused, even inside them: the
 autoresearch config itself and the files its build/benchmark/checks commands run, since a patch
-that changes the yardstick makes the A/B comparison meaningless; and any path with a `.git`
-component (git's own files, in any letter case).
+that changes the yardstick makes the A/B comparison meaningless; the rest of the yardstick
+(`jobs.yardstick`: the benchmark's and checks' folders, the config's `yardstick:` globs); and any
+path with a `.git` component (git's own files, in any letter case).
 
 A patch (`check_patch`) is checked on every path it touches, both sides of a rename or copy (moving
 `bench.sh` into `src/` deletes the yardstick). Symbolic links (git mode 120000): a patch may delete
@@ -20,7 +21,7 @@ import re
 import shlex
 from pathlib import Path
 
-from .. import gitops
+from .. import gitops, yardstick
 from ..config import CONFIG_PATH, TargetConfig
 from ..recipes import matches_any
 
@@ -44,6 +45,13 @@ def protected_files(tree: Path, config: TargetConfig) -> set[str]:
     return protected
 
 
+def in_yardstick(rel: str, tree: Path, config: TargetConfig):
+    """The part of the yardstick (`jobs.yardstick`) that holds `rel` in `tree`, or None."""
+    root = Path(tree)
+    return yardstick.covering(rel, yardstick.parts(config, lambda p: (root / p).is_file(),
+                                                   lambda p: (root / p).is_dir()))
+
+
 def check_edit(rel_path: str, tree: Path, config: TargetConfig) -> str:
     """Normalised relative path if the edit is allowed; EditRefused with the reason otherwise."""
     rel = posixpath.normpath(rel_path.replace("\\", "/"))
@@ -52,6 +60,10 @@ def check_edit(rel_path: str, tree: Path, config: TargetConfig) -> str:
     if rel in protected_files(tree, config):
         raise EditRefused(f"{rel_path}: the benchmark/check/build scripts and the autoresearch config "
                           "are the yardstick and may not be edited")
+    part = in_yardstick(rel, tree, config)
+    if part is not None:
+        raise EditRefused(f"{rel_path}: part of the yardstick ({part.glob}: {part.why}); what measures or checks "
+                          "a candidate may not be edited")
     if not matches_any(rel, config.editable):
         raise EditRefused(f"{rel_path}: outside the editable paths {config.editable}")
     resolved = (Path(tree) / rel).resolve()

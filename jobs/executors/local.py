@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from .. import gitops
+from .. import gitops, pairjournal
 from ..runner import Progress, run_experiment
 from ..spec import ExperimentSpec, RawResult
 
@@ -37,8 +37,13 @@ class LocalExecutor:
         if spec.head_commit != spec.base_commit or spec.kind == "calibration":
             slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in spec.name)
             head = gitops.add_worktree(self.repo, self.workdir / f"exp-{slug}", spec.head_commit)
+        # Each measured pair is kept in the run's folder until the experiment returns: a stop in
+        # the middle resumes from them (jobs/pairjournal.py).
+        kind_slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in f"{spec.kind}-{spec.name}")
+        journal = self.workdir.parent / "pairs" / f"{kind_slug}.json"
         try:
-            result = run_experiment(spec, base, head, build_base=needs_build, progress=progress)
+            result = run_experiment(spec, base, head, build_base=needs_build, progress=progress, journal=journal)
+            pairjournal.forget(journal)
         finally:
             if head != base:
                 gitops.remove_worktree(self.repo, head)

@@ -33,6 +33,7 @@ class Sources:
     # op sequence label -> the sequences it stands for; filled by offline.merge_sources with the
     # hypotheses' sequences so the profile table shows what each one could gain
     profile_sequences: dict[str, list[tuple[str, ...]]] = field(default_factory=dict)
+    profile_missing: str = ""          # the op profile was configured but not measured: why
     notes: list[str] = field(default_factory=list)
     extra_digests: dict[str, str] = field(default_factory=dict)   # e.g. the callgrind profile (jobs/research/clib.py)
 
@@ -154,5 +155,8 @@ def gather(tree: Path, config: TargetConfig, *, upstream: str | None = None, git
         base = arxiv_base or os.environ.get("AUTORESEARCH_ARXIV_URL") or papers_mod.ARXIV
         found, notes = papers_mod.search(list(r.papers), base=base, pause=arxiv_pause)
         src.papers, src.notes = found, src.notes + notes
+    before = len(src.notes)
     src.profile = _profile(tree, config, src.notes, profile_runner, on_step, profile_cache)
+    if getattr(config.research, "profile", None) is not None and src.profile is None:
+        src.profile_missing = "; ".join(n.removeprefix("profile: ") for n in src.notes[before:]) or "not measured"
     return src

@@ -18,6 +18,7 @@ from synthetic import patch_for, synthetic_target  # noqa: E402
 
 APP_REPO = "octo/synth"
 ACTION_REPO = "octo/synth-action"
+STATE_KEY = "action-test-state-key-0123456789"
 WORKFLOW_TOKEN = "ghs_workflowtoken0123456789"
 
 
@@ -49,7 +50,7 @@ def run_action(bot_env, tmp_path: Path, event: str, payload: dict, name: str, **
            "GITHUB_STEP_SUMMARY": str(step_summary), "GITHUB_TOKEN": WORKFLOW_TOKEN, "GITHUB_RUN_ID": "9001",
            "GITHUB_API_URL": bot_env.env["AUTORESEARCH_GITHUB_API_URL"],
            "GITHUB_SERVER_URL": f"file://{bot_env.git_root}", "RUNNER_TEMP": str(tmp_path / "runner"),
-           "AUTORESEARCH_BOT_LOGIN": BOT_LOGIN, "AUTORESEARCH_EXECUTOR": "auto",
+           "AUTORESEARCH_BOT_LOGIN": BOT_LOGIN, "AUTORESEARCH_EXECUTOR": "auto", "AUTORESEARCH_STATE_KEY": STATE_KEY,
            "AUTORESEARCH_WORKDIR": str(tmp_path / "action-work"), "PYTHONPATH": str(ROOT), **extra}
     proc = subprocess.run(_cli(), env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -163,7 +164,8 @@ def test_issue_comment_event_file_gives_the_same_run_and_draft_pr_as_the_app(bot
     from bot.dashboard import blueprint, load_run, make_token, signing_key
     import http.cookiejar
     import urllib.request
-    token = make_token(signing_key({}, bot_env.env["AUTORESEARCH_WEBHOOK_SECRET"]), "alice", app_run.run_id)
+    token = make_token(signing_key({}, bot_env.env["AUTORESEARCH_WEBHOOK_SECRET"]), "alice", app_run.run_id,
+                       repo=APP_REPO)
     opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
     page = opener.open(f"{bot_env.url}/runs/{app_run.run_id}?token={token}", timeout=10).read().decode()
     assert "faster" in page and "keep" in page and 'id="chart"' in page
@@ -282,7 +284,8 @@ def test_cancel_before_start_and_status(bot_env, tmp_path):
     assert out["state"] == "cancelled"
     assert comment("alice", "/autoresearch approve", "late")["state"] == "replied"         # nothing awaits approval now
     status = next(c for c in bot_env.bot_comments(ACTION_REPO, 6) if "<!-- autoresearch:status" in c["body"])
-    assert "🛑 cancelled" in status["body"] and "cancelled by @bob before it started" in status["body"]
+    shown = status["body"].replace("\u2060", "")          # mentions in messages are made inert (jobs.mdsafe)
+    assert "🛑 cancelled" in shown and "cancelled by @bob before it started" in shown
     out = comment("alice", "/autoresearch status", "status")
     assert out["state"] == "cancelled" and out["run-id"]
     assert not bot_env.github.pulls
@@ -291,7 +294,7 @@ def test_cancel_before_start_and_status(bot_env, tmp_path):
 def test_cancel_of_a_run_whose_workflow_is_gone_unblocks_the_issue(bot_env, tmp_path):
     """A `running` record whose workflow run can no longer be cancelled (here: the fake knows no such
     Actions run, and answers 409 as GitHub does for a finished run) is marked cancelled, not left running."""
-    from bot.issuestore import STATE_MARKER
+    from bot.issuestore import STATE_MARKER, state_body
     from bot.record import to_fields
     from recordfixtures import record
     bot_env.add_target(ACTION_REPO, _target(tmp_path))
@@ -303,7 +306,7 @@ def test_cancel_of_a_run_whose_workflow_is_gone_unblocks_the_issue(bot_env, tmp_
     # A forged state comment by someone else (saying the run is over) comes first and is not trusted.
     forged = dict(state, runs={"8-deadbee": dict(rec, state="done")})
     bot_env.github.add_comment(ACTION_REPO, 8, "mallory", f"{STATE_MARKER}\n```json\n{json.dumps(forged)}\n```\n")
-    bot_env.github.add_comment(ACTION_REPO, 8, BOT_LOGIN, f"{STATE_MARKER}\n```json\n{json.dumps(state)}\n```\n")
+    bot_env.github.add_comment(ACTION_REPO, 8, BOT_LOGIN, state_body(STATE_KEY, ACTION_REPO, 8, state))
 
     p = bot_env.comment_payload(ACTION_REPO, 8, "alice", "/autoresearch cancel")
     p.pop("installation")
@@ -336,6 +339,7 @@ def test_runner_cancellation_stops_the_run_and_says_so(bot_env, tmp_path):
            "GITHUB_OUTPUT": str(d / "output"), "GITHUB_TOKEN": WORKFLOW_TOKEN, "GITHUB_RUN_ID": "77",
            "GITHUB_API_URL": bot_env.env["AUTORESEARCH_GITHUB_API_URL"],
            "GITHUB_SERVER_URL": f"file://{bot_env.git_root}", "AUTORESEARCH_BOT_LOGIN": BOT_LOGIN,
+           "AUTORESEARCH_STATE_KEY": STATE_KEY,
            "AUTORESEARCH_EXECUTOR": "local", "AUTORESEARCH_WORKDIR": str(tmp_path / "action-work"),
            "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(_cli(), env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -1,14 +1,20 @@
 """Benchmark (not a test): how often the verdict keeps what it should and nothing else, as METRIC lines.
 
-    .venv/bin/python tests/benchmarks/verdict_power.py simulate            # ~1 min, tables only
+    .venv/bin/python tests/benchmarks/verdict_power.py simulate                 # the table, at the defaults
+    PYTHONPATH=/path/to/other/checkout .venv/bin/python tests/benchmarks/verdict_power.py simulate   # "before"
     .venv/bin/python tests/benchmarks/verdict_power.py demo --runs 10 --nulls 3
     .venv/bin/python tests/benchmarks/verdict_power.py demo --runs 2 --nulls 3 --load states
 
-`simulate`: the production decision procedure (coin-ordered pairs, nuisance adjustment,
-anytime-valid test, futility stop, pair cap) on simulated pair noise of the kinds seen on shared
-machines; keep rate and mean pairs per true effect, at the first and the eighth slot's level of a
-run with `max_experiments` 8. Validity does not come from this table (it comes from the coin and
-Ville's inequality); the table shows what the guarantee costs.
+`simulate`: whole runs through the loaded code's own functions at the config's defaults: an A/A
+calibration (`calibrate_run`, its floor and prior), then one experiment sampled pair by pair with
+the runner's stop rule (`jobs.runner.stop_reason`) and judged (`jobs.verdict.judge`), at the first
+slot's level of a run of `budget.max_experiments`. Processes are simulated in run order under the
+noise models of `Noise` (quiet, a second-in-pair effect, t3 tails with outliers, i.i.d. and Markov
+2.9x slow states, AR(1) drift, heteroscedastic, a busy day) with true effects 0, +5% and +14.5%,
+and under three hazards with no real effect: a 3% faster candidate folder (location), a candidate
+that slows the next process by 10% (carry-over), a candidate that prints 1.5x its MB/s (the
+runner's CPU clock sees the same work). The runner's folder swap is emulated when the loaded code
+has it (`jobs.runner.swap_coins`). keep_rate at effect 0 = false keeps; at 5 and 14.5 = power.
 
 `demo`: the real loop on this machine, `--runs` times: `autoresearch run` on the bundled demo
 target with the offline agent (all recipes) plus `--nulls` maintainer candidates that change only
@@ -33,52 +39,135 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+# Appended, not prepended: PYTHONPATH=/work/main runs the same script against another checkout.
+sys.path += [str(ROOT), str(ROOT / "tests")]
 
-from jobs import sequential as sq  # noqa: E402
+
+class Noise:
+    """Per-process log-speed noise in run order, for the models named in the table. Each call of
+    `next()` is one benchmark process (a state carries over between processes where the model has one)."""
+
+    MODELS = ("quiet", "order", "heavy", "states-iid", "states-markov", "ar1-drift", "hetero", "noisy")
+
+    def __init__(self, kind: str, rng: np.random.Generator):
+        self.kind, self.rng, self.slow, self.drift = kind, rng, False, 0.0
+
+    def next(self, position: int) -> float:
+        r, k = self.rng, self.kind
+        if k == "quiet":            # 4.6% per pair, as measured here on a quiet day
+            return r.normal(0, 0.0325)
+        if k == "order":            # quiet, plus the second process of a pair 4% faster
+            return r.normal(0, 0.0325) + (0.04 if position == 1 else 0.0)
+        if k == "heavy":            # Student t3 with outliers
+            return 0.07 * r.standard_t(3) / math.sqrt(3) + (r.normal(0, 0.5) if r.random() < 0.03 else 0.0)
+        if k == "states-iid":       # each process in a 2.9x slower state 30% of the time
+            return -math.log(2.9) * (r.random() < 0.3) + r.normal(0, 0.02)
+        if k == "states-markov":    # slow states that persist (enter 10%, stay 80%)
+            self.slow = r.random() < (0.8 if self.slow else 0.1)
+            return -math.log(2.9) * self.slow + r.normal(0, 0.02)
+        if k == "ar1-drift":        # the machine's speed drifts (AR(1), phi 0.95)
+            self.drift = 0.95 * self.drift + r.normal(0, 0.02)
+            return self.drift + r.normal(0, 0.02)
+        if k == "hetero":           # the noise level itself changes from process to process
+            return r.normal(0, 0.0325 * math.exp(r.normal(0, 0.7)))
+        if k == "noisy":            # the issue's busy day: 41% per pair
+            return r.normal(0, 0.29)
+        raise ValueError(k)
 
 
-def pair_noise(kind: str, rng: np.random.Generator, n: int) -> np.ndarray:
-    if kind == "quiet":        # measured here on a quiet day: pair log-ratio sd ~0.046
-        return rng.normal(0, 0.046, n)
-    if kind == "noisy":        # the issue's busy day, interleaved pairs: sd 0.41
-        return rng.normal(0, 0.41, n)
-    if kind == "heavy":
-        return 0.1 * rng.standard_t(3, n) / math.sqrt(3)
-    if kind == "order":        # quiet, plus the second process of a pair 4% faster (adjusted for)
-        return rng.normal(0, 0.03, n)
-    if kind == "states":       # each process in a 2.9x slower state 30% of the time
-        a = (rng.random(n) < 0.3).astype(float)
-        b = (rng.random(n) < 0.3).astype(float)
-        return (a - b) * math.log(2.9) + rng.normal(0, 0.03, n)
-    raise ValueError(kind)
+HAZARDS = ("location-3%", "carry-over-10%", "printed-1.5x")
+
+
+def one_run(kind: str, effect_pct: float, hazard: str, rng: np.random.Generator, config, slot: int,
+            family: int) -> str:
+    """One calibration + one experiment through the loaded code's own functions (the runner's stop
+    rule, `calibrate_run`, `judge`); returns the experiment's status."""
+    from jobs.calibration import calibrate_run
+    from jobs.runner import stop_reason
+    from jobs.sequential import pair_schedule, slot_alpha, warmup_order
+    from jobs.spec import ExperimentSpec, Invocation, RawResult, StopRule
+    from jobs.verdict import Plan, judge
+    try:
+        from jobs.runner import swap_coins          # this branch: arms swap folders by a coin per pair
+    except ImportError:
+        swap_coins = None
+    noise_kind = "quiet" if hazard else kind
+    noise = Noise(noise_kind, rng)
+
+    def measure(n_pairs: int, head_effect: float, seed: int, stop=None, experiment=True) -> RawResult:
+        raw = RawResult(status="ok", cpu="sim")
+        coins = swap_coins(n_pairs, seed) if swap_coins else [0] * n_pairs
+        last = None
+
+        def proc(arm: str, pair: int, position: int, s: int, swapped: int) -> None:
+            nonlocal last
+            v = noise.next(position) + (head_effect if arm == "B" else 0.0)
+            in_q = (arm == "B") != bool(swapped)     # the candidate's folder (exp-*) is Q
+            if experiment and hazard == "location-3%" and in_q:
+                v += math.log(1.03)
+            if experiment and hazard == "carry-over-10%" and last == "B":
+                v += math.log(0.9)
+            printed = v + (math.log(1.5) if experiment and hazard == "printed-1.5x" and arm == "B" else 0.0)
+            cpu = 0.02 * math.exp(rng.normal(0, 0.05)) + 0.1 * math.exp(-v)
+            raw.invocations.append(Invocation(arm=arm, pair=pair, position=position, seed=s,
+                                              metrics={"m": 100 * math.exp(printed)}, wall_s=cpu, cpu_s=cpu,
+                                              index=len(raw.invocations)))
+            last = arm
+        for arm in warmup_order(seed):
+            proc(arm, -1, 0, 1, 0)
+        for i, (first, s) in enumerate(pair_schedule(n_pairs, seed)):
+            for position, arm in enumerate((first, "A" if first == "B" else "B")):
+                proc(arm, i, position, s, coins[i])
+            if stop is not None:
+                raw.stopped = stop_reason(stop, raw)
+                if raw.stopped:
+                    break
+        return raw
+
+    seed = int(rng.integers(1, 2**31 - 1))
+    cal = calibrate_run(measure(config.repeats.calibration, 0.0, seed, experiment=False), config, n_sims=5)
+    if cal.problems:
+        return "calibration-refused"
+    c = cal.metrics["m"]
+    th, rp = config.thresholds, config.repeats
+    floor = max(th.min_effect_pct, c.floor_pct)
+    plan = Plan(alpha=slot_alpha(th.alpha, slot, family), floor_pct=floor, target_pct=max(th.target_mde_pct, floor),
+                max_pairs=rp.max, min_pairs=rp.min, alpha_loss=th.alpha,
+                priors={"m": tuple(tuple(p) for p in c.prior)}, adjust={"m": tuple(c.adjust)})
+    rule = plan.rule()
+    fields = StopRule.__dataclass_fields__
+    extra = {k: v for k, v in (("clock", "cpu"), ("timed_share", config.integrity.timed_share)) if k in fields}
+    stop = StopRule(alpha_keep=rule.alpha_keep, floor=rule.floor, target=rule.target, alpha_loss=rule.alpha_loss,
+                    alpha_futility=rule.alpha_futility, min_pairs=rule.min_pairs, adjust=list(c.adjust), **extra)
+    spec = ExperimentSpec.from_config(config, run_id="sim", name="x", platform="sim", base_commit="a",
+                                      head_commit="b", n_per_arm=rp.max, seed=seed + 1, stop=stop,
+                                      prior=[list(p) for p in c.prior])
+    raw = measure(rp.max, math.log1p(effect_pct / 100), seed + 1, stop=spec)
+    return judge(raw, config, plan).status.value
 
 
 def simulate(args) -> None:
+    from jobs.config import parse_config
+    config = parse_config("build: make\nbenchmark: ./b\nchecks: ./c\neditable: ['src/**']\n"
+                          "metrics: [{name: m, primary: true, clock: cpu}]\n")
+    family = config.budget.max_experiments
+    print(f"# defaults: alpha {config.thresholds.alpha}, max_experiments {family}, repeats.max {config.repeats.max}, "
+          f"calibration {config.repeats.calibration} pairs, floor {config.thresholds.min_effect_pct}%, "
+          f"target {config.thresholds.target_mde_pct}%; slot {args.slot}", flush=True)
     rng = np.random.default_rng(args.seed)
-    for kind in ("quiet", "order", "heavy", "states", "noisy"):
-        order_effect = 0.04 if kind == "order" else 0.0
-        # As calibration would pre-register: adjust for the order only where there is one.
-        def z(o: float) -> tuple[float, ...]:
-            return (o,) if order_effect else ()
-        orders = rng.choice([-1.0, 1.0], 10)
-        prior = sq.Prior(tuple(sq.Pair(float(v + order_effect * o), z(o))
-                               for v, o in zip(pair_noise(kind, rng, 10), orders)))
-        for slot in (1, 8):
-            alpha = sq.slot_alpha(0.05, slot, 8)
-            rule = sq.Rule(alpha_keep=alpha, floor=sq.to_log(1.0), target=sq.to_log(5.0), max_pairs=args.max_pairs)
-            for effect_pct in (0.0, 5.0, 14.5, 100.0):
-                kept, pairs = 0, []
-                for _ in range(args.sims):
-                    order = rng.choice([-1.0, 1.0], rule.max_pairs)
-                    ys = sq.to_log(effect_pct) + pair_noise(kind, rng, rule.max_pairs) + order_effect * order
-                    y, s = sq.adjusted([sq.Pair(float(v), z(o)) for v, o in zip(ys, order)], prior)
-                    d = sq.decide(y, s, rule)
-                    kept += d.kind == sq.KEEP
-                    pairs.append(d.at or d.n)
-                tag = f"sim.{kind}.slot{slot}.effect{effect_pct:g}"
-                print(f"METRIC {tag}.keep_rate={kept / args.sims:.3f}")
-                print(f"METRIC {tag}.mean_pairs={np.mean(pairs):.1f}", flush=True)
+    cases = [(k, 0.0, "") for k in Noise.MODELS] + [(k, e, "") for k in Noise.MODELS for e in (5.0, 14.5)] + \
+        [("quiet", 0.0, h) for h in HAZARDS]
+    only = set(args.only.split(",")) if args.only else None
+    for kind, effect, hazard in cases:
+        name = hazard or kind
+        if only and name not in only:
+            continue
+        sims = args.sims if effect == 0 else max(1, args.sims // 2)
+        outcomes = [one_run(kind, effect, hazard, rng, config, args.slot, family) for _ in range(sims)]
+        tag = f"sim.{name}.effect{effect:g}"
+        print(f"METRIC {tag}.keep_rate={outcomes.count('keep') / sims:.3f}")
+        print(f"METRIC {tag}.invalid_rate={outcomes.count('invalid') / sims:.3f}")
+        print(f"METRIC {tag}.runs={sims}", flush=True)
 
 
 def load_generator(stop) -> None:
@@ -162,8 +251,9 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="what", required=True)
     s = sub.add_parser("simulate")
-    s.add_argument("--sims", type=int, default=400)
-    s.add_argument("--max-pairs", type=int, default=60)
+    s.add_argument("--sims", type=int, default=200, help="runs per null case (half that per effect)")
+    s.add_argument("--slot", type=int, default=1, help="the experiment's slot in a run of max_experiments")
+    s.add_argument("--only", default="", help="comma-separated model or hazard names")
     s.add_argument("--seed", type=int, default=0)
     d = sub.add_parser("demo")
     d.add_argument("--runs", type=int, default=10)

@@ -169,13 +169,16 @@ def test_outsider_waits_for_approval_and_approval_binds_to_base(bot_env, tmp_pat
     assert Store(bot_env.redis).get_run(REPO, old).state == "cancelled"
     assert not (bot_env.workdir / "octo" / "synth" / old / "out").exists()      # nothing ran
 
-    # Approved again at the new base: it runs (no candidates, no recipes: report without a PR).
+    # Approved again at the new base: it runs (no candidates, no recipes: nothing to try, so it stops
+    # before the calibration and says so, without a PR).
     bot_env.comment(REPO, 2, "alice", f"/autoresearch approve {rec.plan_digest}")
     bot_env.work()
     rec = _run(bot_env, 2)
     assert rec.state == "done", rec
     assert not bot_env.github.pulls
-    assert any("no change was kept" in c["body"] for c in bot_env.bot_comments(REPO, 2))
+    assert any("nothing was measured and no pull request was opened" in c["body"]
+               for c in bot_env.bot_comments(REPO, 2))
+    assert not (bot_env.workdir / "octo" / "synth" / rec.run_id / "out" / "pr.md").exists()
     assert "✅ done" in _status_comments(bot_env, 2)[-1]["body"]
 
 

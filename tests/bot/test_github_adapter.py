@@ -106,3 +106,18 @@ def test_a_workflow_run_is_cancelled(bot_env, client):
     with pytest.raises(RequestFailed) as err:            # finished: GitHub answers 409
         gh.cancel_workflow_run(31)
     assert err.value.response.status_code == 409
+
+
+def test_comments_are_found_only_among_the_bots_own(bot_env, client):
+    """N4 at the adapter: a marker in someone else's comment is never found, so never edited; without
+    a configured login nothing is searched at all (a new comment is posted)."""
+    import dataclasses
+    gh, _ = client
+    theirs = bot_env.github.add_comment("octo/widget", 2, "mallory", "<!-- m -->\nmine")
+    assert gh.find_comment(2, "<!-- m -->") is None
+    ours = gh.upsert_comment(2, "<!-- m -->", "<!-- m -->\nthe bot's")
+    assert ours != theirs["id"] and gh.find_comment(2, "<!-- m -->") == ours
+    assert bot_env.github.comments[theirs["id"]]["body"] == "<!-- m -->\nmine" and not bot_env.github.foreign_edits
+    blind = RepoClient(dataclasses.replace(Settings.from_env(), bot_login=""), 77, "octo", "widget")
+    before = len(bot_env.github.log)
+    assert blind.find_comment(2, "<!-- m -->") is None and len(bot_env.github.log) == before

@@ -31,7 +31,8 @@ def stores(request, redis_url, bot_env, tmp_path):
     bot_env.github.tokens[TOKEN] = 0
     s = Settings.for_action({"GITHUB_API_URL": bot_env.env["AUTORESEARCH_GITHUB_API_URL"],
                              "AUTORESEARCH_BOT_LOGIN": BOT_LOGIN, "AUTORESEARCH_EXECUTOR": "local"})
-    return lambda: IssueStateStore(RepoClient.for_token(s, TOKEN, "octo", "store"), 7, BOT_LOGIN)
+    return lambda: IssueStateStore(RepoClient.for_token(s, TOKEN, "octo", "store"), 7, BOT_LOGIN,
+                                   key="ports-test-state-key", repo="octo/store")
 
 
 def test_run_records_round_trip_and_durable_writes_are_seen_by_the_next_process(stores):

@@ -45,7 +45,7 @@ def test_bench_fetches_the_head_from_the_pull_requests_head_repo(tmp_path):
     pull = PullInfo(7, "https://github.com/octo/synth/pull/7", "autoresearch/7-abc", "b" * 40, "main", "a" * 40,
                     "bot", "someone/synth-fork")
     flow = SimpleNamespace(
-        gh=SimpleNamespace(owner="octo", repo="synth", pull=lambda n: pull),
+        gh=SimpleNamespace(owner="octo", repo="synth", pull=lambda n: pull, bot_login="bot"),
         place=SimpleNamespace(fork_owner="forker", clone_url=lambda o, r: f"file:///git/{o}/{r}.git"),
         git=SimpleNamespace(checkout=lambda *a, **k: None, fetch_ref=fetch_ref), token=None,
         layout=lambda run_id: api.RunLayout(tmp_path, "octo", "synth", run_id))

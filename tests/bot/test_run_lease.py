@@ -168,9 +168,11 @@ def test_cancel_of_a_running_run_without_a_worker_ends_it_at_once(conn):
     assert launcher.stop(rec) == "the running step"
 
 
-def test_why_a_lost_run_is_not_resumed():
+def test_why_a_lost_run_is_not_resumed(monkeypatch):
+    from bot import planning
     approval = ap.Approval("alice", "x" * 16, "b" * 40)
-    prep = SimpleNamespace(base="b" * 40, plan=SimpleNamespace(digest=lambda: "x" * 16))   # what is read of it
+    prep = SimpleNamespace(base="b" * 40)                                    # what is read of it
+    monkeypatch.setattr(planning, "record_plan_id", lambda prep, rec: "x" * 16)     # its plan's id
     assert resume_refusal(record(state=ap.RUNNING, losses=1, approval=approval), prep) == ""
     assert "lost 3 times" in resume_refusal(record(state=ap.RUNNING, losses=MAX_LOSSES, approval=approval), prep)
     assert "not on this worker" in resume_refusal(record(state=ap.RUNNING, losses=1, approval=approval), None)

@@ -82,9 +82,10 @@ def served(tmp_path, redis_url, monkeypatch):
     server.shutdown()
 
 
-def link(base: str, user: str = "alice", run: str | None = RUN, seconds: float = 600, now=None) -> str:
+def link(base: str, user: str = "alice", run: str | None = RUN, seconds: float = 600, now=None,
+         repo: str | None = REPO) -> str:
     from bot.dashboard import make_token, signing_key
-    token = make_token(signing_key({}, SECRET), user, run, seconds, now=now)
+    token = make_token(signing_key({}, SECRET), user, run, seconds, now=now, repo=repo if run else None)
     return f"{base}/runs{'/' + run if run else ''}?token={token}"
 
 
@@ -199,7 +200,7 @@ def test_access_rules(served):
     good = link(base)
     assert status(good[:-3] + ("AAA" if not good.endswith("AAA") else "BBB")) == 403  # tampered
     from bot.dashboard import make_token
-    assert status(f"{base}{path}?token={make_token('another key', 'alice', RUN)}") == 403
+    assert status(f"{base}{path}?token={make_token('another key', 'alice', RUN, repo=REPO)}") == 403
 
     resp = client.get(good.removeprefix(base))
     assert resp.status_code == 303 and resp.headers["Location"] == path
@@ -234,8 +235,39 @@ def test_link_command_prints_a_working_link(served, monkeypatch, capsys):
     base, app, _, _ = served
     from bot.dashboard import main
     monkeypatch.setenv("AUTORESEARCH_WEBHOOK_SECRET", SECRET)
-    assert main(["link", "--user", "alice", "--run", RUN, "--hours", "1", "--base-url", base]) == 0
+    assert main(["link", "--user", "alice", "--repo", REPO, "--run", RUN, "--hours", "1", "--base-url", base]) == 0
     url = capsys.readouterr().out.strip()
     assert url.startswith(f"{base}/runs/{RUN}?token=")
     assert app.test_client().get(url.removeprefix(base)).status_code == 303
     assert main(["link", "--user", "mallory"]) == 2
+    assert main(["link", "--user", "alice", "--run", RUN]) == 2          # a run without its repository
+
+
+def test_a_grant_names_the_repository_and_the_run(served):
+    """N12: run ids repeat across repositories; a grant for run R of octo/synth does not show run R
+    of another repository, by path, by ?repo=, or in the list; old tokens without a repository fail."""
+    base, app, out, settings = served
+    client = app.test_client()
+    twin = settings.workdir / "evil" / "other" / RUN / "out"
+    twin.mkdir(parents=True)
+    ledger.save_state(twin, {"run_id": RUN, "phase": "research", "platforms": ["local"],
+                             "hypotheses": [{"id": "twin-secret", "title": "only in evil/other"}]})
+    import os
+    os.utime(twin / ledger.STATE, None)                       # the newest run called RUN
+    assert client.get(link(base).removeprefix(base)).status_code == 303
+    assert "fuse-rmsnorm" in client.get(f"/runs/{RUN}").text
+    assert client.get(f"/runs/{RUN}?repo=evil/other").status_code == 404
+    assert client.get(f"/runs/{RUN}.json?repo=evil/other").status_code == 404
+    assert "twin-secret" not in client.get("/runs").text
+    # a grant for that other repository sees it, and not ours
+    other = app.test_client()
+    assert other.get(link(base, repo="evil/other").removeprefix(base)).status_code == 303
+    assert "twin-secret" in other.get(f"/runs/{RUN}").text
+    assert other.get(f"/runs/{RUN}?repo={REPO}").status_code == 404
+    # a token of the old form (a run id, no repository) is refused
+    from itsdangerous import URLSafeSerializer
+    from bot.dashboard.auth import LINK_SALT
+    from bot.dashboard import signing_key
+    old = URLSafeSerializer(signing_key({}, SECRET), salt=LINK_SALT).dumps(
+        {"u": "alice", "r": RUN, "exp": int(time.time()) + 600})
+    assert app.test_client().get(f"/runs/{RUN}?token={old}").status_code == 403

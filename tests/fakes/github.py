@@ -98,6 +98,7 @@ class FakeGitHub:
         self.violations: list[str] = []               # ... and what did not conform
         self.workflow_runs: dict[tuple[str, int], str] = {}   # (repo, run id) -> status; unknown = completed
         self.cancelled_runs: list[tuple[str, int]] = []       # (repo, workflow run id) cancelled
+        self.foreign_edits: list[dict] = []           # comments of others the bot edited (must stay empty)
         self.lock = threading.RLock()
         self._ids = itertools.count(1000)
         self._numbers: dict[str, itertools.count] = {}
@@ -124,6 +125,17 @@ class FakeGitHub:
 
     def new_issue_number(self, full: str) -> int:
         return next(self._numbers[full])
+
+    def add_pull(self, full: str, head: str, base: str, title: str, body: str, author: str) -> int:
+        """A pull request opened by `author` (a person, not the bot) from branch `head` of `full`."""
+        repo = self.repos[full]
+        with self.lock:
+            number = self.new_issue_number(full)
+            self.pulls[(full, number)] = {"id": self.next_id(), "title": title, "head": head, "base": base,
+                                          "body": body, "draft": False, "head_repo": None, "author": author,
+                                          "head_sha": self.git(repo.bare, "rev-parse", f"refs/heads/{head}"),
+                                          "created_at": _now(), "updated_at": _now()}
+        return number
 
     def add_comment(self, full: str, issue: int, login: str, body: str) -> dict:
         with self.lock:
@@ -178,7 +190,7 @@ class FakeGitHub:
             "review_comments_url": f"{base}/pulls/{number}/comments",
             "review_comment_url": f"{base}/pulls/comments{{/number}}", "comments_url": f"{base}/issues/{number}/comments",
             "statuses_url": f"{base}/statuses/{head_sha}", "number": number, "state": "open", "locked": False,
-            "title": p["title"], "user": self.user(self.bot_login), "body": p["body"], "labels": p.get("labels", []),
+            "title": p["title"], "user": self.user(p.get("author") or self.bot_login), "body": p["body"], "labels": p.get("labels", []),
             "milestone": None, "active_lock_reason": None, "created_at": p["created_at"], "updated_at": p["updated_at"],
             "closed_at": None, "merged_at": None, "merge_commit_sha": None, "assignee": None, "assignees": [],
             "requested_reviewers": [], "requested_teams": [],
@@ -287,7 +299,9 @@ class FakeGitHub:
             if not repo_or_404(owner, name) or not c or c["repo"] != f"{owner}/{name}":
                 return error(404, "Not Found")
             if c["login"] != self.bot_login:
-                return error(403, "Resource not accessible by integration")
+                # GitHub lets an installation with issues: write (and a workflow token) edit anyone's
+                # comment; the fake does too, and keeps what it overwrote as the attack's evidence.
+                self.foreign_edits.append({"id": cid, "login": c["login"], "was": c["body"]})
             body = (request.get_json(silent=True) or {}).get("body")
             if not isinstance(body, str) or not body:
                 return error(422, "Validation Failed")

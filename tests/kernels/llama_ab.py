@@ -31,7 +31,7 @@ Steps (each reuses what a previous run left in --workdir):
 Results go to stdout (a table and METRIC lines) and to <workdir>/ab-result.json.
 
 It lives under tests/ rather than kernels/ because it uses the project's Python (jobs.recipes,
-jobs.stats), and kernels/ imports none (DESIGN.md). pytest does not collect it (no test_ prefix);
+jobs.stats), and kernels/ imports none (ARCHITECTURE.md). pytest does not collect it (no test_ prefix);
 tests/kernels/test_ab_script.py tests its pure parts.
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Load a module of the kernels tests' own from its file: the llama.cpp helpers in kernels/llama/
-(kernels/ is not a package: it imports no project Python, DESIGN.md) and the slow A/B script
+(kernels/ is not a package: it imports no project Python, ARCHITECTURE.md) and the slow A/B script
 tests/kernels/llama_ab.py, which pytest does not collect."""
 from __future__ import annotations
 

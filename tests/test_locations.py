@@ -1,0 +1,78 @@
+"""Where a build runs cannot decide a verdict (issue 21): each arm is built in both folders and a
+coin per pair picks which stands where (jobs.locations). Real git, real builds and benchmarks."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import git, make_repo
+from jobs import gitops
+from jobs.locations import Locations
+from jobs.pipeline import Run, RunOptions
+from jobs.runner import swap_coins
+from synthetic import FILES, patch_for
+
+
+def test_each_arm_runs_from_the_folder_it_was_built_in_and_the_folders_come_back(tmp_path):
+    repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
+    first = git(repo, "rev-parse", "HEAD")
+    (repo / "a.txt").write_text("b\n")
+    git(repo, "commit", "-qam", "b")
+    p = gitops.add_worktree(repo, tmp_path / "w" / "base", first)
+    q = gitops.add_worktree(repo, tmp_path / "w" / "exp-x", "HEAD")
+    for folder in (p, q):                               # the executor's builds: A at P, B at Q
+        (folder / "built").write_text(f"{folder}\n")
+    (p / "untracked-output").write_text("x")
+
+    def build(folder: Path, arm: str) -> None:
+        assert not (folder / "built").exists() and not (folder / "untracked-output").exists()   # clean
+        assert (folder / "a.txt").read_text() == ("a\n" if arm == "A" else "b\n")
+        (folder / "built").write_text(f"{folder}\n")
+    where = Locations(p, q)
+    where.prepare(build)
+    for swap in (True, False, True, True):
+        trees = where.place(swap)
+        assert trees == ({"A": q, "B": p} if swap else {"A": p, "B": q})
+        assert (trees["A"] / "a.txt").read_text() == "a\n" and (trees["B"] / "a.txt").read_text() == "b\n"
+        for tree in trees.values():                      # every build runs where it was built
+            assert (tree / "built").read_text() == f"{tree}\n"
+    where.restore()
+    assert (p / "a.txt").read_text() == "a\n" and (p / "untracked-output").exists()
+    assert (q / "a.txt").read_text() == "b\n"
+    assert sorted(x.name for x in (tmp_path / "w").iterdir()) == ["base", "exp-x"]
+    assert git(p, "rev-parse", "HEAD") == first
+
+
+def test_the_swap_coin_is_fair_reproducible_and_not_the_order_coin():
+    coins = swap_coins(4000, 7)
+    assert coins == swap_coins(4000, 7) and 0.47 < sum(coins) / 4000 < 0.53
+    from jobs.sequential import pair_schedule
+    order = [first == "B" for first, _ in pair_schedule(4000, 7)]
+    agree = sum(int(a) == b for a, b in zip(order, coins)) / 4000
+    assert 0.46 < agree < 0.54
+
+
+LOCATION_BIAS = 1.06     # 6% faster when run from an experiment's folder: far above the 1% floor
+
+
+@pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="needs bubblewrap (make test installs it)")
+def test_an_identical_binary_under_a_location_bias_larger_than_the_floor_is_never_kept(tmp_path):
+    # The benchmark reads its own path and runs faster in the candidates' folders (exp-null*), as
+    # code alignment or the environment's size can make it; the A/A's folders (base, exp-calibration)
+    # do not show it, so the calibration cannot raise the floor past it: only the swap helps.
+    bench = FILES["bench.sh"].replace(
+        "s=$(cat build/speed)\n",
+        "s=$(cat build/speed)\n"
+        f"case \"$PWD\" in */exp-null*) s=$(awk -v s=$s 'BEGIN {{ print s * {LOCATION_BIAS} }}');; esac\n")
+    assert bench != FILES["bench.sh"]
+    repo = make_repo(tmp_path / "t", {**FILES, "bench.sh": bench})
+    candidates = [patch_for(repo, tmp_path / f"null{k}.patch",
+                            {"src/code.c": FILES["src/code.c"] + f"/* a comment only: {k} */\n"}) for k in range(3)]
+    summary = Run(RunOptions(target=repo, out=tmp_path / "out", run_id="where", agent="none",
+                             candidates=candidates)).execute()
+    status = {e["name"]: e for e in summary["experiments"]}
+    assert {n: status[f"null{n}"]["status"] for n in range(3)} == {n: "discard" for n in range(3)}, \
+        [status[f"null{n}"]["reason"] for n in range(3)]
+    assert summary["calibration"]["local"]["score"]["floor_pct"] < 100 * (LOCATION_BIAS - 1)
+    assert not list((tmp_path / "out" / "work").glob("*.[AB]"))
