@@ -507,10 +507,10 @@ class ClaudeAgent:
         return f"edited {rel}", False
 
     def _step(self, command: str, tree: Path, timeout: float, label: str) -> tuple[str, bool]:
-        # The target's own build/checks: in the run's sandbox (its caches, its env, its opt-out).
-        isolation = self.isolation or Isolation.from_spec(SandboxSpec(
-            enabled=self.config.sandbox.enabled, caches=list(self.config.sandbox.caches),
-            read_only=list(self.config.sandbox.read_only), env=list(self.config.sandbox.env)))
+        # The target's own build/checks: in the run's sandbox as the operator decided it (the
+        # pipeline sets it). Without one, the strictest: sandboxed, no declared paths, no variables;
+        # never the repository's own `enabled`/`env` (issue 20: the repository only asks).
+        isolation = self.isolation or Isolation.from_spec(SandboxSpec())
         step = run_step(command, tree, timeout, isolation=isolation)
         if step.returncode is None:
             return f"{label} timed out after {timeout:.0f} s\n{tail(step.output, OUTPUT_LIMIT)}", True

@@ -5,6 +5,7 @@ that tree: the attempt fails with a reason and the planted program never runs on
 a link the build leaves in the tree is never read through by the agent's file tools (N7)."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
@@ -51,18 +52,27 @@ def test_a_build_that_rewrites_the_worktrees_git_fails_the_attempt_and_runs_noth
         expect_ok("edited src/speed.txt", tool_use("build", {})),
         expect_ok("build exit 0", text("Raised the speed constant; it builds.")),
     ]
+    gitfile = (tree / ".git").read_text()
     with FakeMessagesAPI(script) as fake:
         agent, config = agent_for(fake, tree)
-        with pytest.raises(NotImplementable, match="tampered"):
+        try:
             agent.implement(H, tree, config)
+            refused = None
+        except NotImplementable as exc:
+            refused = str(exc)
     assert not fake.errors, fake.errors
     assert (tree / ".fsmon.sh").exists()                        # the build did plant it, in the sandbox
+    rewritten = not (tree / ".git").is_file() or (tree / ".git").read_text() != gitfile
+    if rewritten:        # the build got to rewrite .git: the attempt fails and git never runs there
+        assert refused is not None and "tampered" in refused, refused
+    else:                # a root worker's step runs as an unprivileged uid and cannot touch .git
+        assert os.geteuid() == 0 and (refused is None or "tampered" in refused), refused
     assert not list(tmp_path.glob("pwned*"))                     # ... and nothing of it ran on the host
     assert git(target, "log", "--format=%s", "-1") == "a build that rewrites .git"   # no commit anywhere
     assert git(target, "status", "--porcelain") == ""
-    # The attack is real: plain git in that tree runs the build's program on the host.
-    subprocess.run(["git", "-C", str(tree), "add", "src/speed.txt"], capture_output=True)
-    assert list(tmp_path.glob("pwned*"))
+    if rewritten:        # the attack is real: plain git in that tree runs the build's program on the host
+        subprocess.run(["git", "-C", str(tree), "add", "src/speed.txt"], capture_output=True)
+        assert list(tmp_path.glob("pwned*"))
     gitops.remove_worktree(target, tree)
     assert gitops.worktrees(target) == []
 
