@@ -44,7 +44,7 @@ def run_once(ys, zs, r, prior=sq.Prior()):
 # Monte-Carlo sizes: the full study (`make test-slow`) and a smaller one for the default suite
 # whose slack is wider, so that its bound sits about as many binomial standard deviations above the
 # guaranteed rate as the full study's (2.2-2.3 for the keeps, 1.6-1.8 for the misses). The quick
-# ones still fail a rule whose true rate is three times the guarantee 9 (keeps) and 49 (misses)
+# ones still fail a rule whose true rate is three times the guarantee 45 (keeps) and 49 (misses)
 # times in 50.
 FULL = pytest.mark.slow
 
