@@ -81,11 +81,11 @@ def test_the_demo_loop_on_a_tiny_workload(tmp_path):
     """The demo's loop (offline research on the recipes, A/A calibration, every hypothesis built,
     checked and measured in the sandbox, the stack when anything is kept, the reports, the branch) on
     the tiny demo, 12 pairs at most per experiment (about the fewest at which a change can be kept).
-    The subprocess's limit sits inside the suite's 300 s per test."""
+    The subprocess's limit sits inside the suite's 600 s per test."""
     out = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "bot.cli", "run", str(tiny_demo(tmp_path / "tinyllm")),
                            "--agent", "offline", "--out", str(out), "--repeats", "12"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=280)
+                          capture_output=True, text=True, timeout=540)
     finished_run_tells_one_story(out, proc, pair_cap=12)
     summary = json.loads((out / "summary.json").read_text())
     assert {e["hypothesis"] for e in summary["experiments"]} >= {"fuse-softmax", "prefetch-matmul"}
