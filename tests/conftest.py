@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SLOW_TIMEOUT_S = 3600   # a slow test (`make test-slow`) builds llama.cpp or runs the whole demo
+SLOW_TIMEOUT_S = 3 * 3600   # a slow test builds llama.cpp twice: well over an hour on a loaded 2-core machine
 
 
 def pytest_collection_modifyitems(config, items):
