@@ -36,11 +36,14 @@ demo: $(CORE) sandbox-deps
 system-deps:
 	@bash tests/system-deps.sh
 
+# The default suite: every test sized for a test (see README, "Tests"); slow ones are deselected.
 test: $(STAMP) system-deps
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# Slow real-target checks (llama.cpp builds); see README.
-test-slow: $(STAMP) system-deps
+# The slow set: the README's demo run, full-size Monte-Carlo studies, the llama.cpp build and
+# op checks; see README.
+test-slow: $(STAMP)
+	@bash tests/system-deps.sh --slow
 	$(PY) -m pytest -m slow $(PYTEST_ARGS)
 
 clean:

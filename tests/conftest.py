@@ -11,6 +11,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+SLOW_TIMEOUT_S = 3 * 3600   # a slow test builds llama.cpp twice: well over an hour on a loaded 2-core machine
+
+
+def pytest_collection_modifyitems(config, items):
+    """The default suite's per-test timeout (pyproject.toml) catches a hang in a test sized for a
+    test; a slow test without its own timeout mark gets SLOW_TIMEOUT_S instead."""
+    for item in items:
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
 
 
 def free_port() -> int:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the test suite needs, only those missing. Safe to re-run.
 # `--sandbox-only` (make demo): only bubblewrap, the one system package a run itself needs.
+# `--slow` (make test-slow): also what the slow set's llama.cpp build needs.
 set -euo pipefail
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 apt_install() {
@@ -36,6 +37,13 @@ command -v valgrind >/dev/null || need+=(valgrind)
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx)
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
+# `--slow` (make test-slow): the llama.cpp build of tests/kernels/llama_ab.py needs CMake (Ninja and
+# ccache make it faster and are used when present).
+if [ "${1:-}" = --slow ]; then
+  command -v cmake >/dev/null || need+=(cmake)
+  command -v ninja >/dev/null || need+=(ninja-build)
+  command -v ccache >/dev/null || need+=(ccache)
+fi
 if ((${#need[@]})); then apt_install "${need[@]}"; fi
 # GitHub's webhook example payloads for tests/bot (pinned; the bot tests install the same into
 # the same cache dir themselves if this did not run, and fail clearly without npm).

@@ -1,5 +1,10 @@
 """The three benchmark cheats of issue #10 against the real demo target, through the whole loop:
-each passes checks.sh, none is kept; an honest fusion measured beside them still is."""
+each passes checks.sh, none is kept; an honest fusion measured beside them still is.
+
+The demo's benchmark is sized for a test: 336 prompt tokens and 24 generated ones (positions
+336..359, past the 330 the checks look at, which is what the skip-layers cheat exploits) instead
+of 512 + 448, 4 A/A calibration pairs, and at most 12 pairs per experiment (the fewest at which this
+run's sequential test can keep a change is about 9)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,8 +21,18 @@ from synthetic import patch_for
 pytestmark = pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="needs bubblewrap (make test installs it)")
 
 
+def small_demo(dest: Path) -> Path:
+    repo = demo_target(dest)
+    bench, cfg = repo / "bench.sh", repo / ".github" / "autoresearch.yml"
+    bench.write_text(bench.read_text().replace("bench -p 512 -n 448", "bench -p 336 -n 24"))
+    cfg.write_text(cfg.read_text().replace("  calibration: 10\n", "  calibration: 4\n"))
+    assert "bench -p 336 -n 24" in bench.read_text() and "calibration: 4" in cfg.read_text()
+    git(repo, "commit", "-qam", "benchmark sized for a test")
+    return repo
+
+
 def test_cheats_that_pass_the_checks_are_never_kept_and_an_honest_fusion_is(tmp_path):
-    repo = demo_target(tmp_path / "tinyllm")
+    repo = small_demo(tmp_path / "tinyllm")
     model = (repo / "src" / "model.c").read_text()
     patches = tmp_path / "patches"
     patches.mkdir()
@@ -29,7 +44,7 @@ def test_cheats_that_pass_the_checks_are_never_kept_and_an_honest_fusion_is(tmp_
         patch_for(repo, patches / "fork-work.patch", {"src/model.c": fork_work(model)}),
     ]
     summary = Run(RunOptions(target=repo, out=tmp_path / "out", run_id="cheats", agent="none",
-                             candidates=candidates)).execute()
+                             candidates=candidates, repeats=12)).execute()
     status = {e["name"]: e for e in summary["experiments"]}
 
     # Work skipped where the checks do not look: the tokens it generates differ from the baseline's.

@@ -8,6 +8,12 @@ confirmed stack; and a finished run leaves only its branch in the target.
 Whether a fusion is kept depends on this machine's load today (CVs of 30-45% on a busy 2-core
 host), so it is never asserted here; keep rates are measured by tests/benchmarks/verdict_power.py
 and the demo's wall time by tests/benchmarks/demo_walltime.py (METRIC lines).
+
+Two sizes of the same loop: `test_demo_end_to_end` is the README's command itself (the full
+benchmark, up to 16 pairs; 5-10 min on a busy 2-core machine, so in the slow set: `make test-slow`);
+`test_the_demo_loop_on_a_tiny_workload` runs the same loop (`autoresearch run` with the offline
+agent, which is what `demo` runs after copying the bundled target) on a copy of the demo whose
+benchmark is sized for a test, with the same assertions, in the default suite.
 """
 from __future__ import annotations
 
@@ -15,10 +21,13 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from conftest import ROOT
+from conftest import git as commit_as_test_user
+from jobs.cli import demo_target
 from jobs.model import Status
 from jobs.report import STATUS_WORDS
 
@@ -44,11 +53,45 @@ def refused_at_calibration(out, stdout: str) -> None:
     pytest.skip(f"the calibration refused the run on this machine today: {reason[:300]}")
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_demo_end_to_end(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "bot.cli", "demo", "--workdir", str(tmp_path / "w"),
                            "--out", str(out), "--repeats", "16"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=900)
+                          timeout=1700)
+    finished_run_tells_one_story(out, proc, pair_cap=16)
+
+
+def tiny_demo(dest: Path) -> Path:
+    """The bundled demo as `demo` materialises it, with a benchmark sized for a test: a 64-token
+    prompt and 32 generated tokens instead of 512 + 448 (the same program, prompt phase, KV cache
+    and DIGEST), and 4 A/A calibration pairs instead of 10. Every recipe still applies to it."""
+    repo = demo_target(dest)
+    bench = repo / "bench.sh"
+    bench.write_text(bench.read_text().replace("exec ./tinyllm bench -p 512 -n 448", "exec ./tinyllm bench -p 64 -n 32"))
+    cfg = repo / ".github" / "autoresearch.yml"
+    cfg.write_text(cfg.read_text().replace("  calibration: 10\n", "  calibration: 4\n"))
+    assert "-p 64 -n 32" in bench.read_text() and "calibration: 4" in cfg.read_text()
+    commit_as_test_user(repo, "commit", "-qam", "benchmark sized for a test")
+    return repo
+
+
+def test_the_demo_loop_on_a_tiny_workload(tmp_path):
+    """The demo's loop (offline research on the recipes, A/A calibration, every hypothesis built,
+    checked and measured in the sandbox, the stack when anything is kept, the reports, the branch) on
+    the tiny demo, 12 pairs at most per experiment (about the fewest at which a change can be kept).
+    The subprocess's limit sits inside the suite's 600 s per test."""
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "bot.cli", "run", str(tiny_demo(tmp_path / "tinyllm")),
+                           "--agent", "offline", "--out", str(out), "--repeats", "12"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=540)
+    finished_run_tells_one_story(out, proc, pair_cap=12)
+    summary = json.loads((out / "summary.json").read_text())
+    assert {e["hypothesis"] for e in summary["experiments"]} >= {"fuse-softmax", "prefetch-matmul"}
+
+
+def finished_run_tells_one_story(out: Path, proc: subprocess.CompletedProcess, pair_cap: int) -> None:
     if proc.returncode == 2 and "autoresearch: calibration on local:" in proc.stdout:
         refused_at_calibration(out, proc.stdout)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -62,7 +105,7 @@ def test_demo_end_to_end(tmp_path):
     for e in summary["experiments"]:
         assert e["status"] in LEGAL and e["reason"], e
         if e.get("runner", {}).get("pairs"):
-            assert e["runner"]["pairs"] <= 16, e
+            assert e["runner"]["pairs"] <= pair_cap, e
         if e["status"] == Status.KEEP.value:
             primary = next(m for m in e["metrics"] if m["name"] == summary["primary"])
             assert primary["ci_low_pct"] > 0 and primary["delta_pct"] > 0, e

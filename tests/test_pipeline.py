@@ -130,7 +130,8 @@ def test_killed_run_resumes_without_rerunning_finished_experiments(target, tmp_p
     p.mkdir()
     patches = [patch_for(target, p / f"c{i}.patch", {"src/speed.txt": f"{101 + i}\n"}) for i in range(4)]
     out = tmp_path / "out"
-    args = ["run", str(target), "--agent", "none", "--run-id", "kill1", "--out", str(out)]
+    # +1..+4% are hard to decide: capped at 6 pairs each, as the resume is the subject, not the verdicts.
+    args = ["run", str(target), "--agent", "none", "--run-id", "kill1", "--out", str(out), "--repeats", "6"]
     for patch in patches:
         args += ["--candidate", str(patch)]
     proc = _cli(*args, start_new_session=True)

@@ -41,18 +41,27 @@ def run_once(ys, zs, r, prior=sq.Prior()):
     return sq.decide(y, s, r)
 
 
+# Monte-Carlo sizes: the full study (`make test-slow`) and a smaller one for the default suite
+# whose slack is wider, so that its bound sits about as many binomial standard deviations above the
+# guaranteed rate as the full study's (2.2-2.3 for the keeps, 1.6-1.8 for the misses). The quick
+# ones still fail a rule whose true rate is three times the guarantee 45 (keeps) and 49 (misses)
+# times in 50.
+FULL = pytest.mark.slow
+
+
+@pytest.mark.parametrize("sims, slack", [pytest.param(250, 0.03, marks=FULL, id="full"),
+                                         pytest.param(100, 0.05, id="quick")])
 @pytest.mark.parametrize("kind", ["quiet", "heavy", "states", "drift"])
-def test_no_change_is_almost_never_kept_whatever_the_noise(kind):
+def test_no_change_is_almost_never_kept_whatever_the_noise(kind, sims, slack):
     rng = np.random.default_rng(11)
     r = rule(alpha=0.05, max_pairs=30)
     kept = 0
-    sims = 250
     for _ in range(sims):
         order = rng.choice([-1.0, 1.0], r.max_pairs)
         ys = noise(kind, rng, r.max_pairs) + 0.04 * order          # plus a 4% second-in-pair effect
         kept += run_once(ys, order, r).kind == sq.KEEP
     # Ville: P(keep) <= alpha exactly under a symmetric null; allow Monte Carlo slack.
-    assert kept / sims <= 0.05 + 0.03
+    assert kept / sims <= 0.05 + slack
 
 
 def test_a_decisive_result_is_a_decision_even_when_every_process_is_noisy():
@@ -129,15 +138,17 @@ def test_run_level_false_keeps_are_bounded_by_alpha():
     assert total <= alpha
 
 
-def test_confidence_sequence_covers_the_true_effect():
+@pytest.mark.parametrize("sims, slack", [pytest.param(150, 0.04, marks=FULL, id="full"),
+                                         pytest.param(60, 0.07, id="quick")])
+def test_confidence_sequence_covers_the_true_effect(sims, slack):
     rng = np.random.default_rng(8)
     misses = 0
-    for _ in range(150):
+    for _ in range(sims):
         ys = 0.1 + noise("heavy", rng, 25)
         y, s = sq.adjusted([sq.Pair(float(v)) for v in ys])
         lo, hi = sq.confidence_sequence(y, s, 0.05)
         misses += not (lo <= 0.1 <= hi)
-    assert misses / 150 <= 0.1 + 0.04          # two sides at 0.05 each
+    assert misses / sims <= 0.1 + slack          # two sides at 0.05 each
 
 
 def test_hodges_lehmann_ignores_a_minority_of_slow_pairs():
