@@ -89,3 +89,13 @@ def test_targets_from_a_local_tree_and_a_clear_error_for_a_wrong_one(tmp_path):
     log = subprocess.run(["git", "-C", str(tmp_path / "work" / "target-pp512"), "log", "--format=%s"],
                          capture_output=True, text=True).stdout
     assert str(tree) in log
+
+
+def test_the_script_allows_exactly_the_variables_the_example_config_asks_for():
+    """Target code gets a variable only when the config asks and the operator allows (issue 20):
+    the script is the operator of its runs and allows what the example's config asks, no more."""
+    import re
+    import yaml
+    asked = yaml.safe_load((ROOT / "examples" / "llama.cpp" / "autoresearch.yml").read_text())["sandbox"]["env"]
+    allowed = re.search(r"AUTORESEARCH_SANDBOX_ENV:-([A-Z_,]+)", SCRIPT.read_text()).group(1).split(",")
+    assert sorted(allowed) == sorted(asked)

@@ -32,6 +32,9 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 CACHE="${AUTORESEARCH_CACHE_ROOT:-${AUTORESEARCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/autoresearch}}"
 export AUTORESEARCH_CACHE_ROOT="$CACHE"     # llama_ab.py's models and the run's sandbox agree on it
+# The variables the example's config asks for (sandbox.env): the operator (whoever runs this script)
+# allows them, since target code gets a variable only when both ask and allow (jobs/operator.py).
+export AUTORESEARCH_SANDBOX_ENV="${AUTORESEARCH_SANDBOX_ENV:-AUTORESEARCH_MODEL,AUTORESEARCH_THREADS,AUTORESEARCH_FA,AUTORESEARCH_TG,AUTORESEARCH_LLAMA_BENCH,AUTORESEARCH_CCACHE_DIR,AUTORESEARCH_CFLAGS}"
 WORK="${WORK:-$CACHE/matrix}"
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
 AR="${AUTORESEARCH:-$(command -v autoresearch || echo "$ROOT/.venv/bin/autoresearch")}"
