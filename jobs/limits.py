@@ -18,8 +18,8 @@ rlimit per process, not per step: a model file the benchmark maps counts too, he
 the machine's RAM (no one process can take more than there is). Docker here offers cgroup v1 only,
 which a worker cannot delegate; the tmpfs sizes bound what a step can park in memory besides.
 
-`read_capped` is how the worker reads any file a target could have written: a regular file only
-(never a FIFO, a device such as /dev/zero, or a symlink), and never more than its cap.
+Files a target could have written are read through `jobs/safefs.py`: a regular file only (never a
+FIFO, a device such as /dev/zero, or a link at any path component), and never more than its cap.
 """
 from __future__ import annotations
 
@@ -94,28 +94,3 @@ class Limits:
             value = value if hard == resource.RLIM_INFINITY else min(value, hard)
             options.append(f"{option}={value}:{value}")
         return [exe, *options, "--", *argv]
-
-
-class TooLarge(ValueError):
-    """A file the worker was about to read is not a regular file or is over its cap."""
-
-
-def read_capped(path: str | Path, cap: int) -> bytes:
-    """The bytes of a regular file, refusing symlinks, devices, FIFOs and anything over `cap` bytes
-    (the size is checked on the open file and again while reading: a file that grows is caught)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise TooLarge(f"{path}: not a regular file; refused")
-        if info.st_size > cap:
-            raise TooLarge(f"{path}: {info.st_size} bytes, over the cap of {cap}")
-        chunks, total = [], 0
-        while chunk := os.read(fd, min(1 << 20, cap + 1 - total)):
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > cap:
-                raise TooLarge(f"{path}: grew over the cap of {cap} bytes while being read")
-        return b"".join(chunks)
-    finally:
-        os.close(fd)

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import ROOT, git
 from jobs import sandbox, sandboxinit
-from jobs.limits import Limits, TooLarge, read_capped
+from jobs.limits import Limits
 from jobs.operator import OperatorError, OperatorPolicy
 from jobs.runner import Isolation, IsolationError, backings, repo_key, run_step
 from jobs.spec import SandboxSpec
@@ -326,19 +326,20 @@ def test_a_benchmark_past_the_caps_fails_with_the_reason(tmp_path, cache_root):
 
 # -- N7 (half): files the worker reads from a tree are bounded --------------------------------------
 def test_files_from_a_tree_are_read_with_a_cap(tmp_path):
+    from jobs.safefs import UnsafeFile, read_bytes
     ok = tmp_path / "ok.txt"
     ok.write_bytes(b"x" * 100)
-    assert read_capped(ok, 100) == b"x" * 100
-    with pytest.raises(TooLarge, match="over the cap"):
-        read_capped(ok, 99)
-    with pytest.raises(TooLarge, match="not a regular file"):
-        read_capped("/dev/zero", 1 << 20)
+    assert read_bytes(tmp_path, "ok.txt", 100) == b"x" * 100
+    with pytest.raises(UnsafeFile, match="more than the 99"):
+        read_bytes(tmp_path, "ok.txt", 99)
+    with pytest.raises(UnsafeFile, match="not a regular file"):
+        read_bytes("/dev", "zero", 1 << 20)
     (tmp_path / "link").symlink_to(ok)
-    with pytest.raises(OSError):
-        read_capped(tmp_path / "link", 1 << 20)
+    with pytest.raises(UnsafeFile, match="symbolic link"):
+        read_bytes(tmp_path, "link", 1 << 20)
     os.mkfifo(tmp_path / "fifo")
-    with pytest.raises(TooLarge, match="not a regular file"):
-        read_capped(tmp_path / "fifo", 1 << 20)
+    with pytest.raises(UnsafeFile, match="not a regular file"):
+        read_bytes(tmp_path, "fifo", 1 << 20)
 
 
 def test_rlimits_never_raise_a_hard_limit():
