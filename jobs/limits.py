@@ -26,9 +26,7 @@ from __future__ import annotations
 import os
 import resource
 import shutil
-import stat
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Mapping
 
 MIB = 1024 * 1024
