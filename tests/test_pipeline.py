@@ -130,8 +130,9 @@ def test_killed_run_resumes_without_rerunning_finished_experiments(target, tmp_p
     p.mkdir()
     patches = [patch_for(target, p / f"c{i}.patch", {"src/speed.txt": f"{101 + i}\n"}) for i in range(4)]
     out = tmp_path / "out"
-    # +1..+4% are hard to decide: capped at 6 pairs each, as the resume is the subject, not the verdicts.
-    args = ["run", str(target), "--agent", "none", "--run-id", "kill1", "--out", str(out), "--repeats", "6"]
+    # +1..+4% are hard to decide: capped at 9 pairs each (the least cap at which the first slot's
+    # level allows a keep; preflight refuses less), as the resume is the subject, not the verdicts.
+    args = ["run", str(target), "--agent", "none", "--run-id", "kill1", "--out", str(out), "--repeats", "9"]
     for patch in patches:
         args += ["--candidate", str(patch)]
     proc = _cli(*args, start_new_session=True)
@@ -140,6 +141,7 @@ def test_killed_run_resumes_without_rerunning_finished_experiments(target, tmp_p
     while time.monotonic() < deadline:   # wait until at least one experiment is on record
         if ledger.exists() and sum('"kind": "experiment"' in l for l in ledger.read_text().splitlines()) >= 1:
             break
+        assert proc.poll() is None, f"the run ended before it could be killed:\n{proc.stdout.read()}"
         time.sleep(0.1)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
