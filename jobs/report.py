@@ -225,6 +225,15 @@ def _noise_as_it_went(summary: dict[str, Any], platform: str) -> list[str]:
             f"computed from the most recent {noise.get('pool_pairs', 0)} of them instead of the calibration's.", ""]
 
 
+def _how_sure(summary: dict[str, Any], ec: dict[str, Any]) -> str:
+    text = rule_sentence(floor_of(summary, summary["platform"]) if summary.get("platform") else None, ec.get("alpha"))
+    if summary.get("simulate"):      # the yardstick decided: say so before the wall clock's own rule
+        text = text.replace("How sure: a change is kept when", "How sure: keeps in this run are decided on simulated "
+                            "cycles (the deterministic yardstick section below), with the wall-clock pairs as a guard "
+                            "against a regression; on the wall clock alone a change would be kept when", 1)
+    return text
+
+
 def _branch_line(summary: dict[str, Any], experiments: list[dict[str, Any]]) -> str:
     branch = (f"branch `{summary['branch']}`" if summary.get("branch_left", True)
               else "no branch" + (f" ({summary['branch_note']})" if summary.get("branch_note") else ""))
@@ -256,8 +265,7 @@ def render_pr(summary: dict[str, Any]) -> str:
     ec = summary.get("error_control") or {}
     out = [f"# autoresearch: CPU optimizations for {untrusted(summary['target'])}", "", "## Summary", "",
            *(_yardstick_headline(summary) or [_headline(summary), ""]), _branch_line(summary, experiments), "",
-           rule_sentence(floor_of(summary, summary["platform"]) if summary.get("platform") else None,
-                         ec.get("alpha")), ""]
+           _how_sure(summary, ec), ""]
     out += [f"Measured on {untrusted(p)}: {untrusted(one_line(m, m.get('load') or None))}."
             for p, m in (summary.get("machines") or {}).items()] + ([""] if summary.get("machines") else [])
     out += commits_section(summary)

@@ -93,7 +93,7 @@ def _num(value: float | None) -> str:
 
 
 def rule_sentence(floor_pct: float | None, alpha: float | None) -> str:
-    floor = f"{floor_pct:g}%" if floor_pct is not None else "the floor"
+    floor = f"{floor_pct:.3g}%" if floor_pct is not None else "the floor"
     run = f"the run's {alpha:.2g} split across its experiments" if alpha else "the experiment's own"
     return (f"How sure: a change is kept when the lower end of its paired one-sided interval clears the {floor} "
             f"floor, at the level shown in brackets beside each interval ({run}). Δ is the median paired change "

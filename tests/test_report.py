@@ -151,3 +151,10 @@ def test_an_interval_open_at_both_ends_says_so():
     assert interval(dict(ci_low_pct=-100.0, ci_high_pct=None, alpha=0.0092)) == \
         "unbounded (0.0092): too few pairs at this level"
     assert interval(dict(ci_low_pct=-3.0, ci_high_pct=None)) == "-3.0%…?"
+
+
+def test_how_sure_names_the_yardstick_when_simulated_cycles_decided():
+    from jobs.report import _how_sure
+    wall = {"platform": "local", "calibration": {}, "primary": "x"}
+    assert _how_sure(wall, {"alpha": 0.05}).startswith("How sure: a change is kept when")
+    assert "decided on simulated cycles" in _how_sure({**wall, "simulate": {"local": {}}}, {"alpha": 0.05})
