@@ -12,7 +12,7 @@ import pytest
 from botfixtures import SECRET, app_key, bot_env, webhook_examples  # noqa: F401  (fixtures)
 from conftest import git
 from synthetic import synthetic_target
-from test_hostile_target import assert_nothing_leaked
+from hostile import assert_nothing_leaked
 
 REPO = "octo/synth"
 

@@ -1,4 +1,4 @@
-"""The hostile target of tests/test_hostile_target.py, through the App end to end: a signed webhook
+"""The hostile target of tests/jobs/test_hostile_target.py, through the App end to end: a signed webhook
 -> Flask -> RQ (real workers) -> the pipeline -> git push over smart HTTP with an installation token
 -> a draft PR on the fake GitHub. Every attempt of its build fails, the run completes, its daemon is
 gone (before the push, too), and neither the App's key nor a token reaches a file, log, comment or
@@ -15,7 +15,7 @@ import pytest
 from bot.store import Store
 from botfixtures import SECRET, app_key, bot_env, webhook_examples  # noqa: F401  (fixtures)
 from githttp import GitHTTP
-from test_hostile_target import assert_nothing_leaked, hostile_target
+from hostile import assert_nothing_leaked, hostile_target
 
 REPO = "octo/synth"
 BASIC_PREFIX = base64.b64encode(b"x-access-token:").decode()     # any Basic credential of a token

@@ -11,7 +11,7 @@ from bot import status
 from bot.approval import Approval
 from recordfixtures import record
 from test_github_face import live
-from test_mdsafe import ATTACKS
+from mdattacks import ATTACKS
 
 BEST = [{"name": None, "platform": None, "status": "keep", "metrics": [
     {"name": "score", "delta_pct": 5.0, "p_value": 0.01, "ci_low_pct": 2.0, "ci_high_pct": 8.0}]}]

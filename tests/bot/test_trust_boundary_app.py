@@ -13,7 +13,7 @@ import pytest
 from bot.store import Store
 from botfixtures import SECRET, app_key, bot_env, webhook_examples  # noqa: F401  (fixtures)
 from conftest import git
-from test_hostile_target import assert_nothing_leaked, hostile_target
+from hostile import assert_nothing_leaked, hostile_target
 
 REPO = "octo/synth"
 CANARY = "postgres://operator:canary-9f3e1b@db.internal/prod"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from bot.dashboard import chart, run_view
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bot"))   # the bot tests' helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the bot tests' helpers
 from recordfixtures import record  # noqa: E402
 
 

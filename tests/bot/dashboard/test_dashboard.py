@@ -14,7 +14,7 @@ from werkzeug.serving import make_server
 from jobs import ledger
 from jobs.model import ExperimentRecord
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bot"))   # the bot tests' helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the bot tests' helpers
 from recordfixtures import record  # noqa: E402
 
 RUN = "7-abc1234"

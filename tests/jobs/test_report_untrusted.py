@@ -9,7 +9,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from jobs.report import render_pr
-from test_mdsafe import ATTACKS
+from mdattacks import ATTACKS
 from test_report import metric, summary
 
 MD = MarkdownIt("commonmark").enable("table")

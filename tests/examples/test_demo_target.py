@@ -17,7 +17,7 @@ from jobs.config import load_config
 from jobs.metrics import missing_metrics, parse_metrics
 from jobs.recipes import detect, load_recipe_set, planned_edits
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TARGET = ROOT / "examples" / "tinyllm"
 RECIPES = load_recipe_set("tinyllm")
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bot"))   # the bot helper's fixtures
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the bot helper's fixtures
 
 from botfixtures import BOT_LOGIN, app_key, bot_env, webhook_examples  # noqa: E402,F401  (fixtures)
 from conftest import ROOT, git  # noqa: E402
