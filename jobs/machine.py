@@ -51,11 +51,10 @@ def isa_level(flags: list[str] | tuple[str, ...], machine: str = "") -> str:
     return "scalar"
 
 
-def summarise_load(samples: list[tuple[float, float, float]]) -> dict[str, float]:
-    """The 1-minute load average over a run, from (1, 5, 15)-minute samples taken as it went. Pure."""
-    if not samples:
+def summarise_load(ones: list[float]) -> dict[str, float]:
+    """The 1-minute load average over a run, from the samples taken as it went. Pure."""
+    if not ones:
         return {}
-    ones = [s[0] for s in samples]
     return {"min": round(min(ones), 2), "max": round(max(ones), 2), "mean": round(sum(ones) / len(ones), 2)}
 
 

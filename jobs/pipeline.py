@@ -788,7 +788,7 @@ class Run:
             "platform": measured[0], "platforms": measured + [p for p in configured if p not in measured],
             "cpus": self.state.get("cpus", {}), "cpu": self.state.get("cpus", {}).get(measured[0], ""),
             "machines": {p: {**{k: v for k, v in m.items() if k != "load"},
-                             "load": summarise_load([(x, 0, 0) for x in m.get("load", [])])}
+                             "load": summarise_load(m.get("load", []))}
                          for p, m in self.state.get("machines", {}).items()},
             "agent": self.o.agent, "primary": self.config.primary.name,
             "calibration": self.state["calibration"],

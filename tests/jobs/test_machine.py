@@ -39,7 +39,7 @@ def test_arm_features_give_neon_and_a_model_less_cpuinfo_is_not_an_error():
 
 def test_load_summary_and_one_line():
     assert summarise_load([]) == {}
-    load = summarise_load([(0.5, 1, 1), (4.1, 2, 1), (2.0, 2, 1)])
+    load = summarise_load([0.5, 4.1, 2.0])
     assert load == {"min": 0.5, "max": 4.1, "mean": 2.2}
     line = one_line({"cpu": "X", "cpus": 2, "arch": "x86_64", "isa": "avx2", "flags": ["avx2", "fma"],
                      "kernel": "6.1.0", "compiler": "gcc 12.2"}, load)
