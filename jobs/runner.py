@@ -265,17 +265,15 @@ def stop_reason(spec: ExperimentSpec, result: RawResult) -> str:
     if spec.stop is None:
         return ""
     st = spec.stop
+    prior = Prior(tuple(Pair(p[0], tuple(p[1:])) for p in spec.prior))
+    y, s = adjusted(metric_pairs(result, spec.primary, spec.directions.get(spec.primary, "higher"),
+                                 tuple(st.adjust)), prior)
     if spec.simulate:     # the simulation decides; pairs only serve the wall-clock guard
         from .simulate import Guard, compare, stop_after_pair
-        y, s = adjusted(metric_pairs(result, spec.primary, spec.directions.get(spec.primary, "higher"),
-                                     tuple(st.adjust)), Prior(tuple(Pair(p[0], tuple(p[1:])) for p in spec.prior)))
         return stop_after_pair(compare(result.simulated), spec.simulate_floor_pct, y, s,
                                Guard(spec.wall_tolerance_pct, st.alpha_loss, st.min_pairs, st.alpha_keep))
     rule = Rule(alpha_keep=st.alpha_keep, floor=st.floor, target=st.target, alpha_loss=st.alpha_loss,
                 alpha_futility=st.alpha_futility, min_pairs=st.min_pairs, max_pairs=spec.n_per_arm)
-    prior = Prior(tuple(Pair(p[0], tuple(p[1:])) for p in spec.prior))
-    y, s = adjusted(metric_pairs(result, spec.primary, spec.directions.get(spec.primary, "higher"),
-                                 tuple(st.adjust)), prior)
     kind = decide(y, s, rule).kind
     if kind == "keep" and st.clock:
         # A keep is final only once the runner's own clock decides too (jobs.integrity.clock_decision).
