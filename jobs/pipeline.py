@@ -421,24 +421,31 @@ class Run:
                 seconds=raw.seconds, cpu=raw.cpu, cost_usd=raw.cost_usd, kind="calibration",
                 flags=[f for c in cal.values() for f in c["flags"]] + result.warnings,
                 runner={"pairs": len(raw.pairs()), "sandboxed": raw.sandboxed, "steps": raw.steps}))
+            simulated = None
             if raw.simulated:
                 from .simulate import compare
                 sim = compare(raw.simulated)
-                self._save(simulate={**self.state.get("simulate", {}), ex.platform: {
-                    "aa_delta_pct": sim.delta_pct if sim else None, "base_cycles": sim.base if sim else None,
-                    "seconds": raw.simulated.get("A", {}).get("wall_s"),
-                    "native_seconds": raw.steps.get("native_simulate_s")}})
-            self._save(calibration={**self.state["calibration"], ex.platform: cal},
-                       digests={**self.state.get("digests", {}), ex.platform: result.digests},
-                       cpus={**self.state.get("cpus", {}), ex.platform: raw.cpu})
+                simulated = {"aa_delta_pct": sim.delta_pct if sim else None, "base_cycles": sim.base if sim else None,
+                             "seconds": raw.simulated.get("A", {}).get("wall_s"),
+                             "native_seconds": raw.steps.get("native_simulate_s")}
+            self._adopt_calibration(ex.platform, cal, result.digests, raw.cpu, simulated)
             self.emit({"type": "calibrated", "platform": ex.platform, "calibration": cal})
             if ex.platform == "local":
                 from . import calcache
                 calcache.store(self.repo, self._calibration_key(ex.platform, raw.cpu), {
                     "run_id": self.o.run_id, "calibration": cal, "digests": result.digests, "cpu": raw.cpu,
-                    "simulate": self.state.get("simulate", {}).get(ex.platform)})
+                    "simulate": simulated})
         self._save(phase="experiments")
         return self.state["calibration"]
+
+    def _adopt_calibration(self, platform: str, cal: dict[str, Any], digests: Any, cpu: str,
+                           simulated: dict[str, Any] | None) -> None:
+        """What every later step reads of a platform's calibration, measured here or reused."""
+        if simulated:
+            self._save(simulate={**self.state.get("simulate", {}), platform: simulated})
+        self._save(calibration={**self.state["calibration"], platform: cal},
+                   digests={**self.state.get("digests", {}), platform: digests},
+                   cpus={**self.state.get("cpus", {}), platform: cpu})
 
     def _calibration_key(self, platform: str, cpu: str) -> str:
         from . import calcache
@@ -461,11 +468,7 @@ class Run:
             reason=reason, base_commit=self.state["base_commit"], cpu=found["cpu"], kind="calibration",
             calibration={k: {f: v for f, v in c.items() if f != "prior"} for k, c in cal.items()},
             flags=[f for c in cal.values() for f in c.get("flags", [])], runner={"reused_from": found["run_id"]}))
-        if found.get("simulate"):
-            self._save(simulate={**self.state.get("simulate", {}), ex.platform: found["simulate"]})
-        self._save(calibration={**self.state["calibration"], ex.platform: cal},
-                   digests={**self.state.get("digests", {}), ex.platform: found["digests"]},
-                   cpus={**self.state.get("cpus", {}), ex.platform: found["cpu"]})
+        self._adopt_calibration(ex.platform, cal, found["digests"], found["cpu"], found.get("simulate"))
         self.emit({"type": "warning", "message": f"{ex.platform}: calibration {reason}"})
         self.emit({"type": "calibrated", "platform": ex.platform, "calibration": cal, "reused": True})
         return True
