@@ -15,7 +15,6 @@ import argparse
 import contextlib
 import hashlib
 import os
-import platform
 import sys
 import time
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from typing import Callable
 
 from . import pairjournal, sandbox
 from .locations import Locations
-from .hostfacts import load_now, machine_facts
+from .hostfacts import cpu_model, load_now, machine_facts  # noqa: F401  (cpu_model: jobs.runner's own name)
 from .integrity import EXCLUDED, UNDECIDED, digest_problems, value_problems
 from .limits import Limits
 from .metrics import explain_missing, parse_metrics
@@ -176,16 +175,6 @@ def _load() -> list[float]:
     """The 1-minute load average now, as a one-item list (empty where the OS does not say)."""
     now = load_now()
     return [round(now[0], 2)] if now else []
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith(("model name", "cpu model")):
-                return f"{line.split(':', 1)[1].strip()} ({os.cpu_count()} cpus, {platform.machine()})"
-    except OSError:
-        pass
-    return f"{platform.processor() or platform.machine()} ({os.cpu_count()} cpus)"
 
 
 def machine_probe() -> float:
