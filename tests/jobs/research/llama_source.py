@@ -7,7 +7,7 @@ test with the reason.
 """
 from __future__ import annotations
 
-import os
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -17,13 +17,15 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ROOT
+
 
 def cache() -> Path:
-    """The cache root, as jobs/sandbox.cache_root() names it ($AUTORESEARCH_CACHE is the older name)."""
-    root = os.environ.get("AUTORESEARCH_CACHE_ROOT") or os.environ.get("AUTORESEARCH_CACHE")
-    if root:
-        return Path(root).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "autoresearch"
+    """The cache root, named as kernels/llama/llama_tree.py names it (the kernels tests share it)."""
+    spec = importlib.util.spec_from_file_location("llama_tree", ROOT / "kernels" / "llama" / "llama_tree.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.cache_dir()
 
 
 def _usable(tree: Path) -> bool:
