@@ -11,21 +11,16 @@ import numpy as np
 from jobs.model import Status
 from jobs.runner import stop_reason
 from jobs.sequential import pair_schedule, warmup_order
-from jobs.spec import ExperimentSpec, Invocation, RawResult, StopRule
-from jobs.verdict import Plan, carry_over, judge
-from test_clock_test import ALPHA, CONFIG
+from jobs.spec import Invocation, RawResult
+from jobs.verdict import carry_over, judge
+from test_clock_test import CONFIG, clock_plan
 
 
 def sampled(speed: float, carry: float, seed: int, noise: float = 0.03, max_pairs: int = 40):
     """Processes in run order (one warm-up per arm, then coin-ordered pairs); a process right after
     a candidate process runs `carry` times as fast (its CPU time likewise)."""
     rng = np.random.default_rng(seed)
-    plan = Plan(alpha=ALPHA, floor_pct=1.0, target_pct=5.0, max_pairs=max_pairs, alpha_loss=0.05)
-    rule = plan.rule()
-    spec = ExperimentSpec.from_config(CONFIG, run_id="r", name="x", platform="local", base_commit="a",
-                                      head_commit="b", n_per_arm=max_pairs, seed=seed,
-                                      stop=StopRule(alpha_keep=rule.alpha_keep, floor=rule.floor, target=rule.target,
-                                                    alpha_loss=0.05, clock="cpu", timed_share=0.25))
+    plan, spec = clock_plan(max_pairs, seed)
     raw = RawResult(status="ok", cpu="test")
     last = None
 

@@ -32,16 +32,21 @@ def process(speed: float, printed_factor: float, rng, noise: float, setup_noise:
     return printed_factor * 1.0 / work, 0.03 * math.exp(rng.normal(0, setup_noise)) + work
 
 
+def clock_plan(max_pairs: int, seed: int) -> tuple[Plan, ExperimentSpec]:
+    """The plan and the runner's spec of one experiment whose keep waits for the CPU clock's test."""
+    plan = Plan(alpha=ALPHA, floor_pct=1.0, target_pct=5.0, max_pairs=max_pairs, alpha_loss=0.05)
+    rule = plan.rule()
+    return plan, ExperimentSpec.from_config(
+        CONFIG, run_id="r", name="x", platform="local", base_commit="a", head_commit="b", n_per_arm=max_pairs,
+        seed=seed, stop=StopRule(alpha_keep=rule.alpha_keep, floor=rule.floor, target=rule.target,
+                                 alpha_loss=0.05, clock="cpu", timed_share=0.25))
+
+
 def sampled(head_speed: float, printed: float, *, seed: int, noise: float = 0.06, setup_noise: float = 0.0,
             max_pairs: int = 40):
     """Pairs appended one at a time until the runner's stop rule says stop, as `run_experiment` does."""
     rng = np.random.default_rng(seed)
-    plan = Plan(alpha=ALPHA, floor_pct=1.0, target_pct=5.0, max_pairs=max_pairs, alpha_loss=0.05)
-    rule = plan.rule()
-    spec = ExperimentSpec.from_config(CONFIG, run_id="r", name="x", platform="local", base_commit="a",
-                                      head_commit="b", n_per_arm=max_pairs, seed=seed,
-                                      stop=StopRule(alpha_keep=rule.alpha_keep, floor=rule.floor, target=rule.target,
-                                                    alpha_loss=0.05, clock="cpu", timed_share=0.25))
+    plan, spec = clock_plan(max_pairs, seed)
     raw = RawResult(status="ok", cpu="test")
     for i, (first, s) in enumerate(pair_schedule(max_pairs, seed)):
         for position, arm in enumerate((first, "A" if first == "B" else "B")):
