@@ -74,17 +74,19 @@ def _shape(body: str) -> list[str]:
     """What two runs of the same experiments must share in their PR body, whatever the noise:
     the sections, the tables' columns, each experiment's row (name, platform, kind, status), the
     AI disclosure and the closing line. (Means, p-values and the drift flag vary run to run.)"""
-    out, in_experiments = [], False
+    out, stable = [], []  # stable: indexes of the current experiment table's noise-free columns
     for line in body.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if line.startswith("#"):
             out.append(line)
         elif line.startswith("| metric") or line.startswith("| experiment"):
-            in_experiments = line.startswith("| experiment")
+            stable = [i for i, c in enumerate(cells) if c in ("experiment", "platform", "kind", "status")] \
+                if line.startswith("| experiment") else []
             out.append(line)
         elif not line.strip():
-            in_experiments = False
-        elif in_experiments and line.startswith("| ") and not line.startswith("|---"):
-            out.append(" | ".join(c.strip() for c in line.strip("|").split("|")[:4]))
+            stable = []
+        elif stable and line.startswith("| ") and not line.startswith("|---"):
+            out.append(" | ".join(cells[i] for i in stable))
         elif "AI-generated" in line or line.startswith("Closes #") or line.startswith("Refs #"):
             out.append(line)
     return out
