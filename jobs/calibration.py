@@ -22,7 +22,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from .config import TargetConfig
 from .integrity import load_flags, nondeterministic_digests
@@ -73,6 +72,8 @@ def _signed_rank_p(y: np.ndarray) -> float:
     if nz.size < 2:
         return 1.0
     method = "exact" if nz.size <= 50 else "approx"
+    from scipy import stats  # here, not at the top: scipy.stats takes ~1 s to import, and every
+    # `autoresearch action` process imports this module without calibrating
     return float(stats.wilcoxon(nz, alternative="two-sided", method=method).pvalue)
 
 
@@ -116,6 +117,7 @@ def bias_upper(y: np.ndarray, level: float = 0.95) -> float:
     err = (1 - level) / 2
     _, hl_hi = bias_interval(y, 1 - 2 * err)
     # P(y_(k) >= median) = P(Bin(n, 1/2) <= k - 1): the smallest k with that >= 1 - err.
+    from scipy import stats
     k = int(np.searchsorted(stats.binom.cdf(np.arange(y.size), y.size, 0.5), 1 - err)) + 1
     sign_hi = float(y[k - 1]) if k <= y.size else math.inf
     return min(hl_hi, sign_hi)
@@ -143,6 +145,7 @@ def calibrate_metric(raw: RawResult, name: str, direction: str, config: TargetCo
     order_p = _signed_rank_p(y * order)
     adjust = ["order"] if order_p < th.alpha else []
     if np.ptp(probe) > 0:
+        from scipy import stats
         rho = stats.spearmanr(y, probe)
         if math.isfinite(rho.statistic) and rho.pvalue < th.alpha and rho.statistic > 0:
             adjust.append("probe")
