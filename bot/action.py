@@ -28,6 +28,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from jobs.executors.registry import executor_kind
 from jobs.results import verdict_line
 
 from . import approval as ap
@@ -63,7 +64,7 @@ class RunNow:
     def run_pending(self, flow: Flow) -> Outcome | None:
         if self.pending is None:
             return None
-        if flow.place.executor == "skypilot":
+        if executor_kind(flow.place.executor).uses_cloud_credentials:
             _persist_cloud_credentials(self.env)       # SkyPilot reads ~/.aws; the environment is scrubbed next
         return flow.run(flow.store.get_run(flow.repo, self.pending))
 

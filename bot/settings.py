@@ -11,7 +11,7 @@
 | AUTORESEARCH_BOT_LOGIN | the App's bot login, e.g. `autoresearch[bot]` (its comments are ignored) |
 | AUTORESEARCH_FORK_OWNER | push run branches to `<owner>/<repo>` instead of the repository itself |
 | AUTORESEARCH_WORKDIR | clones and run artifacts (default ~/.cache/autoresearch/bot) |
-| AUTORESEARCH_EXECUTOR | local (default) or skypilot |
+| AUTORESEARCH_EXECUTOR | an executor of `jobs.executors.registry`: local (default) or skypilot |
 | AUTORESEARCH_DELIVERY_TTL | seconds a delivery id is remembered for dedupe (default 7 days) |
 | AUTORESEARCH_ALLOW_UNSANDBOXED | 1: a repository's `sandbox: {enabled: false}` is honoured (trusted installations only; default: ignored) |
 | AUTORESEARCH_SANDBOX_ENV | comma-separated names target code may get when a repository's `sandbox.env` asks (default: none) |
@@ -21,7 +21,7 @@ The last three are the operator's (`jobs.operator.OperatorPolicy`), read here, b
 environment is scrubbed, and handed to every run (`Settings.operator`); a repository only asks.
 
 The Action (`Settings.for_action`) reads the workflow's own variables instead: GITHUB_API_URL,
-GITHUB_SERVER_URL, RUNNER_TEMP, and AUTORESEARCH_EXECUTOR=auto|local|skypilot.
+GITHUB_SERVER_URL, RUNNER_TEMP, and AUTORESEARCH_EXECUTOR=auto or an executor's name.
 """
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jobs import sandbox
+from jobs.executors.registry import DEFAULT as DEFAULT_EXECUTOR
+from jobs.executors.registry import EXECUTORS, executor_names
 from jobs.operator import OperatorError, OperatorPolicy
 
 ACTION_BOT_LOGIN = "github-actions[bot]"     # who the workflow's token comments as
@@ -50,7 +52,7 @@ class Settings:
     bot_login: str = ""
     fork_owner: str = ""
     workdir: Path = Path.home() / ".cache" / "autoresearch" / "bot"
-    executor: str = "local"
+    executor: str = DEFAULT_EXECUTOR
     delivery_ttl: int = 7 * 24 * 3600
     operator: OperatorPolicy = OperatorPolicy(face="app")
 
@@ -65,9 +67,9 @@ class Settings:
             ttl = int(env.get("AUTORESEARCH_DELIVERY_TTL", 7 * 24 * 3600))
         except ValueError:
             raise SettingsError("AUTORESEARCH_DELIVERY_TTL must be an integer number of seconds") from None
-        executor = env.get("AUTORESEARCH_EXECUTOR", "local")
-        if executor not in ("local", "skypilot"):
-            raise SettingsError("AUTORESEARCH_EXECUTOR must be local or skypilot")
+        executor = env.get("AUTORESEARCH_EXECUTOR", DEFAULT_EXECUTOR)
+        if executor not in EXECUTORS:
+            raise SettingsError(f"AUTORESEARCH_EXECUTOR must be {' or '.join(executor_names())}")
         # The key file is masked in every sandbox of this process: target code never reads it.
         sandbox.hide(env["AUTORESEARCH_PRIVATE_KEY_PATH"])
         workdir = Path(env.get("AUTORESEARCH_WORKDIR", str(cls.workdir)))
@@ -89,14 +91,16 @@ class Settings:
     @classmethod
     def for_action(cls, env: dict[str, str]) -> "Settings":
         """The Action's settings, from the workflow's environment: no App id, key or webhook (it
-        has a token); `AUTORESEARCH_EXECUTOR=auto` (the default) is skypilot when AWS credentials
-        are at hand, else local; run folders under RUNNER_TEMP."""
+        has a token); `AUTORESEARCH_EXECUTOR=auto` (the default) is the first registered executor
+        that uses cloud credentials (skypilot) when AWS credentials are at hand, else local; run
+        folders under RUNNER_TEMP."""
         executor = env.get("AUTORESEARCH_EXECUTOR") or "auto"
         if executor == "auto":
             has_cloud = bool(env.get("AWS_ACCESS_KEY_ID")) or (Path.home() / ".aws" / "credentials").is_file()
-            executor = "skypilot" if has_cloud else "local"
-        if executor not in ("local", "skypilot"):
-            raise SettingsError("executor must be auto, local or skypilot")
+            cloud = [k.name for k in EXECUTORS.values() if k.uses_cloud_credentials]
+            executor = cloud[0] if has_cloud and cloud else DEFAULT_EXECUTOR
+        if executor not in EXECUTORS:
+            raise SettingsError(f"executor must be auto, {' or '.join(executor_names())}")
         runner_temp = env.get("RUNNER_TEMP") or str(Path.home() / ".cache")
         workdir = Path(env.get("AUTORESEARCH_WORKDIR") or Path(runner_temp) / "autoresearch")
         return cls(

@@ -14,6 +14,8 @@ from rich.table import Table
 
 from . import gitops, preflight, runlock
 from .config import ConfigError, load_config
+from .executors.registry import DEFAULT as DEFAULT_EXECUTOR
+from .executors.registry import describe_executors, executor_names
 from .ledger import LedgerError, load_state
 from .pipeline import Run, RunCancelled, RunError, RunOptions, new_run_id
 from .progress_view import PlainView, ProgressView  # noqa: F401  (ProgressView: re-exported)
@@ -125,8 +127,6 @@ def cmd_run(args) -> int:
     preflight.check_run(repo, load_config(repo), candidates=options.candidates, out=options.out,
                         base=_resumed_base(options.out), repeats=options.repeats)
     if getattr(args, "dry_run", False):   # `demo` reuses cmd_run without the flag
-        if args.executor != "skypilot":
-            raise RunError("--dry-run previews cloud tasks and their cost; use it with --executor skypilot")
         from .dryrun import dry_run
         console.print(dry_run(options), markup=False, highlight=False, soft_wrap=True)
         return 0
@@ -242,8 +242,6 @@ def positive_int(text: str) -> int:
 
 TARGET_HELP = ("the target: a git repository (with at least one commit) holding .github/autoresearch.yml; "
                "the run measures its committed HEAD")
-EXECUTOR_HELP = ("where build, checks and benchmarks run: local (git worktrees on this machine, default) or "
-                 "skypilot (one cloud VM per experiment and platform; needs the cloud extra)")
 PROFILE_HELP = ("the op profile's instrumented build (config `research.profile`): reuse (default: a profile "
                 "kept in the target's .git for the same commit, recipe, build and benchmark is read instead "
                 "of building; else build, run and keep it), fresh (build again), off (no profile)")
@@ -270,7 +268,8 @@ def build_parser(extend=None) -> argparse.ArgumentParser:
                      help=f"a patch file to evaluate as a hypothesis (repeatable): {preflight.PATCH_FORMAT}; "
                           "it must apply to TARGET's HEAD and touch only `editable` paths")
     run.add_argument("--repeats", type=positive_int, metavar="N", help=REPEATS_HELP)
-    run.add_argument("--executor", choices=["local", "skypilot"], default="local", help=EXECUTOR_HELP)
+    run.add_argument("--executor", choices=executor_names(), default=DEFAULT_EXECUTOR,
+                     help="where build, checks and benchmarks run: " + describe_executors())
     run.add_argument("--no-sandbox", action="store_true",
                      help="run target code without the bubblewrap sandbox (the report and PR body say so)")
     run.add_argument("--profile", choices=["reuse", "fresh", "off"], default="reuse", help=PROFILE_HELP)

@@ -37,6 +37,8 @@ def _count_hypotheses(repo: Path, config: TargetConfig, agent: str, candidates: 
 
 def dry_run(options, *, sky=None) -> str:
     """The preview as text (YAML documents with `#` comments)."""
+    if options.executor != "skypilot":
+        raise RunError("--dry-run previews cloud tasks and their cost; use it with --executor skypilot")
     from .executors.skypilot import CloudOptions, platforms_for, worst_case_seconds   # needs the cloud extra
     catalog.use_offline_catalog()           # validation only: never download SkyPilot's catalog here
     if sky is None:

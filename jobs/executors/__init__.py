@@ -5,6 +5,10 @@ Every executor has the same small interface, so the pipeline does not care where
 and `close()` (which must release every machine it holds). `parallel` says how many experiments
 may run at once: 1 for this machine (two benchmarks side by side would disturb each other),
 up to `budget.max_vms` for cloud VMs.
+
+Executors are registered by name in `jobs.executors.registry`; what machine executors share
+(the run's budget, retries on a fresh machine, following a remote job's log) is in `budget`,
+`attempts` and `logstream` beside it.
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from ..config import TargetConfig
 from ..errors import ExecutorUnavailable  # noqa: F401  (re-exported)
 from ..runner import Progress
 from ..spec import ExperimentSpec, RawResult
+from .registry import executor_kind
 
 
 class Executor(Protocol):
@@ -29,15 +34,16 @@ class Executor(Protocol):
 
 
 def make_executors(kind: str, repo: Path, workdir: Path, config: TargetConfig, run_id: str) -> list[Executor]:
-    """One executor per platform the run measures on."""
-    if kind == "local":
-        from .local import LocalExecutor
-        return [LocalExecutor(repo, workdir)]
-    if kind == "skypilot":
-        try:
-            from .skypilot import make_skypilot_executors
-        except ImportError as exc:
-            raise ExecutorUnavailable(f"--executor skypilot needs the cloud extra (pip install "
-                                      f"'autoresearch[cloud]'): {exc}") from None
-        return make_skypilot_executors(repo, workdir, config, run_id)
-    raise ExecutorUnavailable(f"unknown executor {kind!r} (choose local or skypilot)")
+    """One executor per platform the run measures on, by the registered kind's factory."""
+    try:
+        entry = executor_kind(kind)
+    except ValueError as exc:
+        raise ExecutorUnavailable(str(exc)) from None
+    try:
+        factory = entry.load()
+    except ImportError as exc:
+        if not entry.extra:
+            raise
+        raise ExecutorUnavailable(f"--executor {kind} needs the {entry.extra} extra (pip install "
+                                  f"'autoresearch[{entry.extra}]'): {exc}") from None
+    return factory(repo, workdir, config, run_id)

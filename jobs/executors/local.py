@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 from .. import gitops, pairjournal
+from ..config import TargetConfig
 from ..runner import Progress, run_experiment
 from ..spec import ExperimentSpec, RawResult
 
@@ -58,3 +59,8 @@ class LocalExecutor:
     def close(self) -> None:
         gitops.remove_worktree(self.repo, self.workdir / "base")
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def make_local_executors(repo: Path, workdir: Path, config: TargetConfig, run_id: str) -> list[LocalExecutor]:
+    """This machine is one platform, whatever the config lists (cloud platforms need a cloud executor)."""
+    return [LocalExecutor(repo, workdir)]

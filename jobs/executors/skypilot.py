@@ -20,33 +20,25 @@ cluster up for debugging), a job that overran its time limit, a lost VM and a ca
 (`should_stop` raises inside `progress`). A teardown that keeps failing leaves the cluster in the
 run's lease, and `autoresearch reap` downs it once the run is gone.
 
-Failures of the machine, not of the experiment:
-- Preemption / lost VM (the job ended without a RESULT and the cluster is no longer UP) and
-  provisioning failures: retried on a new VM, up to `max_vm_retries` times. Only the final
-  attempt's samples are returned, so nothing is counted twice; each VM's time is billed once.
-- A noisy VM is not a machine failure: the runner's sequential test samples on until it decides
-  (noise costs pairs, never the verdict), and the report flags the spread. Its samples are kept.
-- Still no VM after the retries: `skipped` (not measured), with the reason.
-
+Failures of the machine (preemption, a lost VM: the job ended without a RESULT and the cluster
+is no longer UP; provisioning failures) are retried on a new VM, the experiment's own failures are
+not, and budgets are hard caps: every launch, retries included, first reserves the attempt's worst
+case (provisioning and teardown allowances plus every step at its time limit, which the job is
+killed past) against `budget.usd` with everything spent and in flight on every platform. Those
+rules are shared by every machine executor: `jobs.executors.attempts` (retries, teardown),
+`jobs.executors.budget` (the reservation), `jobs.executors.logstream` (following the job's log).
 Cost is VM time (from just before `sky.launch` to the end of `sky.down`) x the shipped catalog's
-hourly price (`jobs.cloud.catalog`), summed over attempts. Budgets are hard caps: before every
-launch, including retries, the worst case of the attempt (provisioning and teardown allowances
-plus every step at its time limit, which the job is killed past) is reserved against
-`budget.usd` together with everything spent and everything in flight on every platform; an
-attempt that does not fit is not launched (`skipped`, "budget: ...").
+hourly price (`jobs.cloud.catalog`), summed over attempts.
 """
 from __future__ import annotations
 
-import io
 import itertools
 import os
-import queue
-import re
 import secrets
 import shutil
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -56,16 +48,15 @@ from ..cloud import catalog, tasks
 from ..cloud.leases import Lease
 from ..config import Platform, TargetConfig
 from ..errors import ExecutorUnavailable
-from ..ledger import load_state
 from ..plan import DEFAULT_INSTANCE  # one home for the default instance types
 from ..runner import Progress, tail
 from ..spec import ExperimentSpec, RawResult
+from .attempts import Attempt, measure_on_fresh_machines, tear_down
+from .budget import SharedBudget, budget_for_run
+from .logstream import DeadlinePassed, RemoteError, Watch, follow_job_log, wait_for
 
 DEFAULT_PLATFORMS = tuple(Platform(name=name, instance_type=it, cloud="aws") for name, it in DEFAULT_INSTANCE.items())
 USE_SPOT_ENV = "AUTORESEARCH_SKY_USE_SPOT"
-
-# The driver's lines, possibly behind SkyPilot's "(task, pid=1234) " prefix.
-LINE = re.compile(r"^(?:\([^)]*\)\s+)?(PROGRESS|RESULT|EXPERIMENT_STATUS:)\s?(.*)$")
 
 
 @dataclass
@@ -97,118 +88,6 @@ def worst_case_seconds(spec: ExperimentSpec, options: CloudOptions) -> float:
     at every step's time limit (past which it is killed)."""
     return (options.provision_timeout_s + options.teardown_allowance_s
             + tasks.job_seconds(spec, options.job_slack_s))
-
-
-class SharedBudget:
-    """USD spent and reserved by every executor of one run; reservations are atomic.
-
-    `run_spent()` (when given) reads the run's own total from its state.json: previous sessions,
-    VM costs already returned to the pipeline and model spend. VM time settled here but not yet
-    returned in a RawResult (earlier attempts of an experiment still retrying) is added to it."""
-
-    def __init__(self, limit_usd: float, spent_usd: float = 0.0, run_spent: Callable[[], float | None] | None = None):
-        self.limit, self.spent = float(limit_usd), float(spent_usd)
-        self.reported = 0.0
-        self.reserved: dict[str, float] = {}
-        self.run_spent = run_spent or (lambda: None)
-        self._lock = threading.Lock()
-
-    def in_flight(self) -> float:
-        with self._lock:
-            return sum(self.reserved.values())
-
-    def total_spent(self) -> float:
-        run = self.run_spent()
-        return self.spent if run is None else run + max(0.0, self.spent - self.reported)
-
-    def reserve(self, key: str, usd: float) -> str:
-        """'' when `usd` more fits under the limit (and is now reserved), else why not."""
-        with self._lock:
-            spent, held = self.total_spent(), sum(self.reserved.values())
-            if spent + held + usd > self.limit + 1e-9:
-                return (f"budget: {spent:.2f} USD spent + {held:.2f} USD in flight + {usd:.2f} USD "
-                        f"worst case for this VM would exceed {self.limit:g} USD")
-            self.reserved[key] = usd
-            return ""
-
-    def settle(self, key: str, usd: float) -> None:
-        with self._lock:
-            self.reserved.pop(key, None)
-            self.spent += usd
-
-    def report(self, usd: float) -> None:
-        """`usd` of settled VM time goes back to the pipeline (which adds it to state.json)."""
-        with self._lock:
-            self.reported += usd
-
-
-def _state_cost(out: Path) -> Callable[[], float | None]:
-    def read() -> float | None:
-        try:
-            return float(load_state(out)["cost_usd"])
-        except Exception:        # no state yet (or a torn read): fall back to our own books
-            return None
-    return read
-
-
-class _Remote(Exception):
-    """An exception raised by a SkyPilot call (as opposed to one raised by `progress`)."""
-
-    def __init__(self, exc: BaseException):
-        super().__init__(f"{type(exc).__name__}: {exc}")
-        self.exc = exc
-
-
-class _Deadline(Exception):
-    pass
-
-
-@dataclass
-class Attempt:
-    cluster: str
-    outcome: str = "failed"       # result | preempted | provision_failed | timeout | failed
-    reason: str = ""
-    result: RawResult | None = None
-    seconds: float = 0.0
-    cost_usd: float = 0.0
-    torn_down: bool = False
-    log: list[str] = field(default_factory=list)
-
-
-class _Lines(io.TextIOBase):
-    """The output_stream handed to sky.tail_logs: complete lines go to a queue."""
-
-    def __init__(self):
-        self.queue: queue.Queue[str] = queue.Queue()
-        self._partial = ""
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, text: str) -> int:
-        data = self._partial + text
-        *lines, self._partial = data.split("\n")
-        for line in lines:
-            self.queue.put(line.rstrip("\r"))
-        return len(text)
-
-    def flush_partial(self) -> None:
-        if self._partial:
-            self.queue.put(self._partial)
-            self._partial = ""
-
-
-def _call_in_thread(fn: Callable[[], Any], name: str) -> tuple[threading.Thread, dict[str, Any]]:
-    box: dict[str, Any] = {}
-
-    def target():
-        try:
-            box["value"] = fn()
-        except BaseException as exc:    # handed to the waiting thread
-            box["exc"] = exc
-    thread = threading.Thread(target=target, name=name, daemon=True)
-    thread.start()
-    return thread, box
 
 
 class SkyPilotExecutor:
@@ -278,37 +157,16 @@ class SkyPilotExecutor:
 
     # -- one experiment: attempts on fresh VMs until a trustworthy result or a final verdict --
     def _run(self, spec: ExperimentSpec, task, progress: Progress) -> RawResult:
-        spent, notes, vm_failures = 0.0, [], 0
-        while True:
+        def name_vm() -> str:
             with self._lock:
-                name = tasks.cluster_name(self.run_id, spec.name, self.platform,
-                                          f"{self._token}{next(self._numbers)}")
-            refusal = self.budget.reserve(name, self._bound_usd(spec))
-            if refusal:
-                return self._final(RawResult(status="skipped", reason=refusal), spent, notes)
-            att = self._attempt(spec, task, name, progress)
-            spent += att.cost_usd
-            notes.append(f"{name}: {att.outcome}{' (' + att.reason + ')' if att.reason else ''}, "
-                         f"{att.seconds:.0f} s, {att.cost_usd:.4f} USD")
-            if att.outcome == "result":
-                return self._final(att.result, spent, notes)
-            if att.outcome in ("preempted", "provision_failed"):
-                vm_failures += 1
-                if vm_failures > self.options.max_vm_retries:
-                    return self._final(RawResult(status="skipped", reason=(
-                        f"not measured: no usable {self.instance_type} VM after {vm_failures} attempts "
-                        f"(last: {att.outcome}: {att.reason})")), spent, notes)
-                progress(f"VM lost ({att.outcome}); retrying on a new VM", 0.0)
-                continue
-            if att.outcome == "timeout":
-                return self._final(RawResult(status="timeout", reason=att.reason, log="\n".join(att.log)),
-                                   spent, notes)
-            return self._final(RawResult(status="crash", reason=att.reason, log="\n".join(att.log)), spent, notes)
-
-    def _final(self, result: RawResult, spent: float, notes: list[str]) -> RawResult:
-        result.cost_usd = spent
-        self.budget.report(spent)
-        header = f"== {self.platform} on {self.instance_type} ({self.price:g} USD/h): " + "; ".join(notes)
+                return tasks.cluster_name(self.run_id, spec.name, self.platform, f"{self._token}{next(self._numbers)}")
+        result, done = measure_on_fresh_machines(
+            name_machine=name_vm, budget=self.budget, worst_case_usd=self._bound_usd(spec),
+            attempt=lambda name: self._attempt(spec, task, name, progress),
+            max_machine_retries=self.options.max_vm_retries, machine=f"{self.instance_type} VM", progress=progress)
+        result.cost_usd = done.cost_usd
+        self.budget.report(done.cost_usd)
+        header = f"== {self.platform} on {self.instance_type} ({self.price:g} USD/h): " + done.notes()
         result.log = tail(header + "\n" + (result.log or ""), 3 * 4000)
         return result
 
@@ -349,84 +207,37 @@ class SkyPilotExecutor:
             att.outcome, att.reason = "provision_failed", f"{type(exc).__name__}: {exc}"
             return
         try:
-            job_id, _handle = self._wait(lambda: self.sdk.stream_and_get(launch["request"]),
-                                         start + o.provision_timeout_s, progress, "provisioning", 0.0)
-        except _Deadline:
+            job_id, _handle = wait_for(lambda: self.sdk.stream_and_get(launch["request"]),
+                                       start + o.provision_timeout_s, self._watch(progress), "provisioning", 0.0)
+        except DeadlinePassed:
             att.outcome, att.reason = "provision_failed", f"provisioning exceeded {o.provision_timeout_s:.0f} s"
             return
-        except _Remote as err:
+        except RemoteError as err:
             launch["done"] = True
             att.outcome, att.reason = "provision_failed", str(err)
             return
         launch["done"] = True
         self._stream(spec, att, job_id, progress)
 
-    def _wait(self, fn: Callable[[], Any], deadline: float, progress: Progress, message: str, fraction: float):
-        thread, box = _call_in_thread(fn, f"sky-{message}")
-        while True:
-            thread.join(self.options.heartbeat_s)
-            if not thread.is_alive():
-                break
-            if self.clock() >= deadline:
-                raise _Deadline(message)
-            progress(message, fraction)       # raises when the run is cancelled
-        if "exc" in box:
-            raise _Remote(box["exc"])
-        return box.get("value")
+    def _watch(self, progress: Progress) -> Watch:
+        return Watch(self.clock, self.options.heartbeat_s, progress)
 
     def _stream(self, spec: ExperimentSpec, att: Attempt, job_id, progress: Progress) -> None:
         deadline = self.clock() + tasks.job_seconds(spec, self.options.job_slack_s)
-        sink = _Lines()
-        thread, box = _call_in_thread(lambda: self.sdk.tail_logs(att.cluster, job_id, follow=True,
-                                                                 output_stream=sink), "sky-logs")
-        message, fraction, result_line = "running", 0.0, None
-        while True:
+        seen = follow_job_log(lambda sink: self.sdk.tail_logs(att.cluster, job_id, follow=True, output_stream=sink),
+                              deadline, self._watch(progress))
+        att.log.extend(seen.lines)
+        if seen.timed_out:
+            att.outcome, att.reason = "timeout", self._overran(spec)
+        elif seen.result_line is not None:
             try:
-                line = sink.queue.get(timeout=self.options.heartbeat_s)
-            except queue.Empty:
-                if not thread.is_alive():
-                    sink.flush_partial()
-                    if sink.queue.empty():
-                        break
-                    continue
-                if self.clock() >= deadline:
-                    att.outcome, att.reason = "timeout", self._overran(spec)
-                    return
-                progress(message, fraction)    # heartbeat: lets a cancel in
-                continue
-            match = LINE.match(line)
-            if match and match.group(1) == "PROGRESS":
-                frac, _, text = match.group(2).partition(" ")
-                try:
-                    fraction, message = float(frac), text or message
-                except ValueError:
-                    pass
-                progress(message, fraction)
-            elif match and match.group(1) == "RESULT":
-                result_line = match.group(2)
-            elif match:
-                pass
-            else:
-                att.log.append(line)
-                del att.log[:-200]
-            if self.clock() >= deadline and result_line is None:
-                att.outcome, att.reason = "timeout", self._overran(spec)
-                return
-        if result_line is not None:
-            try:
-                att.result = RawResult.from_json(result_line)
-                att.outcome = "result"
-                return
+                att.result, att.outcome = RawResult.from_json(seen.result_line), "result"
             except (ValueError, TypeError, KeyError) as exc:
                 att.outcome, att.reason = "failed", f"unreadable RESULT line from the VM: {exc}"
-                return
-        code = box.get("value")
-        why = f"log stream failed: {type(box['exc']).__name__}: {box['exc']}" if "exc" in box \
-            else f"job exit code {code}"
-        if self._vm_lost(att.cluster):
-            att.outcome, att.reason = "preempted", f"the VM went away before the job finished ({why})"
+        elif self._vm_lost(att.cluster):
+            att.outcome, att.reason = "preempted", f"the VM went away before the job finished ({seen.ending()})"
         else:
-            att.outcome, att.reason = "failed", f"the VM job ended without a RESULT line ({why})"
+            att.outcome, att.reason = "failed", f"the VM job ended without a RESULT line ({seen.ending()})"
 
     def _overran(self, spec: ExperimentSpec) -> str:
         return (f"the VM job exceeded its time limit ({tasks.job_seconds(spec, self.options.job_slack_s):.0f} s: "
@@ -448,19 +259,15 @@ class SkyPilotExecutor:
     def _down(self, name: str, att: Attempt) -> None:
         """sky.down until SkyPilot confirms (or says there is no such cluster)."""
         from sky import exceptions as sky_exceptions
-        last = None
-        for i in range(self.options.down_attempts):
+
+        def down() -> None:
             try:
                 self.sdk.get(self.sdk.down(name))
-                break
             except sky_exceptions.ClusterDoesNotExist:
-                break
-            except Exception as exc:     # retried; a cluster must not outlive its experiment
-                last = exc
-                if i + 1 < self.options.down_attempts:
-                    time.sleep(self.options.down_backoff_s * (i + 1))
-        else:
-            att.log.append(f"teardown of {name} failed {self.options.down_attempts} times: {last!r}; "
+                pass                     # already gone: what down is for
+        failure = tear_down(down, self.options.down_attempts, self.options.down_backoff_s)
+        if failure is not None:
+            att.log.append(f"teardown of {name} failed {self.options.down_attempts} times: {failure!r}; "
                            "it stays in this run's lease for `autoresearch reap`")
             return
         att.torn_down = True
@@ -483,7 +290,7 @@ def make_skypilot_executors(repo: Path, workdir: Path, config: TargetConfig, run
     options = options or CloudOptions.from_env()
     workdir = Path(workdir)
     out = workdir.parent
-    budget = SharedBudget(config.budget.usd, run_spent=_state_cost(out))
+    budget = budget_for_run(config.budget.usd, out)
     lease = Lease(run_id, tasks.run_prefix(run_id), out, options.lease_dir)
     executors = []
     try:

@@ -14,7 +14,8 @@ from conftest import git
 from fakes.sky_fake import FakeClock, FakeSky
 from jobs.cloud import tasks
 from jobs.cloud.leases import read_leases
-from jobs.executors.skypilot import SharedBudget, make_skypilot_executors
+from jobs.executors.budget import SharedBudget
+from jobs.executors.skypilot import make_skypilot_executors
 
 X86 = 0.34 / 3600     # USD per second
 JOB_S = 150.0         # fake job time (within the synthetic target's job limit of ~196 s)
