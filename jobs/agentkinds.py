@@ -28,7 +28,6 @@ AGENTS: dict[str, AgentKind] = {k.name: k for k in (
     AgentKind("offline", "offline", "recipes and maintainer patches, deterministic, no API key"),
     AgentKind("claude", "claude", "Anthropic's Messages API ranks, implements (tool use) and revises",
               needs_env="ANTHROPIC_API_KEY"),
-    AgentKind("echo", "echo", "throwaway example, implements nothing"),
     AgentKind("none", "offline", "no research, evaluates only the given --candidate patches", researches=False),
 )}
 
