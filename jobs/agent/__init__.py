@@ -30,7 +30,7 @@ class Agent(Protocol):
 
 
 def make_agent(name: str, recipes: dict, config: TargetConfig, **kw: Any) -> Agent:
-    """The registered agent `name`; its module is imported only now (the Claude agent's needs the
-    `llm` extra), and refuses with a RunError when what it needs (a key, an SDK) is missing."""
+    """The registered agent `name`, made by its module (imported only when asked for). An agent
+    refuses with a RunError when what it needs (a key, an SDK) is missing."""
     module = importlib.import_module(f"{__name__}.{agentkinds.kind(name).module}")   # ValueError: unknown name
     return module.make(recipes, config, **kw)
