@@ -115,7 +115,8 @@ class Run:
                                   "does not allow (AUTORESEARCH_SANDBOX_ENV): target code does not get them")
         if options.agent is None:    # the repo's choice; without the key it needs, the default agent runs
             options.agent, fallback = agentkinds.for_config(self.config.agent, os.environ)
-            self._warnings += [fallback] if fallback else []
+            if fallback:
+                self._warnings.append(fallback)
         self.out = Path(options.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.state = ledger.load_state(self.out) or {}
