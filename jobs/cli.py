@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import gitops, preflight, runlock
+from . import agentkinds, gitops, preflight, runlock
 from .config import ConfigError, load_config
 from .executors.registry import DEFAULT as DEFAULT_EXECUTOR
 from .executors.registry import describe_executors, executor_names
@@ -120,9 +120,9 @@ def cmd_run(args) -> int:
     options = _options(args, agent=args.agent, candidates=[Path(p) for p in args.candidate],
                        repeats=args.repeats, executor=args.executor, no_sandbox=args.no_sandbox,
                        profile=getattr(args, "profile", "reuse"))
-    if args.agent == "none" and not options.candidates:
-        raise preflight.PreflightError(["--agent none: evaluates only --candidate patches and none was given; "
-                                        "fix: add --candidate PATCH, or use --agent offline"])
+    if args.agent and not agentkinds.kind(args.agent).researches and not options.candidates:
+        raise preflight.PreflightError([f"--agent {args.agent}: evaluates only --candidate patches and none was "
+                                        f"given; fix: add --candidate PATCH, or use --agent {agentkinds.DEFAULT}"])
     repo = gitops.toplevel(options.target)
     preflight.check_run(repo, load_config(repo), candidates=options.candidates, out=options.out,
                         base=_resumed_base(options.out), repeats=options.repeats)
@@ -248,6 +248,11 @@ PROFILE_HELP = ("the op profile's instrumented build (config `research.profile`)
 REPEATS_HELP = "most pairs of benchmark processes per experiment, N >= 1 (default: the config's repeats.max)"
 
 
+def agent_help(names: list[str]) -> str:
+    return ("; ".join(f"{n}: {agentkinds.kind(n).summary}" for n in names)
+            + f". Default: the config's `agent` ({agentkinds.DEFAULT} when it names one whose API key is not set)")
+
+
 def build_parser(extend=None) -> argparse.ArgumentParser:
     """`extend(subparsers)` lets bot/ add its commands (serve, worker, action) without jobs/
     importing bot/."""
@@ -262,8 +267,7 @@ def build_parser(extend=None) -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="research, experiment, stack and report on TARGET")
     run.add_argument("target", help=TARGET_HELP)
-    run.add_argument("--agent", choices=["offline", "none", "claude"],
-                     help="default: the config's `agent` (offline when it asks for claude without a key)")
+    run.add_argument("--agent", choices=agentkinds.names(), help=agent_help(agentkinds.names()))
     run.add_argument("--candidate", action="append", default=[], metavar="PATCH",
                      help=f"a patch file to evaluate as a hypothesis (repeatable): {preflight.PATCH_FORMAT}; "
                           "it must apply to TARGET's HEAD and touch only `editable` paths")
@@ -293,7 +297,8 @@ def build_parser(extend=None) -> argparse.ArgumentParser:
 
     res = sub.add_parser("research", help="run only the research phase")
     res.add_argument("target", help=TARGET_HELP)
-    res.add_argument("--agent", choices=["offline", "claude"], help="default: the config's `agent`")
+    res.add_argument("--agent", choices=agentkinds.names(researching=True),
+                     help=agent_help(agentkinds.names(researching=True)))
     res.add_argument("--profile", choices=["reuse", "fresh", "off"], default="reuse", help=PROFILE_HELP)
     common(res)
     res.set_defaults(func=cmd_research)

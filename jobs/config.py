@@ -12,6 +12,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from . import agentkinds
 from .errors import OverrideError
 
 CONFIG_PATH = ".github/autoresearch.yml"
@@ -287,7 +288,7 @@ class TargetConfig(Strict):
                                                  "are byte-identical to the baseline's is not sampled")
     platforms: list[Platform] = Field(default_factory=lambda: [Platform(name="local")],
                                       description="short form [x86, arm] allowed")
-    agent: Literal["offline", "claude", "none"] = Field("offline", description="who implements hypotheses")
+    agent: Literal[tuple(agentkinds.names())] = Field(agentkinds.DEFAULT, description="who implements hypotheses")
     llm: LLM = LLM()
     pull_request: PullRequest = PullRequest()
     approvers: list[str] = Field([], description="GitHub logins who may approve spending besides writers")

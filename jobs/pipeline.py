@@ -23,6 +23,7 @@ from .agent.offline import NotImplementable
 from .calibration import calibrate_run
 from .config import Overrides, TargetConfig, load_config
 from .agent import make_agent
+from . import agentkinds
 from .errors import RunCancelled, RunError  # noqa: F401  (re-exported: jobs.pipeline.RunError)
 from .executors import Executor, ExecutorUnavailable, make_executors
 from .machine import summarise_load
@@ -52,7 +53,7 @@ class RunOptions:
     target: Path
     out: Path
     run_id: str
-    agent: str | None = None                  # offline | none | claude; None: the repo config's choice
+    agent: str | None = None                  # a name in jobs/agentkinds.py; None: the repo config's choice
     candidates: list[Path] = field(default_factory=list)
     repeats: int | None = None                # override the calibrated repeats per arm
     executor: str = "local"
@@ -112,13 +113,10 @@ class Run:
         if not_allowed:
             self._warnings.append(f"the config's sandbox.env asks for {', '.join(not_allowed)}, which the operator "
                                   "does not allow (AUTORESEARCH_SANDBOX_ENV): target code does not get them")
-        if options.agent is None:
-            options.agent = self.config.agent
-            if options.agent == "claude" and not os.environ.get("ANTHROPIC_API_KEY"):
-                # The repo asks for Claude but this machine has no key: the offline agent runs instead.
-                options.agent = "offline"
-                self._warnings.append("config asks for agent: claude but ANTHROPIC_API_KEY is not set; "
-                                      "using offline")
+        if options.agent is None:    # the repo's choice; without the key it needs, the default agent runs
+            options.agent, fallback = agentkinds.for_config(self.config.agent, os.environ)
+            if fallback:
+                self._warnings.append(fallback)
         self.out = Path(options.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.state = ledger.load_state(self.out) or {}
@@ -157,8 +155,8 @@ class Run:
 
     def _init_state(self) -> None:
         self._check_isolation()
-        if self.o.agent == "claude":
-            self.agent      # --agent claude without a key (or SDK) refuses here, before any research is built
+        if agentkinds.kind(self.o.agent).needs_env:
+            self.agent      # e.g. --agent claude without a key (or SDK) refuses here, before any research is built
         base = gitops.head_commit(self.repo)
         overlap = yardstick.overlaps(self.config, gitops.files_at(self.repo, base))
         if overlap:                  # the CLI's preflight says it first; the App and the Action land here

@@ -8,7 +8,7 @@ One policy, used by every place that hands something to an untrusted party:
   reports name those variables, never their values;
 - `jobs.cloud.tasks` refuses a SkyPilot task that names or contains a secret (`leaked_names`,
   `secret_values(min_len=TASK_MIN_LEN)`);
-- `jobs.agent.claude` redacts `secret_values()` from every text it sends to the model;
+- `jobs.agent.llm` (the model agent, any provider) redacts `secret_values()` from every text it sends to the model;
 - the bot (`bot.flow`) calls `scrub_environment()` in the job's own process before the pipeline
   starts, which also drops the App's settings (`AUTORESEARCH_*`: key path, Redis URL, webhook
   secret), so not even a child process that reads its parent's environment finds them.

@@ -3,11 +3,20 @@
 Interface (the pipeline uses nothing else):
 - `implement(hypothesis, tree, config) -> commit id` — one commit in `tree`, or NotImplementable;
 - `revise(hypotheses, results) -> hypotheses` — between waves, re-rank/add/drop what is left.
+Optional, found by the pipeline when present: `research(digests)` (a model researcher), `meter`
+(model spend, charged to the run), `isolation` and `profile_digest` (set by the pipeline).
+
+Which agents exist is the registry's (jobs/agentkinds.py); each one's module here exposes
+`make(recipes, config, **kw)`. The model agent and its parts: `llm` (research, implement, revise),
+`chat` (the one-method protocol a provider implements), `tools`, `prompts`, `meter`; `claude` is
+the Anthropic adapter.
 """
 from __future__ import annotations
 
+import importlib
 from typing import Any, Protocol
 
+from .. import agentkinds
 from ..config import TargetConfig
 from ..model import Hypothesis
 
@@ -21,10 +30,7 @@ class Agent(Protocol):
 
 
 def make_agent(name: str, recipes: dict, config: TargetConfig, **kw: Any) -> Agent:
-    from .offline import OfflineAgent
-    if name in ("offline", "none"):
-        return OfflineAgent(recipes)
-    if name == "claude":
-        from .claude import make_claude_agent  # needs the llm extra and an API key
-        return make_claude_agent(recipes, config, **kw)
-    raise ValueError(f"unknown agent {name!r} (choose offline, claude or none)")
+    """The registered agent `name`, made by its module (imported only when asked for). An agent
+    refuses with a RunError when what it needs (a key, an SDK) is missing."""
+    module = importlib.import_module(f"{__name__}.{agentkinds.kind(name).module}")   # ValueError: unknown name
+    return module.make(recipes, config, **kw)

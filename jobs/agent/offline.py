@@ -1,10 +1,11 @@
 """The offline agent: implements a hypothesis from its recipe (or a maintainer's patch file).
 
-Deterministic and free; the Claude agent sits beside it behind the same `implement` call.
+Deterministic and free; the model agents (jobs/agent/llm.py) sit beside it behind the same `implement` call.
 """
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from .. import gitops, safefs
 from ..config import TargetConfig
@@ -74,3 +75,9 @@ class OfflineAgent:
         except gitops.GitError as exc:
             raise NotImplementable(f"{patch.name} does not apply to the base commit: {exc}") from None
         return gitops.commit_all(tree, f"{h.id}: maintainer candidate\n\nFrom {patch.name}.\n")
+
+
+def make(recipes: dict[str, Recipe], config: TargetConfig, **_: Any) -> OfflineAgent:
+    """The registry's factory (jobs/agentkinds.py), for `offline` and for `none` (which has no research:
+    only maintainer patches reach it)."""
+    return OfflineAgent(recipes)

@@ -8,7 +8,8 @@ import pytest
 from conftest import git
 from fake_anthropic import OVERLOADED, FakeMessagesAPI, result_text, text, tool_results, tool_use
 from jobs.agent import make_agent
-from jobs.agent.claude import BudgetExceeded, make_claude_agent
+from jobs.agent import claude
+from jobs.agent.meter import BudgetExceeded, ChatSettings
 from jobs.agent.offline import NotImplementable
 from jobs.config import load_config
 from jobs.model import Evidence, Hypothesis
@@ -46,7 +47,7 @@ def expect_ok(containing: str, then):
 
 def agent_for(fake, target, **kw):
     config = load_config(target)
-    return make_claude_agent({}, config, client=fake.client(), **kw), config
+    return claude.make({}, config, client=fake.client(), **kw), config
 
 
 EDIT = {"path": "src/speed.txt", "old": "100\n", "new": "130\n"}
@@ -193,12 +194,11 @@ def test_claude_needs_an_api_key_and_offline_stays_default(target, monkeypatch):
 def test_settings_from_config_and_unpriced_models_are_refused(target):
     from types import SimpleNamespace
 
-    from jobs.agent.claude import Settings
     config = load_config(target)
     llm = SimpleNamespace(model_dump=lambda: {"model": "claude-new", "max_usd": 2.5, "max_run_tokens": None,
                                               "pricing": {"claude-new": {"input": 2.0, "output": 10.0}}})
     with_llm = SimpleNamespace(llm=llm)
-    s = Settings.from_config(with_llm, max_turns=7)
+    s = ChatSettings.from_config(with_llm, claude.DEFAULT_PRICING, max_turns=7)
     assert (s.model, s.max_usd, s.max_turns, s.max_run_tokens) == ("claude-new", 2.5, 7, 2_000_000)
     assert "claude-new" in s.pricing and "claude-sonnet-4-6" in s.pricing
     with FakeMessagesAPI([tool_use("read_file", {"path": "src/speed.txt"}, model="claude-unpriced-9")]) as fake:

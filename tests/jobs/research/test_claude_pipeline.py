@@ -8,7 +8,7 @@ import re
 import pytest
 
 from fake_anthropic import FakeMessagesAPI, result_text, text, tool_results, tool_use
-from jobs.agent.claude import make_claude_agent
+from jobs.agent import claude
 from jobs.config import load_config
 from jobs.pipeline import Run, RunOptions
 from synthetic import synthetic_target
@@ -52,7 +52,7 @@ def test_claude_agent_runs_a_full_local_experiment(tmp_path):
         text("Nothing in code.c affects the benchmark; no edit made."),
     ]
     with FakeMessagesAPI(script) as fake:
-        agent = make_claude_agent({}, load_config(target), client=fake.client())
+        agent = claude.make({}, load_config(target), client=fake.client())
         out = tmp_path / "out"
         summary = Run(RunOptions(target=target, out=out, run_id="c1", agent="claude"), agent=agent).execute()
     assert not fake.errors and not fake.script, (fake.errors, fake.script)
