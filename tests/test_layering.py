@@ -17,8 +17,8 @@ Rules:
    sockets, signals, threads, the clock, logging, the environment) nor `IO_THIRD_PARTY` (clients
    of outside systems and web frameworks), and of this project only other pure modules and the
    plain-data modules in `DATA_MODULES` (types whose import performs no I/O).
-5. `jobs/` never imports `bot/`; `kernels/` imports no project Python; no `bot/` module is over
-   `MAX_BOT_LINES` lines.
+5. `jobs/` never imports `bot/`; `kernels/` imports no project Python; neither `jobs/` nor `bot/` imports
+   `tools/` (not shipped); no `bot/` module is over `MAX_BOT_LINES` lines.
 """
 from __future__ import annotations
 
@@ -50,8 +50,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [   # bottom first; "x.*" is x and e
     ("bot flow", ("bot.ports", "bot.progress", "bot.planning", "bot.execution", "bot.bench", "bot.flow")),
     ("bot adapters", ("bot.settings", "bot.github", "bot.store", "bot.issuestore", "bot.jobqueue", "bot.gitclone",
                       "bot.intake")),
-    ("bot shells", ("bot.tasks", "bot.action", "bot.app", "bot.cli", "bot.dashboard.*", "bot.loadbench",
-                    "bot.frontdoor")),
+    ("bot shells", ("bot.tasks", "bot.action", "bot.app", "bot.cli", "bot.dashboard.*")),
 ]
 ADAPTERS = {   # module (or "x.*") -> the outside system it speaks to
     "bot.store": "Redis", "bot.jobqueue": "RQ", "bot.github": "GitHub's REST API",
@@ -220,6 +219,12 @@ def test_the_imports_issue_13_named_are_gone(module, forbidden):
 
 def test_jobs_never_imports_bot():
     offenders = [m for m in modules() if m.startswith("jobs") and any(d.startswith("bot") for d in imports(m)[0])]
+    assert offenders == []
+
+
+def test_the_shipped_packages_never_import_the_tools():
+    assert "tools" not in PACKAGES and (ROOT / "tools" / "loadbench.py").is_file()
+    offenders = sorted(m for m in modules() if "tools" in imports(m)[1])
     assert offenders == []
 
 
