@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs import api, mdsafe, secrets
+from jobs import api, branches, mdsafe, secrets
 from jobs.config import ConfigError
 from jobs.errors import RunError
 
@@ -28,7 +28,7 @@ def not_ours(pull: Any, bot_login: str) -> str:
     if not bot_login:
         return ("`bench` needs the App's own login to tell its pull requests apart (the operator sets "
                 "AUTORESEARCH_BOT_LOGIN, e.g. `my-app[bot]`)")
-    if (pull.author or "").lower() != bot_login.lower() or not pull.head_ref.startswith("autoresearch/"):
+    if (pull.author or "").lower() != bot_login.lower() or not branches.is_run_made(pull.head_ref):
         return "`bench` re-measures pull requests autoresearch opened only (this one was not)"
     return ""
 

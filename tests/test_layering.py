@@ -33,7 +33,7 @@ from conftest import ROOT
 
 PACKAGES = ("jobs", "bot")
 FLOORS: list[tuple[str, tuple[str, ...]]] = [   # bottom first; "x.*" is x and everything under it
-    ("ground", ("jobs", "jobs.errors", "jobs.secrets", "jobs.model", "jobs.config", "jobs.metrics", "jobs.recipes",
+    ("ground", ("jobs", "jobs.branches", "jobs.errors", "jobs.secrets", "jobs.model", "jobs.config", "jobs.metrics", "jobs.recipes",
                 "jobs.gitops", "jobs.githarden", "jobs.safefs", "jobs.results", "jobs.procfs", "jobs.machine", "jobs.hostfacts",
                 "jobs.mdsafe", "jobs.limits", "jobs.operator")),
     ("records and maths", ("jobs.ledger", "jobs.spec", "jobs.stats", "jobs.plan", "jobs.sequential",
@@ -66,7 +66,7 @@ IO_STDLIB = {"os", "io", "sys", "pathlib", "glob", "shutil", "tempfile", "subpro
              "mmap", "time", "logging", "uuid", "http", "urllib", "ftplib", "smtplib", "sqlite3", "webbrowser"}
 IO_THIRD_PARTY = {"requests", "httpx", "urllib3", "redis", "rq", "flask", "werkzeug", "gunicorn", "githubkit",
                   "anthropic", "sky", "boto3", "botocore", "selenium"}
-MUST_BE_PURE = {"bot.commands", "bot.approval", "bot.routing", "bot.status", "bot.record", "bot.dashboard.view",
+MUST_BE_PURE = {"jobs.branches", "bot.commands", "bot.approval", "bot.routing", "bot.status", "bot.record", "bot.dashboard.view",
                 "jobs.plan", "jobs.results", "jobs.sequential", "jobs.integrity", "jobs.verdict", "jobs.calibration", "jobs.mdsafe",
                 "jobs.stats"}
 MAX_BOT_LINES = 400
