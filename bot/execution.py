@@ -19,7 +19,6 @@ branches too (its ledger stays: the same request later resumes from it).
 """
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from jobs import api, secrets
@@ -28,11 +27,9 @@ from jobs.errors import cancellation
 from . import approval as ap
 from . import planning
 from .ports import Lease, Outcome
-from .progress import Progress
+from .progress import Progress, best_effort_status
 from .record import RunRecord
 from .status import MAX_LOSSES, resumed_message, unresumable_message
-
-log = logging.getLogger("autoresearch.bot")
 
 
 def execute(flow: Any, rec: RunRecord, prep: api.Preparation, lease: Lease) -> Outcome:
@@ -42,10 +39,8 @@ def execute(flow: Any, rec: RunRecord, prep: api.Preparation, lease: Lease) -> O
     lost = Outcome(ap.RUNNING, run_id, step="lost", message="this process no longer holds the run (its lease was "
                    "lost or handed back); the next worker resumes it")
     try:
-        try:
+        with best_effort_status():
             flow.refresh_status(run_id)
-        except Exception as exc:        # the record holds the truth; the comment catches up next time
-            log.warning("status update failed: %s", exc)
         secrets.scrub_environment()       # target code runs next, in this process's children
         ends_run = (Exception, KeyboardInterrupt) if flow.launcher.interrupts_cancel else (Exception,)
         try:
@@ -94,10 +89,8 @@ def resume_refusal(rec: RunRecord, prep: api.Preparation | None) -> str:
 def resume(flow: Any, rec: RunRecord) -> Outcome:
     """Take over `rec` if it is running and lost, and go on from its ledger; or end it (see above)."""
     run_id, layout = rec.run_id, flow.layout(rec.run_id)
-    try:
+    with best_effort_status():
         flow.refresh_status(run_id)          # first the truth: its worker was lost, it resumes now
-    except Exception as exc:
-        log.warning("status update failed: %s", exc)
     with flow.store.locked(flow.repo, run_id):
         cur = flow.store.get_run(flow.repo, run_id)
         lease = flow.launcher.hold(cur) if cur and cur.state == ap.RUNNING and cur.lost_at else None

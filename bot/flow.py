@@ -29,7 +29,6 @@ requester may cancel; an approval holds only for the plan id and base commit it 
 """
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
 
@@ -40,12 +39,12 @@ from . import approval as ap
 from . import bench, execution, planning
 from .planning import run_id_for  # noqa: F401  (the run id's home is bot.planning)
 from .ports import GitRemote, Launcher, Lease, Outcome, Place, RepoHost, Reply, RunStore, StopFailed, TokenProvider
+from .progress import best_effort_status
 from .record import RunRecord
 from .routing import CommentCommand
 from .status import (approve_names_plan, help_reply, pending_plan_kept, plan_body, plan_marker, pr_body, pr_title,
                      status_body, status_marker)
 
-log = logging.getLogger("autoresearch.bot")
 COMMENT_LIMIT = 60000
 
 
@@ -333,10 +332,8 @@ class Flow:
         with self.store.locked(self.repo, rec.run_id):
             cur = self.store.get_run(self.repo, rec.run_id)
             self.store.update_run(self.repo, rec.run_id, state=ap.transition(cur.state, event), **fields)
-        try:
+        with best_effort_status():
             self.refresh_status(rec.run_id)
-        except Exception as exc:       # the record holds the truth; the comment catches up next time
-            log.warning("status update failed: %s", exc)
 
     def refresh_status(self, run_id: str) -> None:
         rec = self.store.get_run(self.repo, run_id)
