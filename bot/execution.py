@@ -19,20 +19,18 @@ branches too (its ledger stays: the same request later resumes from it).
 """
 from __future__ import annotations
 
-from typing import Any
-
 from jobs import api, secrets
 from jobs.errors import cancellation
 
 from . import approval as ap
 from . import planning
-from .ports import Lease, Outcome
+from .ports import Lease, Outcome, RunFlow
 from .progress import Progress, best_effort_status
 from .record import RunRecord
 from .status import MAX_LOSSES, resumed_message, unresumable_message
 
 
-def execute(flow: Any, rec: RunRecord, prep: api.Preparation, lease: Lease) -> Outcome:
+def execute(flow: RunFlow, rec: RunRecord, prep: api.Preparation, lease: Lease) -> Outcome:
     """`flow` (a `bot.flow.Flow`) runs the pipeline of `rec`, which this process holds by `lease`,
     then publishes it; the lease goes at the end."""
     run_id = rec.run_id
@@ -46,7 +44,7 @@ def execute(flow: Any, rec: RunRecord, prep: api.Preparation, lease: Lease) -> O
         try:
             summary = api.start(prep.layout, executor=flow.place.executor, overrides=rec.overrides,
                                 agent=prep.config.agent, candidates=prep.candidates, research=prep.research,
-                                operator=getattr(flow.place, "operator", None),   # the operator's, not the repo's
+                                operator=flow.place.operator,   # the operator's, not the repo's
                                 on_event=Progress(flow.store, flow.refresh_status, rec, prep.layout.out,
                                                   prep.config.primary.name),
                                 should_stop=lambda: lease.lost or flow.store.cancel_requested(flow.repo, run_id))
@@ -86,7 +84,7 @@ def resume_refusal(rec: RunRecord, prep: api.Preparation | None) -> str:
     return ""
 
 
-def resume(flow: Any, rec: RunRecord) -> Outcome:
+def resume(flow: RunFlow, rec: RunRecord) -> Outcome:
     """Take over `rec` if it is running and lost, and go on from its ledger; or end it (see above)."""
     run_id, layout = rec.run_id, flow.layout(rec.run_id)
     with best_effort_status():

@@ -19,6 +19,9 @@ Rules:
    plain-data modules in `DATA_MODULES` (types whose import performs no I/O).
 5. `jobs/` never imports `bot/`; `kernels/` imports no project Python; neither `jobs/` nor `bot/` imports
    `tools/` (not shipped); no `bot/` module is over `MAX_BOT_LINES` lines.
+6. No call loop the import graph cannot see: in `bot/`, a parameter named `flow` (the flow handed
+   to a module it imports, which calls back into it) is annotated with a protocol of `bot.ports`
+   that says what is used of it, never left bare nor `Any`.
 """
 from __future__ import annotations
 
@@ -236,6 +239,32 @@ def test_kernels_imports_no_project_python():
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
             offenders += [f"{path.relative_to(ROOT)} -> {n}" for n in names if n.split(".")[0] in PACKAGES]
     assert offenders == []
+
+
+def untyped_flow_parameters(source: str) -> list[str]:
+    """Functions of `source` with a `flow` parameter that is unannotated or `Any`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = node.args
+            for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs]:
+                note = arg.annotation
+                text = "" if note is None else note.value if isinstance(note, ast.Constant) else ast.unparse(note)
+                if arg.arg == "flow" and (not text or str(text).split(".")[-1] == "Any"):
+                    found.append(f"{getattr(node, 'name', 'lambda')}:{node.lineno}")
+    return sorted(found)
+
+
+def test_the_check_for_untyped_flow_parameters_sees_them():
+    assert untyped_flow_parameters("def f(flow, x): ...\ndef g(*, flow: typing.Any): ...\nh = lambda flow: 0\n"
+                                   "def k(flow: 'Any'): ...") == ["f:1", "g:2", "k:4", "lambda:3"]
+    assert untyped_flow_parameters("def f(flow: RunFlow, other: Any): ...") == []
+
+
+def test_a_flow_handed_to_bot_modules_is_typed_by_a_protocol():
+    offenders = sorted(f"{m}.{where}" for m in modules() if m.startswith("bot")
+                       for where in untyped_flow_parameters(modules()[m].read_text(encoding="utf-8")))
+    assert offenders == [], "annotate these with a protocol of bot.ports (what the function uses of the flow)"
 
 
 def test_no_bot_module_is_over_the_limit():
