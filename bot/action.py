@@ -36,7 +36,7 @@ from . import gitclone
 from .flow import Flow
 from .github import RepoClient
 from .issuestore import IssueStateStore, StateKeyError
-from .ports import Outcome, Reply, StopFailed, Unleased
+from .ports import Outcome, Reply, RunStore, StopFailed, Unleased
 from .record import RunRecord
 from .routing import CommentCommand, Ignored, route_workflow_event
 from .settings import Settings, SettingsError
@@ -57,7 +57,7 @@ class RunNow:
         self.gh, self.env, self.workflow_run_id = gh, env, workflow_run_id
         self.pending: str | None = None
 
-    def launch(self, flow: Flow, record: RunRecord) -> Outcome:
+    def launch(self, store: RunStore, record: RunRecord) -> Outcome:
         self.pending = record.run_id       # runs once the command is answered (`run_pending`)
         return Outcome(record.state, record.run_id, message=record.message)
 

@@ -9,31 +9,29 @@ maintainer may have pushed more commits; never from a guess such as AUTORESEARCH
 """
 from __future__ import annotations
 
-from typing import Any
-
-from jobs import api, mdsafe, secrets
+from jobs import api, branches, mdsafe, secrets
 from jobs.config import ConfigError
 from jobs.errors import RunError
 
 from . import approval as ap
-from .ports import Outcome, Reply
+from .ports import BenchFlow, Outcome, PullRequest, Reply
 from .routing import CommentCommand
 
 COMMENT_LIMIT = 60000
 
 
-def not_ours(pull: Any, bot_login: str) -> str:
+def not_ours(pull: PullRequest, bot_login: str) -> str:
     """Why `pull` is not a pull request this bot opened, or ''. The branch name proves nothing
     (anyone can push `autoresearch/x` from a fork); the pull request's author does."""
     if not bot_login:
         return ("`bench` needs the App's own login to tell its pull requests apart (the operator sets "
                 "AUTORESEARCH_BOT_LOGIN, e.g. `my-app[bot]`)")
-    if (pull.author or "").lower() != bot_login.lower() or not pull.head_ref.startswith("autoresearch/"):
+    if (pull.author or "").lower() != bot_login.lower() or not branches.is_run_made(pull.head_ref):
         return "`bench` re-measures pull requests autoresearch opened only (this one was not)"
     return ""
 
 
-def request(flow: Any, cmd: CommentCommand) -> Outcome:
+def request(flow: BenchFlow, cmd: CommentCommand) -> Outcome:
     """The comment: check the pull request is the bot's (author and branch) and the commenter's
     permission, then queue the bench."""
     pull = flow.gh.pull(cmd.issue_number)
@@ -48,7 +46,7 @@ def request(flow: Any, cmd: CommentCommand) -> Outcome:
     return Outcome("bench")
 
 
-def run(flow: Any, cmd: CommentCommand) -> Outcome:
+def run(flow: BenchFlow, cmd: CommentCommand) -> Outcome:
     """The job: one candidate, the pull request's diff, measured like a run's."""
     pull = flow.gh.pull(cmd.issue_number)
     why = not_ours(pull, flow.gh.bot_login)

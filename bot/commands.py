@@ -23,11 +23,16 @@ prefix (post the command in a comment of its own); and the parser runs without i
 and emphasis rules, the ones whose bracket and delimiter matching is superlinear. So a command is
 a plain line: one wrapped in emphasis or link brackets keeps its `*` or `[` and is not a command.
 `tests/bot/parse_cost.py` prints the cost before and after.
+
+The verbs are one registry, `GRAMMAR`: each `Verb` has its help line, how its arguments parse,
+and where it may be used. The help and the parser read it; `bot.flow` answers each verb with the
+method registered for it (`bot.flow.handles`). A new command is a `Verb` here and its handler.
 """
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
@@ -36,7 +41,6 @@ from jobs.config import Overrides
 from jobs.mdsafe import code
 
 PREFIX = "/autoresearch"
-VERBS = ("optimize", "approve", "cancel", "status", "bench")
 TARGETS = ("cpu",)
 _METRIC = re.compile(r"^[\w.µ]+$")
 _PLATFORM = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -44,20 +48,11 @@ _PLAN_ID = re.compile(r"^[0-9a-f]{16}$")          # `bot.approval.plan_id`
 _MD = MarkdownIt("commonmark").disable(["link", "image", "emphasis"])
 MAX_COMMENT_CHARS = 8000
 
-HELP = (
-    "Commands (one per comment, on a line of its own):\n"
-    "- `/autoresearch optimize cpu [metric=NAME] [platforms=x86,arm] [budget=USD]` — plan and start a run\n"
-    "- `/autoresearch approve PLAN-ID` — approve the plan with this id, as its plan comment shows it "
-    "(maintainers and configured approvers)\n"
-    "- `/autoresearch cancel` — stop queued and running jobs of this issue's run\n"
-    "- `/autoresearch status` — refresh the status comment\n"
-    "- `/autoresearch bench` — on an autoresearch pull request: re-measure its head against its base"
-)
 
 
 @dataclass(frozen=True)
 class Command:
-    verb: str                                   # one of VERBS
+    verb: str                                   # one of GRAMMAR
     target: str | None = None                   # "cpu" for optimize
     overrides: Overrides = Overrides()          # metric=, platforms=, budget= (optimize only)
     plan: str = ""                              # the plan id `approve` names ("" if none given)
@@ -112,17 +107,25 @@ def parse_line(line: str) -> Command | Invalid:
     if not words:
         return Invalid(line, "no command given")
     verb, rest = words[0].lower(), words[1:]
-    if verb not in VERBS:
+    if verb not in GRAMMAR:
         return Invalid(line, f"unknown command {code(verb, 40)}")
-    if verb == "approve":
-        if len(rest) > 1 or (rest and not _PLAN_ID.match(rest[0].lower())):
-            return Invalid(line, "`approve` takes the plan's id, as its plan comment shows it: "
-                           "`/autoresearch approve 0123456789abcdef`")
-        return Command(verb, plan=rest[0].lower() if rest else "")
-    if verb != "optimize":
-        if rest:
-            return Invalid(line, f"`{verb}` takes no arguments")
-        return Command(verb)
+    return GRAMMAR[verb].parse(line, verb, rest)
+
+
+def _no_arguments(line: str, verb: str, rest: list[str]) -> Command | Invalid:
+    if rest:
+        return Invalid(line, f"`{verb}` takes no arguments")
+    return Command(verb)
+
+
+def _approve(line: str, verb: str, rest: list[str]) -> Command | Invalid:
+    if len(rest) > 1 or (rest and not _PLAN_ID.match(rest[0].lower())):
+        return Invalid(line, "`approve` takes the plan's id, as its plan comment shows it: "
+                       "`/autoresearch approve 0123456789abcdef`")
+    return Command(verb, plan=rest[0].lower() if rest else "")
+
+
+def _optimize(line: str, verb: str, rest: list[str]) -> Command | Invalid:
     if not rest or rest[0].lower() not in TARGETS:
         return Invalid(line, "say what to optimize: `/autoresearch optimize cpu`")
     args: dict[str, str] = {}
@@ -152,7 +155,33 @@ def parse_line(line: str) -> Command | Invalid:
             budget = math.nan
         if not math.isfinite(budget) or budget < 0:
             return Invalid(line, f"budget={code(args['budget'], 60)}: a number of USD, 0 or more")
-    return Command("optimize", rest[0].lower(), Overrides(metric, platforms, budget))
+    return Command(verb, rest[0].lower(), Overrides(metric, platforms, budget))
+
+
+@dataclass(frozen=True)
+class Verb:
+    """One command of the grammar."""
+    name: str
+    help: str                                                   # its line in the help
+    parse: Callable[[str, str, list[str]], Command | Invalid]   # (line, verb, words after it)
+    pull_requests_only: bool = False                            # answered on a pull request, not an issue
+
+
+GRAMMAR: dict[str, Verb] = {v.name: v for v in (
+    Verb("optimize", "`/autoresearch optimize cpu [metric=NAME] [platforms=x86,arm] [budget=USD]` — plan and "
+         "start a run", _optimize),
+    Verb("approve", "`/autoresearch approve PLAN-ID` — approve the plan with this id, as its plan comment shows "
+         "it (maintainers and configured approvers)", _approve),
+    Verb("cancel", "`/autoresearch cancel` — stop queued and running jobs of this issue's run", _no_arguments),
+    Verb("status", "`/autoresearch status` — refresh the status comment", _no_arguments),
+    Verb("bench", "`/autoresearch bench` — on an autoresearch pull request: re-measure its head against its base",
+         _no_arguments, pull_requests_only=True),
+)}
+
+
+def help_text() -> str:
+    """Every command of `GRAMMAR`, one line each."""
+    return "Commands (one per comment, on a line of its own):\n" + "\n".join(f"- {v.help}" for v in GRAMMAR.values())
 
 
 def parse_comment(body: str) -> Command | Invalid | None:

@@ -19,39 +19,32 @@ branches too (its ledger stays: the same request later resumes from it).
 """
 from __future__ import annotations
 
-import logging
-from typing import Any
-
 from jobs import api, secrets
 from jobs.errors import cancellation
 
 from . import approval as ap
 from . import planning
-from .ports import Lease, Outcome
-from .progress import Progress
+from .ports import Lease, Outcome, RunFlow
+from .progress import Progress, best_effort_status
 from .record import RunRecord
 from .status import MAX_LOSSES, resumed_message, unresumable_message
 
-log = logging.getLogger("autoresearch.bot")
 
-
-def execute(flow: Any, rec: RunRecord, prep: api.Preparation, lease: Lease) -> Outcome:
+def execute(flow: RunFlow, rec: RunRecord, prep: api.Preparation, lease: Lease) -> Outcome:
     """`flow` (a `bot.flow.Flow`) runs the pipeline of `rec`, which this process holds by `lease`,
     then publishes it; the lease goes at the end."""
     run_id = rec.run_id
     lost = Outcome(ap.RUNNING, run_id, step="lost", message="this process no longer holds the run (its lease was "
                    "lost or handed back); the next worker resumes it")
     try:
-        try:
+        with best_effort_status():
             flow.refresh_status(run_id)
-        except Exception as exc:        # the record holds the truth; the comment catches up next time
-            log.warning("status update failed: %s", exc)
         secrets.scrub_environment()       # target code runs next, in this process's children
         ends_run = (Exception, KeyboardInterrupt) if flow.launcher.interrupts_cancel else (Exception,)
         try:
             summary = api.start(prep.layout, executor=flow.place.executor, overrides=rec.overrides,
                                 agent=prep.config.agent, candidates=prep.candidates, research=prep.research,
-                                operator=getattr(flow.place, "operator", None),   # the operator's, not the repo's
+                                operator=flow.place.operator,   # the operator's, not the repo's
                                 on_event=Progress(flow.store, flow.refresh_status, rec, prep.layout.out,
                                                   prep.config.primary.name),
                                 should_stop=lambda: lease.lost or flow.store.cancel_requested(flow.repo, run_id))
@@ -91,13 +84,11 @@ def resume_refusal(rec: RunRecord, prep: api.Preparation | None) -> str:
     return ""
 
 
-def resume(flow: Any, rec: RunRecord) -> Outcome:
+def resume(flow: RunFlow, rec: RunRecord) -> Outcome:
     """Take over `rec` if it is running and lost, and go on from its ledger; or end it (see above)."""
     run_id, layout = rec.run_id, flow.layout(rec.run_id)
-    try:
+    with best_effort_status():
         flow.refresh_status(run_id)          # first the truth: its worker was lost, it resumes now
-    except Exception as exc:
-        log.warning("status update failed: %s", exc)
     with flow.store.locked(flow.repo, run_id):
         cur = flow.store.get_run(flow.repo, run_id)
         lease = flow.launcher.hold(cur) if cur and cur.state == ap.RUNNING and cur.lost_at else None

@@ -29,8 +29,8 @@ requester may cancel; an approval holds only for the plan id and base commit it 
 """
 from __future__ import annotations
 
-import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from jobs import api
@@ -38,14 +38,15 @@ from jobs.config import Overrides, TargetConfig
 
 from . import approval as ap
 from . import bench, execution, planning
+from .commands import GRAMMAR
 from .planning import run_id_for  # noqa: F401  (the run id's home is bot.planning)
 from .ports import GitRemote, Launcher, Lease, Outcome, Place, RepoHost, Reply, RunStore, StopFailed, TokenProvider
+from .progress import best_effort_status
 from .record import RunRecord
 from .routing import CommentCommand
 from .status import (approve_names_plan, help_reply, pending_plan_kept, plan_body, plan_marker, pr_body, pr_title,
                      status_body, status_marker)
 
-log = logging.getLogger("autoresearch.bot")
 COMMENT_LIMIT = 60000
 
 
@@ -57,6 +58,21 @@ def push_target(fork_owner: str, config: TargetConfig, owner: str, name: str) ->
         fork_owner_, _, fork_name = fork.partition("/")
         return fork_owner_, fork_name or name
     return (fork_owner or owner), name
+
+
+HANDLERS: dict[str, Callable[[Flow, CommentCommand], Outcome]] = {}
+
+
+def handles(verb: str) -> Callable[[Callable], Callable]:
+    """Registers the `Flow` method (or any `(flow, command) -> Outcome`) that answers `verb`, a verb
+    of `bot.commands.GRAMMAR`: the grammar and its handlers stay one registry."""
+    if verb not in GRAMMAR:
+        raise ValueError(f"{verb!r} is not a verb of bot.commands.GRAMMAR: add it there first")
+
+    def register(handler: Callable) -> Callable:
+        HANDLERS[verb] = handler
+        return handler
+    return register
 
 
 @dataclass
@@ -83,14 +99,16 @@ class Flow:
         if cmd.command is None:
             self.gh.comment(cmd.issue_number, help_reply(cmd.error))
             return Outcome("help", message=cmd.error)
-        handler = {"optimize": self.optimize, "approve": self.approve, "cancel": self.cancel,
-                   "status": self.status, "bench": self.bench}[cmd.command.verb]
+        handler = HANDLERS.get(cmd.command.verb)
+        if handler is None:
+            raise LookupError(f"no handler for `{cmd.command.verb}`: register one with bot.flow.handles")
         try:
-            return handler(cmd)
+            return handler(self, cmd)
         except Reply as reply:
             self.gh.comment(cmd.issue_number, str(reply))
             return Outcome("replied", message=str(reply).strip())
 
+    @handles("optimize")
     def optimize(self, cmd: CommentCommand) -> Outcome:
         cur = self.store.current_run(self.repo, cmd.issue_number)
         if cur and cur.state in (ap.QUEUED, ap.RUNNING):
@@ -125,9 +143,10 @@ class Flow:
         self.gh.upsert_comment(rec.issue, plan_marker(rec), plan_body(rec))   # the plan, before anything is spent
         self.refresh_status(run_id)
         if decision.state == ap.QUEUED:
-            return self.launcher.launch(self, rec)
+            return self.launcher.launch(self.store, rec)
         return Outcome(rec.state, run_id, message=rec.message)
 
+    @handles("approve")
     def approve(self, cmd: CommentCommand) -> Outcome:
         cur = self.store.current_run(self.repo, cmd.issue_number)
         if not cur or cur.state != ap.AWAITING:
@@ -145,10 +164,11 @@ class Flow:
                 raise Reply(f"autoresearch: {d.reason}.\n")
             self.store.update_run(self.repo, cur.run_id, state=d.state, approval=d.approval,
                                   message=f"{d.reason} for plan `{cur.plan_digest}` at `{cur.base_commit[:12]}`")
-        outcome = self.launcher.launch(self, self.store.get_run(self.repo, cur.run_id))   # before the status:
+        outcome = self.launcher.launch(self.store, self.store.get_run(self.repo, cur.run_id))   # before the status:
         self.refresh_status(cur.run_id)                                  # a GitHub blip cannot strand it
         return outcome
 
+    @handles("cancel")
     def cancel(self, cmd: CommentCommand) -> Outcome:
         cur = self.store.current_run(self.repo, cmd.issue_number)
         if not cur or cur.state in ap.FINAL:
@@ -183,6 +203,7 @@ class Flow:
         rec = self.store.get_run(self.repo, run_id)
         return Outcome(rec.state, run_id)
 
+    @handles("status")
     def status(self, cmd: CommentCommand) -> Outcome:
         cur = self.store.current_run(self.repo, cmd.issue_number)
         if not cur:
@@ -190,6 +211,7 @@ class Flow:
         self.refresh_status(cur.run_id)
         return Outcome(cur.state, cur.run_id, pr_url=cur.pr_url)
 
+    @handles("bench")
     def bench(self, cmd: CommentCommand) -> Outcome:
         return bench.request(self, cmd)
 
@@ -333,10 +355,8 @@ class Flow:
         with self.store.locked(self.repo, rec.run_id):
             cur = self.store.get_run(self.repo, rec.run_id)
             self.store.update_run(self.repo, rec.run_id, state=ap.transition(cur.state, event), **fields)
-        try:
+        with best_effort_status():
             self.refresh_status(rec.run_id)
-        except Exception as exc:       # the record holds the truth; the comment catches up next time
-            log.warning("status update failed: %s", exc)
 
     def refresh_status(self, run_id: str) -> None:
         rec = self.store.get_run(self.repo, run_id)
@@ -345,3 +365,8 @@ class Flow:
         cid = self.gh.upsert_comment(rec.issue, status_marker(run_id), status_body(rec), rec.status_comment_id)
         if cid != rec.status_comment_id:
             self.store.update_run(self.repo, run_id, status_comment_id=cid)
+
+
+_unanswered = set(GRAMMAR) - set(HANDLERS)
+if _unanswered:            # a verb the grammar parses but nobody answers: fail at import, not on a comment
+    raise ImportError(f"bot.flow has no handler for {sorted(_unanswered)}")

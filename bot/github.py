@@ -39,10 +39,6 @@ from githubkit.exception import RequestFailed
 from .settings import Settings
 
 
-class NotFound(LookupError):
-    pass
-
-
 @dataclass(frozen=True)
 class PullInfo:
     number: int

@@ -45,7 +45,7 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
 from . import approval as ap
-from .ports import Outcome, StopFailed
+from .ports import Outcome, RunStore, StopFailed
 from .record import RunRecord
 from .routing import CommentCommand
 from .status import lost_message
@@ -202,9 +202,9 @@ class QueueLauncher:
     def __init__(self, conn: redis.Redis):
         self.conn = conn
 
-    def launch(self, flow: Any, record: RunRecord) -> Outcome:
+    def launch(self, store: RunStore, record: RunRecord) -> Outcome:
         job_id = enqueue_run(self.conn, record.repo, record.run_id, record.wall_hours)
-        flow.store.update_run(record.repo, record.run_id, jobs=[*record.jobs, job_id])
+        store.update_run(record.repo, record.run_id, jobs=[*record.jobs, job_id])
         return Outcome(record.state, record.run_id, message=record.message)
 
     def withdraw(self, record: RunRecord) -> None:

@@ -34,7 +34,7 @@ from jobs.config import CONFIG_PATH, ConfigError, Overrides, parse_config
 from jobs.errors import OverrideError
 
 from . import approval as ap
-from .ports import Reply
+from .ports import PlanningFlow, Reply
 from .record import RunRecord
 from .status import config_error_reply, help_reply
 
@@ -85,7 +85,7 @@ def same_plan_nonce(prep: api.Preparation, pending: RunRecord | None) -> str:
     return pending.plan_nonce if record_plan_id(prep, pending) == pending.plan_digest else ""
 
 
-def prepare(flow: Any, issue: int, default_branch: str, overrides: Overrides, base: str | None = None) -> api.Preparation:
+def prepare(flow: PlanningFlow, issue: int, default_branch: str, overrides: Overrides, base: str | None = None) -> api.Preparation:
     """Config at `base` (default: the branch head) narrowed by the command, the clone, the
     research and the plan, all once. Raises Reply for what the requester must fix."""
     base = base or flow.gh.head_sha(default_branch)
@@ -118,7 +118,7 @@ def prepare(flow: Any, issue: int, default_branch: str, overrides: Overrides, ba
         raise
 
 
-def prepared(flow: Any, rec: RunRecord) -> api.Preparation:
+def prepared(flow: PlanningFlow, rec: RunRecord) -> api.Preparation:
     """The run's preparation if the default branch is still at its base (made again only where
     this machine lacks it); else a new run's, at the new base."""
     head = flow.gh.head_sha(rec.default_branch)

@@ -12,6 +12,10 @@ implementations (the contract tests in tests/bot/test_ports.py hold both stores 
 | `GitRemote` | `bot.gitclone` | `bot.gitclone` |
 | `Place` | `bot.settings.Settings` | `bot.settings.Settings.for_action(env)` |
 
+The flow's helper modules (`bot.planning`, `bot.bench`, `bot.execution`) are handed the flow
+itself; what they may use of it is the protocol each names here (`PlanningFlow`, `BenchFlow`,
+`RunFlow`), not the whole `bot.flow.Flow`, which they cannot import (it imports them).
+
 A `RunStore` write that changes anything but progress (`PROGRESS_FIELDS`) is durable when the
 call returns: the next process (a worker, the next workflow run) reads it.
 """
@@ -20,6 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Protocol
+
+from jobs.api import Preparation, RunLayout
+from jobs.operator import OperatorPolicy
 
 from .record import RunRecord
 from .routing import CommentCommand
@@ -127,6 +134,7 @@ class Place(Protocol):
     workdir: Path
     executor: str
     fork_owner: str
+    operator: OperatorPolicy    # the operator's decisions, handed to every run (never the repository's)
 
     def clone_url(self, owner: str, repo: str) -> str: ...
 
@@ -158,9 +166,9 @@ class Launcher(Protocol):
 
     interrupts_cancel: bool     # is a KeyboardInterrupt a cancel? (a CI runner's SIGINT is)
 
-    def launch(self, flow: Any, record: RunRecord) -> Outcome:
-        """The run is approved and queued: the App enqueues it; the Action runs it in this process
-        once the command has been answered."""
+    def launch(self, store: RunStore, record: RunRecord) -> Outcome:
+        """The run is approved and queued: the App enqueues it (the job's id goes on the record, in
+        `store`); the Action runs it in this process once the command has been answered."""
 
     def withdraw(self, record: RunRecord) -> None:
         """Cancel: drop whatever of this run has not started (queued jobs)."""
@@ -177,3 +185,52 @@ class Launcher(Protocol):
     def hold(self, record: RunRecord) -> Lease | None:
         """Claim the run for this process (heartbeat included) when it starts or resumes; None
         when another process holds it."""
+
+
+class PlanningFlow(Protocol):
+    """What `bot.planning` uses of the flow (`bot.flow.Flow` is one): one repository's host, its
+    clones, and where its runs live."""
+
+    @property
+    def place(self) -> Place: ...
+
+    @property
+    def gh(self) -> RepoHost: ...
+
+    @property
+    def token(self) -> TokenProvider: ...
+
+    @property
+    def git(self) -> GitRemote: ...
+
+    @property
+    def repo(self) -> str:
+        """owner/name"""
+
+    def layout(self, run_id: str) -> RunLayout: ...
+
+
+class BenchFlow(PlanningFlow, Protocol):
+    """What `bot.bench` uses of the flow: that, who may spend, and the launcher (to queue a bench)."""
+
+    @property
+    def launcher(self) -> Launcher: ...
+
+    def is_approver(self, login: str, approvers: list[str]) -> bool: ...
+
+
+class RunFlow(PlanningFlow, Protocol):
+    """What `bot.execution` uses of the flow: that, the run store and the launcher, and the flow's
+    own steps around a run (status comment, state transition, publication)."""
+
+    @property
+    def store(self) -> RunStore: ...
+
+    @property
+    def launcher(self) -> Launcher: ...
+
+    def refresh_status(self, run_id: str) -> None: ...
+
+    def finish(self, rec: RunRecord, event: str, **fields: Any) -> None: ...
+
+    def publish(self, rec: RunRecord, prep: Preparation, summary: dict) -> dict: ...

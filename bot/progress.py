@@ -2,14 +2,15 @@
 
 `Progress` is the pipeline's `on_event` callback in the bot (the CLI's is a rich progress view).
 It must never end a long run: a GitHub or Redis blip while reporting is logged and skipped, and
-the next event tries again.
+the next event tries again. `best_effort_status` is that rule, for every status report of the flow.
 """
 from __future__ import annotations
 
 import logging
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from jobs import api
 
@@ -18,6 +19,17 @@ from .record import RunRecord
 from .status import best_line
 
 log = logging.getLogger("autoresearch.bot")
+
+
+@contextmanager
+def best_effort_status() -> Iterator[None]:
+    """Around a status report (the record's progress fields, the status comment): a GitHub or Redis
+    blip is logged and skipped, never raised. The record's state is written before, and holds the
+    truth; the comment catches up at the next report."""
+    try:
+        yield
+    except Exception as exc:
+        log.warning("status update failed: %s", exc)
 
 
 class Progress:
@@ -56,11 +68,9 @@ class Progress:
         return fields, force
 
     def __call__(self, event: dict[str, Any]) -> None:
-        try:
+        with best_effort_status():          # a GitHub or Redis blip must not kill a long run
             fields, force = self.fields(event)
             self.store.update_run(self.rec.repo, self.rec.run_id, **fields)
             if force or time.monotonic() - self.last > self.interval:
                 self.last = time.monotonic()
                 self.refresh(self.rec.run_id)
-        except Exception as exc:     # a GitHub or Redis blip must not kill a long run
-            log.warning("status update failed: %s", exc)

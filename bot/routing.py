@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .commands import Command, Invalid, parse_comment, parse_line
+from .commands import GRAMMAR, Command, Invalid, parse_comment, parse_line
 
 OPTIMIZE_LINE = "/autoresearch optimize cpu"      # what a trigger label means
 
@@ -90,9 +90,9 @@ def _command(parsed: Command | Invalid, *, is_pull_request: bool, **common: Any)
     """The one place a parsed line becomes a CommentCommand (App and Action alike)."""
     if isinstance(parsed, Invalid):
         return CommentCommand(**common, is_pull_request=is_pull_request, command=None, error=parsed.reason)
-    if parsed.verb == "bench" and not is_pull_request:
+    if GRAMMAR[parsed.verb].pull_requests_only and not is_pull_request:
         return CommentCommand(**common, is_pull_request=is_pull_request, command=None,
-                              error="`bench` works on an autoresearch pull request, not on an issue")
+                              error=f"`{parsed.verb}` works on an autoresearch pull request, not on an issue")
     return CommentCommand(**common, is_pull_request=is_pull_request, command=parsed)
 
 
@@ -166,7 +166,7 @@ def route_workflow_event(event: str, payload: Any, *, bot_login: str, label: str
     if not isinstance(sender, str) or not sender:
         return Ignored("no actor")
     parsed = parse_line(line)
-    if isinstance(parsed, Command) and parsed.verb == "bench":
-        parsed = Invalid(line, "`bench` is answered on a pull-request comment")
+    if isinstance(parsed, Command) and GRAMMAR[parsed.verb].pull_requests_only:
+        parsed = Invalid(line, f"`{parsed.verb}` is answered on a pull-request comment")
     return _command(parsed, is_pull_request=False, delivery=delivery, installation_id=0, issue_number=number,
                     comment_id=0, author=sender, **repository)

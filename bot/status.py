@@ -15,7 +15,7 @@ from typing import Any
 
 from jobs import mdsafe, results
 
-from .commands import HELP
+from .commands import help_text
 from .record import RunRecord
 
 STATUS_MARKER = "<!-- autoresearch:status {run_id} -->"
@@ -135,7 +135,7 @@ def command_failed_reply(verb: str, why: str, retries_left: int, wait_s: int) ->
 
 
 def help_reply(reason: str) -> str:
-    return f"autoresearch: {reason}.\n\n{HELP}\n"
+    return f"autoresearch: {reason}.\n\n{help_text()}\n"
 
 
 def config_error_reply(source: str, problems: list[tuple[str, str]]) -> str:

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from . import gitops, ledger, procfs, safefs
+from . import branches, gitops, ledger, procfs, safefs
 from .cloud import catalog
 from .config import ConfigError, Overrides, TargetConfig, load_config
 from .errors import RunError
@@ -219,7 +219,7 @@ def drop_branches(layout: RunLayout) -> list[str]:
     if not (layout.clone / ".git").is_dir():
         return []
     rid = layout.run_id
-    return gitops.delete_branches(layout.clone, f"autoresearch/{rid}", f"autoresearch/{rid}-exp/")
+    return gitops.delete_branches(layout.clone, branches.run_branch(rid), branches.experiments_prefix(rid))
 
 # -- the run's processes -------------------------------------------------------------------------
 PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37      # <linux/prctl.h>

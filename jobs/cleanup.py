@@ -14,10 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import gitops, runlock
+from .branches import PREFIX, experiments_prefix, run_branch, run_of
 from .ledger import LedgerError, load_state
-
-PREFIX = "autoresearch/"
-EXP = "-exp/"
 
 
 @dataclass(frozen=True)
@@ -30,11 +28,6 @@ class Leftover:
 
 def _branches(repo: Path) -> list[str]:
     return gitops.git(repo, "for-each-ref", "--format=%(refname:short)", f"refs/heads/{PREFIX}").splitlines()
-
-
-def _run_of(branch: str) -> str:
-    name = branch[len(PREFIX):]
-    return name.split(EXP, 1)[0] if EXP in name else name
 
 
 def _runs(repo: Path) -> dict[str, Path]:
@@ -61,7 +54,7 @@ def find_leftovers(repo: Path) -> tuple[list[Leftover], list[str]]:
     trees = gitops.worktrees(repo)
     leftovers: list[Leftover] = []
     live: list[str] = []
-    for rid in sorted(set(runs) | {_run_of(b) for b in branches}):
+    for rid in sorted(set(runs) | {run_of(b) for b in branches}):
         out = runs.get(rid)
         if out is not None and runlock.alive(out):
             live.append(rid)
@@ -72,9 +65,9 @@ def find_leftovers(repo: Path) -> tuple[list[Leftover], list[str]]:
             state = None
         finished = bool(state) and state.get("phase") == "done"
         for b in branches:
-            if b.startswith(f"{PREFIX}{rid}{EXP}"):
+            if b.startswith(experiments_prefix(rid)):
                 leftovers.append(Leftover("branch", b, rid, "an experiment's commit of a run that is not running"))
-            elif b == f"{PREFIX}{rid}" and state and not finished:
+            elif b == run_branch(rid) and state and not finished:
                 leftovers.append(Leftover("branch", b, rid, f"the branch of a run that stopped in phase "
                                                             f"{state.get('phase')} (it can no longer be resumed)"))
         if out is None:
@@ -113,4 +106,4 @@ def end_of_run(repo: Path, run_id: str, out: Path, *, finished: bool) -> None:
     experiments' branches once it has finished (a run that stopped early keeps them to resume)."""
     gitops.remove_worktrees_under(repo, Path(out) / "work")
     if finished:
-        gitops.delete_branches(repo, f"{PREFIX}{run_id}{EXP}")
+        gitops.delete_branches(repo, experiments_prefix(run_id))

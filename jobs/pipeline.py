@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import hashlib
 
-from . import cleanup, drift, gitops, ledger, runlock, sandbox, yardstick
+from . import branches, cleanup, drift, gitops, ledger, runlock, sandbox, yardstick
 from .agent.offline import NotImplementable
 from .calibration import calibrate_run
 from .config import Overrides, TargetConfig, load_config
@@ -179,7 +179,7 @@ class Run:
         self._save(run_id=self.o.run_id, base_commit=base, target=str(self.repo), agent=self.o.agent,
                    repeats_override=self.o.repeats,
                    phase="research", platforms=[e.platform for e in self.executors],
-                   branch=f"autoresearch/{self.o.run_id}", calibration={}, cost_usd=0.0,
+                   branch=branches.run_branch(self.o.run_id), calibration={}, cost_usd=0.0,
                    sandboxed=self.sandboxed, unsandboxed_by=self.unsandboxed_by, bench_env_names=self.env_names,
                    # what keys the profile cache: the values' hash, never the values (issue 20, N8)
                    bench_env_digest=hashlib.sha256(json.dumps({n: os.environ.get(n) for n in self.env_names},
@@ -515,7 +515,7 @@ class Run:
 
     def _implement(self, h: Hypothesis) -> str:
         """The hypothesis's commit (made once, shared by every platform; kept under a ref)."""
-        ref = f"autoresearch/{self.o.run_id}-exp/{h.id}"
+        ref = branches.experiment_branch(self.o.run_id, h.id)
         existing = gitops.git(self.repo, "rev-parse", "--verify", "-q", ref, check=False)
         if existing:
             return existing

@@ -44,18 +44,6 @@ def adjacent_pairs(base_order: Sequence[float], head_order: Sequence[float]) -> 
     return pairs
 
 
-def cv_pct(values: Sequence[float]) -> float:
-    """Coefficient of variation in percent (sd ddof=1 over the mean): a noise flag, never a gate.
-    0.0 for fewer than two values; inf when the mean is not positive or a value is not finite."""
-    x = np.asarray(values, dtype=float)
-    if x.size < 2:
-        return 0.0
-    mean = float(np.mean(x))
-    if not np.all(np.isfinite(x)) or mean <= 0:
-        return math.inf
-    return float(100.0 * np.std(x, ddof=1) / mean)
-
-
 def compare(base: Sequence[float], head: Sequence[float], *, direction: str = "higher", alpha: float = 0.05,
             floor_pct: float = 1.0, target_pct: float = 5.0, base_order: Sequence[float] | None = None,
             head_order: Sequence[float] | None = None, name: str = "", **_ignored) -> MetricResult:

@@ -17,8 +17,11 @@ Rules:
    sockets, signals, threads, the clock, logging, the environment) nor `IO_THIRD_PARTY` (clients
    of outside systems and web frameworks), and of this project only other pure modules and the
    plain-data modules in `DATA_MODULES` (types whose import performs no I/O).
-5. `jobs/` never imports `bot/`; `kernels/` imports no project Python; no `bot/` module is over
-   `MAX_BOT_LINES` lines.
+5. `jobs/` never imports `bot/`; `kernels/` imports no project Python; neither `jobs/` nor `bot/` imports
+   `tools/` (not shipped); no `bot/` module is over `MAX_BOT_LINES` lines.
+6. No call loop the import graph cannot see: in `bot/`, a parameter named `flow` (the flow handed
+   to a module it imports, which calls back into it) is annotated with a protocol of `bot.ports`
+   that says what is used of it, never left bare nor `Any`.
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ from conftest import ROOT
 
 PACKAGES = ("jobs", "bot")
 FLOORS: list[tuple[str, tuple[str, ...]]] = [   # bottom first; "x.*" is x and everything under it
-    ("ground", ("jobs", "jobs.errors", "jobs.secrets", "jobs.model", "jobs.config", "jobs.metrics", "jobs.recipes",
+    ("ground", ("jobs", "jobs.branches", "jobs.errors", "jobs.secrets", "jobs.model", "jobs.config", "jobs.metrics", "jobs.recipes",
                 "jobs.gitops", "jobs.githarden", "jobs.safefs", "jobs.results", "jobs.procfs", "jobs.machine", "jobs.hostfacts",
                 "jobs.mdsafe", "jobs.limits", "jobs.operator", "jobs.agentkinds")),
     ("records and maths", ("jobs.ledger", "jobs.spec", "jobs.stats", "jobs.plan", "jobs.sequential",
@@ -50,8 +53,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [   # bottom first; "x.*" is x and e
     ("bot flow", ("bot.ports", "bot.progress", "bot.planning", "bot.execution", "bot.bench", "bot.flow")),
     ("bot adapters", ("bot.settings", "bot.github", "bot.store", "bot.issuestore", "bot.jobqueue", "bot.gitclone",
                       "bot.intake")),
-    ("bot shells", ("bot.tasks", "bot.action", "bot.app", "bot.cli", "bot.dashboard.*", "bot.loadbench",
-                    "bot.frontdoor")),
+    ("bot shells", ("bot.tasks", "bot.action", "bot.app", "bot.cli", "bot.dashboard.*")),
 ]
 ADAPTERS = {   # module (or "x.*") -> the outside system it speaks to
     "bot.store": "Redis", "bot.jobqueue": "RQ", "bot.github": "GitHub's REST API",
@@ -67,7 +69,7 @@ IO_STDLIB = {"os", "io", "sys", "pathlib", "glob", "shutil", "tempfile", "subpro
              "mmap", "time", "logging", "uuid", "http", "urllib", "ftplib", "smtplib", "sqlite3", "webbrowser"}
 IO_THIRD_PARTY = {"requests", "httpx", "urllib3", "redis", "rq", "flask", "werkzeug", "gunicorn", "githubkit",
                   "anthropic", "sky", "boto3", "botocore", "selenium"}
-MUST_BE_PURE = {"bot.commands", "bot.approval", "bot.routing", "bot.status", "bot.record", "bot.dashboard.view",
+MUST_BE_PURE = {"jobs.branches", "bot.commands", "bot.approval", "bot.routing", "bot.status", "bot.record", "bot.dashboard.view",
                 "jobs.plan", "jobs.results", "jobs.sequential", "jobs.integrity", "jobs.verdict", "jobs.calibration", "jobs.mdsafe",
                 "jobs.stats"}
 MAX_BOT_LINES = 400
@@ -223,6 +225,12 @@ def test_jobs_never_imports_bot():
     assert offenders == []
 
 
+def test_the_shipped_packages_never_import_the_tools():
+    assert "tools" not in PACKAGES and (ROOT / "tools" / "loadbench.py").is_file()
+    offenders = sorted(m for m in modules() if "tools" in imports(m)[1])
+    assert offenders == []
+
+
 def test_kernels_imports_no_project_python():
     offenders = []
     for path in (ROOT / "kernels").rglob("*.py"):
@@ -231,6 +239,32 @@ def test_kernels_imports_no_project_python():
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
             offenders += [f"{path.relative_to(ROOT)} -> {n}" for n in names if n.split(".")[0] in PACKAGES]
     assert offenders == []
+
+
+def untyped_flow_parameters(source: str) -> list[str]:
+    """Functions of `source` with a `flow` parameter that is unannotated or `Any`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = node.args
+            for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs]:
+                note = arg.annotation
+                text = "" if note is None else note.value if isinstance(note, ast.Constant) else ast.unparse(note)
+                if arg.arg == "flow" and (not text or str(text).split(".")[-1] == "Any"):
+                    found.append(f"{getattr(node, 'name', 'lambda')}:{node.lineno}")
+    return sorted(found)
+
+
+def test_the_check_for_untyped_flow_parameters_sees_them():
+    assert untyped_flow_parameters("def f(flow, x): ...\ndef g(*, flow: typing.Any): ...\nh = lambda flow: 0\n"
+                                   "def k(flow: 'Any'): ...") == ["f:1", "g:2", "k:4", "lambda:3"]
+    assert untyped_flow_parameters("def f(flow: RunFlow, other: Any): ...") == []
+
+
+def test_a_flow_handed_to_bot_modules_is_typed_by_a_protocol():
+    offenders = sorted(f"{m}.{where}" for m in modules() if m.startswith("bot")
+                       for where in untyped_flow_parameters(modules()[m].read_text(encoding="utf-8")))
+    assert offenders == [], "annotate these with a protocol of bot.ports (what the function uses of the flow)"
 
 
 def test_no_bot_module_is_over_the_limit():

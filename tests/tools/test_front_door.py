@@ -1,6 +1,6 @@
 """The deploy's nginx front door (deploy/nginx, compose.yaml `proxy`) on loopback, in front of
 `autoresearch serve`: the slow-body attack of issue 12 does not starve real deliveries, and bodies
-over GitHub's 25 MB cap are refused by nginx before the app sees them. Figures: bot/loadbench.py."""
+over GitHub's 25 MB cap are refused by nginx before the app sees them. Figures: tools/loadbench.py."""
 from __future__ import annotations
 
 import http.client
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot import loadbench
-from bot.frontdoor import TEMPLATE, start_nginx
 from conftest import ROOT, free_port
+from tools import loadbench
+from tools.frontdoor import TEMPLATE, start_nginx
 
 pytestmark = pytest.mark.skipif(shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists(),
                                 reason="nginx is installed by tests/system-deps.sh")

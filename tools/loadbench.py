@@ -1,13 +1,14 @@
-"""Load benchmark for the webhook endpoint (not a test): N signed deliveries at a fixed rate
+"""Load benchmark for the webhook endpoint (not a test, not shipped: run from a checkout of this
+repository, with the bot extra installed): N signed deliveries at a fixed rate
 against the app served by gunicorn on loopback; prints METRIC lines.
 
-    python -m bot.loadbench --n 3000 --rate 100                     # steady load
-    python -m bot.loadbench --n 600 --rate 20 --stall-redis 12      # Redis SIGSTOPped for 12 s
-    python -m bot.loadbench --n 20 --rate 2 --slow-bodies 16        # the slow-body attack, app alone
-    python -m bot.loadbench --n 20 --rate 2 --slow-bodies 16 --proxy nginx   # ... behind deploy/nginx
+    python -m tools.loadbench --n 3000 --rate 100                     # steady load
+    python -m tools.loadbench --n 600 --rate 20 --stall-redis 12      # Redis SIGSTOPped for 12 s
+    python -m tools.loadbench --n 20 --rate 2 --slow-bodies 16        # the slow-body attack, app alone
+    python -m tools.loadbench --n 20 --rate 2 --slow-bodies 16 --proxy nginx   # ... behind deploy/nginx
 
 It starts its own redis-server (unless --redis-url) and `autoresearch serve` (gunicorn) on free
-loopback ports, and with `--proxy nginx` the deploy's nginx in front (bot.frontdoor). It sends
+loopback ports, and with `--proxy nginx` the deploy's nginx in front (tools.frontdoor). It sends
 open-loop (every delivery at its scheduled time, latency measured from that time, so a stalled
 server cannot hide its backlog), one connection per delivery with GitHub's 10 s timeout, then checks
 Redis: every acknowledged delivery must be recorded and every command delivery enqueued exactly once.

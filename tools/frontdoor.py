@@ -1,5 +1,5 @@
 """The deploy's front door (deploy/nginx) on loopback, and the slow-body attack it holds off.
-For the load benchmark (`python -m bot.loadbench --proxy nginx --slow-bodies 16`) and the tests;
+For the load benchmark (`python -m tools.loadbench --proxy nginx --slow-bodies 16`) and the tests;
 not used by the App itself.
 
 `start_nginx` renders deploy/nginx/autoresearch.conf.template exactly as the nginx image does in
