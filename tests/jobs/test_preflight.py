@@ -55,7 +55,7 @@ def test_missing_path_not_a_repo_and_empty_repo_each_say_so(tmp_path, capsys):
 
 def test_a_config_type_error_names_field_and_fix(tmp_path, capsys):
     files = {**FILES, ".github/autoresearch.yml": FILES[".github/autoresearch.yml"].replace(
-        "repeats: {min: 3, max: 24,", "repeats: {min: 3, max: lots,")}
+        "repeats: {min: 3, max: 40,", "repeats: {min: 3, max: lots,")}
     repo = make_repo(tmp_path / "t", files)
     rc, text = run_cli(capsys, "run", str(repo), "--out", str(tmp_path / "o"))
     assert rc == 2 and "repeats.max: Input should be a valid integer" in text and "fix: write a whole number" in text
