@@ -263,7 +263,7 @@ def stop_reason(spec: ExperimentSpec, result: RawResult) -> str:
                                Guard(spec.wall_tolerance_pct, st.alpha_loss, st.min_pairs, st.alpha_keep))
     rule = Rule(alpha_keep=st.alpha_keep, floor=st.floor, target=st.target, alpha_loss=st.alpha_loss,
                 alpha_futility=st.alpha_futility, min_pairs=st.min_pairs, max_pairs=spec.n_per_arm)
-    kind = decide(y, s, rule).kind
+    kind = decide(y, s, rule, prior).kind
     if kind == "keep" and st.clock:
         # A keep is final only once the runner's own clock decides too (jobs.integrity.clock_decision).
         state, _ = clock_check(result, spec.primary, st.clock, confidence_sequence(y, s, st.alpha_keep)[0],
