@@ -72,6 +72,10 @@ class RunOptions:
     # The op profile's instrumented build: reuse (a profile kept for the same inputs, else build and
     # keep it), fresh (build even when one is kept) or off (no profile).
     profile: str = "reuse"
+    # Keep slots (jobs.sequential.slot_alpha) that earlier runs asking the same question already
+    # spent: the k-th `/autoresearch bench` of a pull request starts at slot k, so all its benches
+    # together keep a no-change candidate with probability at most alpha.
+    slots_spent: int = 0
 
 
 def apply_overrides(config: TargetConfig, o: RunOptions) -> TargetConfig:
@@ -616,7 +620,7 @@ class Run:
             wave, pending = pending[:wave_size], pending[wave_size:]
             jobs = [(h, ex) for h in wave for ex in self.executors if (h.id, ex.platform) not in finished]
             workers = sum(ex.parallel for ex in self.executors)
-            count, first_slot = self.attempted(results), self.next_slot(results)
+            count, first_slot = self.attempted(results), self.next_slot(results, self.o.slots_spent)
             with ThreadPoolExecutor(max_workers=max(1, min(workers, len(jobs)))) as pool:
                 futures = [pool.submit(self._experiment, h, ex, count + wave.index(h), first_slot + wave.index(h))
                            for h, ex in jobs]
@@ -636,11 +640,12 @@ class Run:
         return results
 
     @staticmethod
-    def next_slot(results: list[ExperimentRecord]) -> int:
+    def next_slot(results: list[ExperimentRecord], spent: int = 0) -> int:
         """The first keep slot (jobs.sequential.slot_alpha) a new wave may use: past every slot a
         measured experiment held, so a hypothesis skipped in an earlier wave never hands its number
-        to a later one while the slot after it is already spent."""
-        return max([Run.attempted(results)] + [r.slot or 0 for r in results]) + 1
+        to a later one while the slot after it is already spent, and past the `spent` slots of
+        earlier runs of the same question (RunOptions.slots_spent)."""
+        return max([spent + Run.attempted(results)] + [r.slot or 0 for r in results]) + 1
 
     @staticmethod
     def attempted(results: list[ExperimentRecord]) -> int:
