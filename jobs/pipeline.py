@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -33,7 +33,7 @@ from .research.offline import Research, candidate_hypothesis, research
 from .operator import OperatorError, OperatorPolicy
 from .runner import Isolation, IsolationError, repo_key, run_step
 from .sequential import mde, slot_alpha
-from .spec import ExperimentSpec, RawResult, SandboxSpec, StopRule
+from .spec import ExperimentSpec, RawResult, SandboxSpec
 from .verdict import Judgement, Plan, judge
 
 
@@ -336,15 +336,13 @@ class Run:
         stop = None
         prior: list[list[float]] = []
         if plan is not None:
-            rule = plan.rule()
-            stop = StopRule(alpha_keep=rule.alpha_keep, floor=rule.floor, target=rule.target,
-                            alpha_loss=rule.alpha_loss, alpha_futility=rule.alpha_futility,
-                            min_pairs=rule.min_pairs, adjust=list(plan.adjust.get(self.config.primary.name, ())),
-                            clock=self.config.primary.clock, timed_share=self.config.integrity.timed_share)
+            stop = replace(plan.rule(), max_pairs=n)      # the verdict's own rule, capped at this spec's pairs
             prior = [list(p) for p in plan.priors.get(self.config.primary.name, ())]
         return ExperimentSpec.from_config(
             self.config, run_id=self.o.run_id, name=name, platform=ex.platform,
             base_commit=base, head_commit=head, n_per_arm=n, kind=kind, seed=seed, stop=stop, prior=prior,
+            adjust=list(plan.adjust.get(self.config.primary.name, ())) if plan else [],
+            clock=self.config.primary.clock, timed_share=self.config.integrity.timed_share,
             sandbox=self._sandbox_spec(), simulate_floor_pct=self._sim_floor(ex.platform))
 
     def _sim_floor(self, platform: str) -> float:

@@ -224,7 +224,8 @@ def test_the_sanity_failure_names_its_likeliest_cause():
 
 def test_an_infinite_value_makes_no_pair_and_stops_the_runner_at_once():
     from jobs.runner import stop_reason
-    from jobs.spec import ExperimentSpec, StopRule
+    from jobs.sequential import Rule
+    from jobs.spec import ExperimentSpec
     from jobs.verdict import metric_pairs
     raw = records(3, 100.0)
     for inv in raw.invocations:
@@ -232,7 +233,7 @@ def test_an_infinite_value_makes_no_pair_and_stops_the_runner_at_once():
             inv.metrics["tps"] = math.inf                # +inf passes `va > 0`
     assert len(metric_pairs(raw, "tps", "higher")) == 2
     spec = ExperimentSpec.from_config(CONFIG, run_id="r", name="x", platform="p", base_commit="a", head_commit="b",
-                                      n_per_arm=40, stop=StopRule(alpha_keep=0.0125, floor=0.01, target=0.05))
+                                      n_per_arm=40, stop=Rule(alpha_keep=0.0125, floor=0.01, target=0.05))
     assert stop_reason(spec, raw) == "invalid"           # not 37 more pairs to the cap
     assert judge(raw, CONFIG, plan()).status == Status.INVALID
 
@@ -273,3 +274,18 @@ def test_the_bias_bound_holds_its_level_and_stays_near_the_bias_under_slow_state
     assert np.mean(bounds >= 0.02) >= 0.95            # a 95% upper bound
     # The signed-rank bound alone jumps by half a state (+53%) in 44% of these; with the sign test, 20%.
     assert np.mean(bounds > math.log(1.3)) < 0.3
+
+
+def test_the_runner_stops_by_the_verdicts_own_rule_which_survives_the_spec_json():
+    """Issue 25: the stop rule existed in three shapes copied field by field (Rule, the spec's
+    StopRule, Plan.rule()); a field added to one (the futility bound) could silently miss another.
+    The spec now carries the Rule itself."""
+    from dataclasses import replace
+
+    from jobs.spec import ExperimentSpec
+    rule = replace(plan().rule(), alpha_futility=0.07, min_pairs=5, max_pairs=33)
+    spec = ExperimentSpec.from_config(CONFIG, run_id="r", name="x", platform="p", base_commit="a", head_commit="b",
+                                      n_per_arm=33, stop=rule, adjust=["order"], clock="cpu")
+    back = ExperimentSpec.from_json(spec.to_json())
+    assert back.stop == rule and back.stop.futility == rule.futility
+    assert back.adjust == ["order"] and back.clock == "cpu"
