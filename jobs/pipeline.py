@@ -20,7 +20,7 @@ import hashlib
 
 from . import cleanup, drift, gitops, ledger, runlock, sandbox, yardstick
 from .agent.offline import NotImplementable
-from .calibration import calibrate_run
+from .calibration import calibrate_run, extra_pairs, merge_pairs
 from .config import Overrides, TargetConfig, load_config
 from .agent import make_agent
 from .errors import RunCancelled, RunError  # noqa: F401  (re-exported: jobs.pipeline.RunError)
@@ -409,6 +409,13 @@ class Run:
             if self.o.repeats:   # the MDE and pair counts reported are those of the cap this run uses
                 config = config.model_copy(update={"repeats": config.repeats.model_copy(update={"max": self.o.repeats})})
             result = calibrate_run(raw, config)
+            more = extra_pairs(result, config, len(raw.pairs()))
+            if more:              # the bias bound came out wide: one more batch of A/A pairs (calibration.extra_pairs)
+                spec = self._spec(ex, "calibration-more", self.state["base_commit"], more, "calibration")
+                extra = None if self._budget_refusal(ex, spec, 0) else self._execute(ex, spec)
+                if extra is not None and extra.status == "ok":
+                    raw = merge_pairs(raw, extra)
+                    result = calibrate_run(raw, config)
             if result.problems:
                 raise RunError(f"calibration on {ex.platform}: " + "; ".join(result.problems)
                                + ". No verdict would be trustworthy; fix this first.")

@@ -80,8 +80,9 @@ HAZARDS = ("location-3%", "carry-over-10%", "printed-1.5x")
 
 def one_run(kind: str, effect_pct: float, hazard: str, rng: np.random.Generator, config, slot: int,
             family: int) -> str:
-    """One calibration + one experiment through the loaded code's own functions (the runner's stop
-    rule, `calibrate_run`, `judge`); returns the experiment's status."""
+    """One calibration (and its second batch where the loaded code asks for one) + one experiment
+    through the loaded code's own functions (the runner's stop rule, `calibrate_run`, `judge`);
+    returns the experiment's status."""
     from jobs.calibration import calibrate_run
     from jobs.runner import stop_reason
     from jobs.sequential import pair_schedule, slot_alpha, warmup_order
@@ -125,7 +126,15 @@ def one_run(kind: str, effect_pct: float, hazard: str, rng: np.random.Generator,
         return raw
 
     seed = int(rng.integers(1, 2**31 - 1))
-    cal = calibrate_run(measure(config.repeats.calibration, 0.0, seed, experiment=False), config, n_sims=5)
+    aa = measure(config.repeats.calibration, 0.0, seed, experiment=False)
+    cal = calibrate_run(aa, config, n_sims=5)
+    try:                                            # this branch: a wide bias bound buys a second A/A batch
+        from jobs.calibration import extra_pairs, merge_pairs
+    except ImportError:
+        extra_pairs = None
+    more = extra_pairs(cal, config, len(aa.pairs())) if extra_pairs else 0
+    if more:
+        cal = calibrate_run(merge_pairs(aa, measure(more, 0.0, seed + 7, experiment=False)), config, n_sims=5)
     if cal.problems:
         return "calibration-refused"
     c = cal.metrics["m"]
