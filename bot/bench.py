@@ -9,6 +9,10 @@ maintainer may have pushed more commits; never from a guess such as AUTORESEARCH
 """
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 from jobs import api, branches, mdsafe, secrets
 from jobs.config import ConfigError
 from jobs.errors import RunError
@@ -29,6 +33,39 @@ def not_ours(pull: PullRequest, bot_login: str) -> str:
     if (pull.author or "").lower() != bot_login.lower() or not branches.is_run_made(pull.head_ref):
         return "`bench` re-measures pull requests autoresearch opened only (this one was not)"
     return ""
+
+
+def bench_slot(root: Path, number: int, run_id: str) -> int:
+    """The keep slot of bench `run_id` of pull request `number`, recorded under `root` (the
+    repository's folder of the workdir): 1 + the distinct benches of that pull request started
+    before it. Each bench re-tests the same question on fresh pairs; at slot 1 every time, N benches
+    of a no-change candidate would keep it with probability up to N times the first slot's level.
+    At slot k the levels alpha / (k * H_M) sum to at most alpha over all of them (slot_alpha); a
+    resumed bench keeps its slot."""
+    ledger = root / "benches.json"
+    try:
+        seen = json.loads(ledger.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        seen = {}
+    runs = list(seen.get(str(number), []))
+    if run_id not in runs:
+        runs.append(run_id)
+        seen[str(number)] = runs
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = ledger.with_suffix(".tmp")
+        tmp.write_text(json.dumps(seen), encoding="utf-8")
+        os.replace(tmp, ledger)
+    return runs.index(run_id) + 1
+
+
+def level_note(summary: dict, slot: int) -> str:
+    """What the reply says about the level the bench kept at (from the run's own record)."""
+    alphas = [e.get("alpha") for e in summary.get("experiments", []) if e.get("alpha") is not None]
+    level = f"keep level {alphas[0]:.3g}" if alphas else "keep level: none measured"
+    if alphas and alphas[0] == 0:
+        level = "keep level 0: earlier benches of this pull request spent the run's whole alpha, so nothing can be kept"
+    return (f"bench {slot} of this pull request, so keep slot {slot} of the run's family ({level}; "
+            "all benches of it together keep a no-change candidate with probability at most the config's alpha)")
 
 
 def request(flow: BenchFlow, cmd: CommentCommand) -> Outcome:
@@ -60,14 +97,17 @@ def run(flow: BenchFlow, cmd: CommentCommand) -> Outcome:
     head = flow.git.fetch_ref(flow.place.clone_url(head_owner, head_name), layout.clone, pull.head_ref, flow.token)
     patch = layout.root / f"{pull.head_ref.replace('/', '-')}.patch"
     patch.write_text(flow.git.diff(layout.clone, pull.base_sha, head) + "\n")
+    slot = bench_slot(layout.root.parent, pull.number, layout.run_id)
     secrets.scrub_environment()
     try:
-        summary = api.start(layout, executor=flow.place.executor, agent="none", candidates=[patch])
+        summary = api.start(layout, executor=flow.place.executor, agent="none", candidates=[patch],
+                            slots_spent=slot - 1)
     except (RunError, ConfigError) as exc:
         flow.gh.comment(cmd.issue_number, f"autoresearch bench failed: {mdsafe.prose(str(exc), 1500)}\n")
         return Outcome(ap.FAILED, layout.run_id, error=exc)
     report = (layout.out / "pr.md").read_text(encoding="utf-8")
     flow.gh.comment(cmd.issue_number, (f"autoresearch bench of `{head[:12]}` against `{pull.base_sha[:12]}` "
-                                       f"(run `{layout.run_id}`, cost {summary.get('cost_usd', 0):.2f} USD):"
+                                       f"(run `{layout.run_id}`, cost {summary.get('cost_usd', 0):.2f} USD; "
+                                       f"{level_note(summary, slot)}):"
                                        f"\n\n{report}")[:COMMENT_LIMIT])
     return Outcome(ap.DONE, layout.run_id, summary=summary, out=layout.out)

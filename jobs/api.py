@@ -186,17 +186,18 @@ def _research_from(data: dict[str, Any], config: TargetConfig) -> Research:
 def start(layout: RunLayout, *, executor: str, overrides: Overrides = Overrides(), agent: str | None = None,
           candidates: list[Path] | tuple[Path, ...] = (), research: Research | None = None,
           on_event: Callable[[dict], None] | None = None, should_stop: Callable[[], bool] | None = None,
-          operator: OperatorPolicy | None = None) -> dict:
+          operator: OperatorPolicy | None = None, slots_spent: int = 0) -> dict:
     """Run the pipeline on the run's clone (resuming whatever `layout.out` already holds), under the
     operator's decisions (`bot.settings` reads them; None: the strict defaults: always sandboxed, no
-    variable passed through, the default limits). The workdir of every run is protected."""
+    variable passed through, the default limits). The workdir of every run is protected.
+    `slots_spent`: keep slots earlier runs of the same question used (a bench's re-runs)."""
     operator = operator or OperatorPolicy(face="app")
     operator = replace(operator, protected=(*operator.protected, str(layout.workdir)))
     options = RunOptions(target=layout.clone, out=layout.out, run_id=layout.run_id, agent=agent,
                          candidates=list(candidates), executor=executor, primary=overrides.metric,
                          platforms=list(overrides.platforms) if overrides.platforms else None,
                          budget_usd=overrides.budget, research=research, operator=operator,
-                         repo_identity=layout.full_name)
+                         repo_identity=layout.full_name, slots_spent=slots_spent)
     with ended_processes():
         return Run(options, on_event=on_event, should_stop=should_stop).execute()
 

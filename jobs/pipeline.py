@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -20,7 +20,7 @@ import hashlib
 
 from . import branches, cleanup, drift, gitops, ledger, runlock, sandbox, yardstick
 from .agent.offline import NotImplementable
-from .calibration import calibrate_run
+from .calibration import calibrate_run, extra_pairs, merge_pairs
 from .config import Overrides, TargetConfig, load_config
 from .agent import make_agent
 from . import agentkinds
@@ -34,7 +34,7 @@ from .research.offline import Research, candidate_hypothesis, research
 from .operator import OperatorError, OperatorPolicy
 from .runner import Isolation, IsolationError, repo_key, run_step
 from .sequential import mde, slot_alpha
-from .spec import ExperimentSpec, RawResult, SandboxSpec, StopRule
+from .spec import ExperimentSpec, RawResult, SandboxSpec
 from .verdict import Judgement, Plan, judge
 
 
@@ -73,6 +73,10 @@ class RunOptions:
     # The op profile's instrumented build: reuse (a profile kept for the same inputs, else build and
     # keep it), fresh (build even when one is kept) or off (no profile).
     profile: str = "reuse"
+    # Keep slots (jobs.sequential.slot_alpha) that earlier runs asking the same question already
+    # spent: the k-th `/autoresearch bench` of a pull request starts at slot k, so all its benches
+    # together keep a no-change candidate with probability at most alpha.
+    slots_spent: int = 0
 
 
 def apply_overrides(config: TargetConfig, o: RunOptions) -> TargetConfig:
@@ -330,15 +334,13 @@ class Run:
         stop = None
         prior: list[list[float]] = []
         if plan is not None:
-            rule = plan.rule()
-            stop = StopRule(alpha_keep=rule.alpha_keep, floor=rule.floor, target=rule.target,
-                            alpha_loss=rule.alpha_loss, alpha_futility=rule.alpha_futility,
-                            min_pairs=rule.min_pairs, adjust=list(plan.adjust.get(self.config.primary.name, ())),
-                            clock=self.config.primary.clock, timed_share=self.config.integrity.timed_share)
+            stop = replace(plan.rule(), max_pairs=n)      # the verdict's own rule, capped at this spec's pairs
             prior = [list(p) for p in plan.priors.get(self.config.primary.name, ())]
         return ExperimentSpec.from_config(
             self.config, run_id=self.o.run_id, name=name, platform=ex.platform,
             base_commit=base, head_commit=head, n_per_arm=n, kind=kind, seed=seed, stop=stop, prior=prior,
+            adjust=list(plan.adjust.get(self.config.primary.name, ())) if plan else [],
+            clock=self.config.primary.clock, timed_share=self.config.integrity.timed_share,
             sandbox=self._sandbox_spec(), simulate_floor_pct=self._sim_floor(ex.platform))
 
     def _sim_floor(self, platform: str) -> float:
@@ -405,6 +407,13 @@ class Run:
             if self.o.repeats:   # the MDE and pair counts reported are those of the cap this run uses
                 config = config.model_copy(update={"repeats": config.repeats.model_copy(update={"max": self.o.repeats})})
             result = calibrate_run(raw, config)
+            more = extra_pairs(result, config, len(raw.pairs()))
+            if more:              # the bias bound came out wide: one more batch of A/A pairs (calibration.extra_pairs)
+                spec = self._spec(ex, "calibration-more", self.state["base_commit"], more, "calibration")
+                extra = None if self._budget_refusal(ex, spec, 0) else self._execute(ex, spec)
+                if extra is not None and extra.status == "ok":
+                    raw = merge_pairs(raw, extra)
+                    result = calibrate_run(raw, config)
             if result.problems:
                 raise RunError(f"calibration on {ex.platform}: " + "; ".join(result.problems)
                                + ". No verdict would be trustworthy; fix this first.")
@@ -614,7 +623,7 @@ class Run:
             wave, pending = pending[:wave_size], pending[wave_size:]
             jobs = [(h, ex) for h in wave for ex in self.executors if (h.id, ex.platform) not in finished]
             workers = sum(ex.parallel for ex in self.executors)
-            count, first_slot = self.attempted(results), self.next_slot(results)
+            count, first_slot = self.attempted(results), self.next_slot(results, self.o.slots_spent)
             with ThreadPoolExecutor(max_workers=max(1, min(workers, len(jobs)))) as pool:
                 futures = [pool.submit(self._experiment, h, ex, count + wave.index(h), first_slot + wave.index(h))
                            for h, ex in jobs]
@@ -634,11 +643,12 @@ class Run:
         return results
 
     @staticmethod
-    def next_slot(results: list[ExperimentRecord]) -> int:
+    def next_slot(results: list[ExperimentRecord], spent: int = 0) -> int:
         """The first keep slot (jobs.sequential.slot_alpha) a new wave may use: past every slot a
         measured experiment held, so a hypothesis skipped in an earlier wave never hands its number
-        to a later one while the slot after it is already spent."""
-        return max([Run.attempted(results)] + [r.slot or 0 for r in results]) + 1
+        to a later one while the slot after it is already spent, and past the `spent` slots of
+        earlier runs of the same question (RunOptions.slots_spent)."""
+        return max([spent + Run.attempted(results)] + [r.slot or 0 for r in results]) + 1
 
     @staticmethod
     def attempted(results: list[ExperimentRecord]) -> int:

@@ -28,7 +28,7 @@ from .integrity import EXCLUDED, UNDECIDED, digest_problems, value_problems
 from .limits import Limits
 from .metrics import explain_missing, parse_metrics
 from .secrets import scrubbed_env  # only for --no-sandbox runs: one policy, jobs/secrets.py
-from .sequential import Pair, Prior, Rule, adjusted, confidence_sequence, decide, pair_schedule, warmup_order
+from .sequential import Pair, Prior, adjusted, confidence_sequence, decide, pair_schedule, warmup_order
 from .spec import ExperimentSpec, Invocation, RawResult, SandboxSpec
 from .verdict import clock_check, metric_pairs
 
@@ -253,21 +253,19 @@ def stop_reason(spec: ExperimentSpec, result: RawResult) -> str:
         return "invalid"             # no later pair can make it a number the test can use
     if spec.stop is None:
         return ""
-    st = spec.stop
+    rule = spec.stop
     prior = Prior(tuple(Pair(p[0], tuple(p[1:])) for p in spec.prior))
     y, s = adjusted(metric_pairs(result, spec.primary, spec.directions.get(spec.primary, "higher"),
-                                 tuple(st.adjust)), prior)
+                                 tuple(spec.adjust)), prior)
     if spec.simulate:     # the simulation decides; pairs only serve the wall-clock guard
         from .simulate import Guard, compare, stop_after_pair
         return stop_after_pair(compare(result.simulated), spec.simulate_floor_pct, y, s,
-                               Guard(spec.wall_tolerance_pct, st.alpha_loss, st.min_pairs, st.alpha_keep))
-    rule = Rule(alpha_keep=st.alpha_keep, floor=st.floor, target=st.target, alpha_loss=st.alpha_loss,
-                alpha_futility=st.alpha_futility, min_pairs=st.min_pairs, max_pairs=spec.n_per_arm)
-    kind = decide(y, s, rule).kind
-    if kind == "keep" and st.clock:
+                               Guard(spec.wall_tolerance_pct, rule.alpha_loss, rule.min_pairs, rule.alpha_keep))
+    kind = decide(y, s, rule, prior).kind
+    if kind == "keep" and spec.clock:
         # A keep is final only once the runner's own clock decides too (jobs.integrity.clock_decision).
-        state, _ = clock_check(result, spec.primary, st.clock, confidence_sequence(y, s, st.alpha_keep)[0],
-                               st.timed_share, st.alpha_loss, st.alpha_loss)
+        state, _ = clock_check(result, spec.primary, spec.clock, confidence_sequence(y, s, rule.alpha_keep)[0],
+                               spec.timed_share, rule.alpha_loss, rule.alpha_loss)
         if state == EXCLUDED:
             return "invalid"
         if state == UNDECIDED and len(pairs) < spec.n_per_arm:

@@ -14,22 +14,7 @@ from typing import Any
 
 from .config import TargetConfig
 from .model import ArmSamples
-
-
-@dataclass
-class StopRule:
-    """The sequential test the runner applies to the primary metric after each pair (see
-    `jobs.sequential.Rule`); the central verdict recomputes it from the raw records."""
-
-    alpha_keep: float
-    floor: float                      # oriented log units
-    target: float
-    alpha_loss: float = 0.05
-    alpha_futility: float = 0.1
-    min_pairs: int = 3
-    adjust: list[str] = field(default_factory=list)   # nuisances of the primary fixed by calibration
-    clock: str = ""                   # the primary's clock (cpu | wall): a keep waits for the clock test
-    timed_share: float = 0.25         # integrity.timed_share
+from .sequential import Rule
 
 
 @dataclass
@@ -69,7 +54,13 @@ class ExperimentSpec:
     probe: bool = True
     kind: str = "experiment"          # experiment | calibration | stack | attribution
     seed: int = 0                     # draws the pair order and input seeds
-    stop: StopRule | None = None      # None: a fixed number of pairs (calibration)
+    # The sequential test the runner applies to the primary after each pair: the very Rule the
+    # central verdict decides with (`jobs.verdict.Plan.rule()`), its max_pairs this spec's cap.
+    # None: a fixed number of pairs (calibration).
+    stop: Rule | None = None
+    adjust: list[str] = field(default_factory=list)   # nuisances of the primary fixed by calibration
+    clock: str = ""                   # the primary's clock (cpu | wall): a keep waits for the clock test
+    timed_share: float = 0.25         # integrity.timed_share
     prior: list[list[float]] = field(default_factory=list)   # calibration pairs [y, z...] of the primary
     sandbox: SandboxSpec = field(default_factory=SandboxSpec)
     simulate: str | None = None       # the reduced workload run under cachegrind once per arm
@@ -104,7 +95,7 @@ class ExperimentSpec:
     def from_json(cls, text: str) -> "ExperimentSpec":
         data = json.loads(text)
         if data.get("stop") is not None:
-            data["stop"] = StopRule(**data["stop"])
+            data["stop"] = Rule(**data["stop"])
         data["sandbox"] = SandboxSpec(**data.get("sandbox", {}))
         return cls(**data)
 

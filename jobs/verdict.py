@@ -228,7 +228,7 @@ def judge(raw: RawResult, config: TargetConfig, plan: Plan) -> Judgement:
         return Judgement(Status.NOISE, f"{primary.name}: {main.note}", results, flags, view)
     y, s = adjusted(metric_pairs(raw, primary.name, primary.direction, plan.adjust.get(primary.name, ())),
                     plan.prior(primary.name))
-    decision = decide(y, s, plan.rule())
+    decision = decide(y, s, plan.rule(), plan.prior(primary.name))
     if decision.kind == KEEP:
         lo, _ = confidence_sequence(y, s, plan.alpha)
         carried = carry_over_issue(raw, primary.name, primary.direction, lo, config.thresholds.alpha)
@@ -262,7 +262,7 @@ def judge(raw: RawResult, config: TargetConfig, plan: Plan) -> Judgement:
     if decision.kind == FUTILE:
         # The futility stop has its own (looser, non-binding) level: say it, or the report's
         # interval at the keep level can seem to contradict "ruled out".
-        why = (f"improvements of {plan.target_pct:g}% or more ruled out at level {plan.rule().alpha_futility:g} "
+        why = (f"improvements of {to_pct(plan.rule().futility):.3g}% or more ruled out at level {plan.rule().alpha_futility:g} "
                f"after {decision.at} pairs")
     else:
         why = f"{decision.n} pairs, interval {main.ci_low_pct:+.1f}%…{main.ci_high_pct:+.1f}%"

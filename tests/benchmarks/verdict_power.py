@@ -80,12 +80,13 @@ HAZARDS = ("location-3%", "carry-over-10%", "printed-1.5x")
 
 def one_run(kind: str, effect_pct: float, hazard: str, rng: np.random.Generator, config, slot: int,
             family: int) -> str:
-    """One calibration + one experiment through the loaded code's own functions (the runner's stop
-    rule, `calibrate_run`, `judge`); returns the experiment's status."""
+    """One calibration (and its second batch where the loaded code asks for one) + one experiment
+    through the loaded code's own functions (the runner's stop rule, `calibrate_run`, `judge`);
+    returns the experiment's status."""
     from jobs.calibration import calibrate_run
     from jobs.runner import stop_reason
     from jobs.sequential import pair_schedule, slot_alpha, warmup_order
-    from jobs.spec import ExperimentSpec, Invocation, RawResult, StopRule
+    from jobs.spec import ExperimentSpec, Invocation, RawResult
     from jobs.verdict import Plan, judge
     try:
         from jobs.runner import swap_coins          # this branch: arms swap folders by a coin per pair
@@ -125,7 +126,15 @@ def one_run(kind: str, effect_pct: float, hazard: str, rng: np.random.Generator,
         return raw
 
     seed = int(rng.integers(1, 2**31 - 1))
-    cal = calibrate_run(measure(config.repeats.calibration, 0.0, seed, experiment=False), config, n_sims=5)
+    aa = measure(config.repeats.calibration, 0.0, seed, experiment=False)
+    cal = calibrate_run(aa, config, n_sims=5)
+    try:                                            # this branch: a wide bias bound buys a second A/A batch
+        from jobs.calibration import extra_pairs, merge_pairs
+    except ImportError:
+        extra_pairs = None
+    more = extra_pairs(cal, config, len(aa.pairs())) if extra_pairs else 0
+    if more:
+        cal = calibrate_run(merge_pairs(aa, measure(more, 0.0, seed + 7, experiment=False)), config, n_sims=5)
     if cal.problems:
         return "calibration-refused"
     c = cal.metrics["m"]
@@ -135,13 +144,20 @@ def one_run(kind: str, effect_pct: float, hazard: str, rng: np.random.Generator,
                 max_pairs=rp.max, min_pairs=rp.min, alpha_loss=th.alpha,
                 priors={"m": tuple(tuple(p) for p in c.prior)}, adjust={"m": tuple(c.adjust)})
     rule = plan.rule()
-    fields = StopRule.__dataclass_fields__
-    extra = {k: v for k, v in (("clock", "cpu"), ("timed_share", config.integrity.timed_share)) if k in fields}
-    stop = StopRule(alpha_keep=rule.alpha_keep, floor=rule.floor, target=rule.target, alpha_loss=rule.alpha_loss,
-                    alpha_futility=rule.alpha_futility, min_pairs=rule.min_pairs, adjust=list(c.adjust), **extra)
+    try:                                            # this branch: the spec carries the verdict's own Rule
+        from jobs.spec import StopRule
+    except ImportError:
+        stop, extra = rule, {"adjust": list(c.adjust), "clock": "cpu", "timed_share": config.integrity.timed_share}
+    else:                                           # older code: a StopRule copied from it
+        fields = StopRule.__dataclass_fields__
+        stop = StopRule(alpha_keep=rule.alpha_keep, floor=rule.floor, target=rule.target, alpha_loss=rule.alpha_loss,
+                        alpha_futility=rule.alpha_futility, min_pairs=rule.min_pairs, adjust=list(c.adjust),
+                        **{k: v for k, v in (("clock", "cpu"), ("timed_share", config.integrity.timed_share))
+                           if k in fields})
+        extra = {}
     spec = ExperimentSpec.from_config(config, run_id="sim", name="x", platform="sim", base_commit="a",
                                       head_commit="b", n_per_arm=rp.max, seed=seed + 1, stop=stop,
-                                      prior=[list(p) for p in c.prior])
+                                      prior=[list(p) for p in c.prior], **extra)
     raw = measure(rp.max, math.log1p(effect_pct / 100), seed + 1, stop=spec)
     return judge(raw, config, plan).status.value
 

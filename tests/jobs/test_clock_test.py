@@ -12,7 +12,7 @@ from jobs.config import parse_config
 from jobs.model import Status
 from jobs.runner import stop_reason
 from jobs.sequential import KEEP, adjusted, decide, pair_schedule, slot_alpha
-from jobs.spec import ExperimentSpec, Invocation, RawResult, StopRule
+from jobs.spec import ExperimentSpec, Invocation, RawResult
 from jobs.verdict import Plan, judge, metric_pairs
 
 CONFIG = parse_config("""
@@ -35,11 +35,9 @@ def process(speed: float, printed_factor: float, rng, noise: float, setup_noise:
 def clock_plan(max_pairs: int, seed: int) -> tuple[Plan, ExperimentSpec]:
     """The plan and the runner's spec of one experiment whose keep waits for the CPU clock's test."""
     plan = Plan(alpha=ALPHA, floor_pct=1.0, target_pct=5.0, max_pairs=max_pairs, alpha_loss=0.05)
-    rule = plan.rule()
     return plan, ExperimentSpec.from_config(
         CONFIG, run_id="r", name="x", platform="local", base_commit="a", head_commit="b", n_per_arm=max_pairs,
-        seed=seed, stop=StopRule(alpha_keep=rule.alpha_keep, floor=rule.floor, target=rule.target,
-                                 alpha_loss=0.05, clock="cpu", timed_share=0.25))
+        seed=seed, stop=plan.rule(), clock="cpu", timed_share=0.25)
 
 
 def sampled(head_speed: float, printed: float, *, seed: int, noise: float = 0.06, setup_noise: float = 0.0,

@@ -1,0 +1,43 @@
+"""`/autoresearch bench` re-runs: each spends a new keep slot (issue 21), so repeating a bench
+until it says "keep" cannot turn a no-change pull request into a win."""
+from __future__ import annotations
+
+import numpy as np
+
+from bot.bench import bench_slot, level_note
+from jobs import sequential as sq
+from jobs.pipeline import Run
+
+ALPHA, FAMILY = 0.05, 30
+
+
+def test_each_bench_of_a_pull_request_takes_the_next_slot_and_a_resumed_one_keeps_its_own(tmp_path):
+    assert [bench_slot(tmp_path, 7, f"bench-7-{k}") for k in range(4)] == [1, 2, 3, 4]
+    assert bench_slot(tmp_path, 7, "bench-7-1") == 2           # resumed: the same run, the same slot
+    assert bench_slot(tmp_path, 8, "bench-8-0") == 1           # another pull request: its own family
+    # The run starts its first experiment past the slots earlier benches spent.
+    assert Run.next_slot([], spent=3) == 4 and Run.next_slot([]) == 1
+
+
+def test_repeated_benches_of_a_no_change_candidate_keep_it_at_most_alpha_in_total(tmp_path):
+    # Every bench of the same pull request, measured on fresh pairs of heavy-tailed noise with no
+    # change; at slot 1 each time, 30 benches would have 30 chances at the first slot's level.
+    rng = np.random.default_rng(24)
+    residuals = 0.1 * rng.standard_t(3, 20) / np.sqrt(3)
+    total = 0.0
+    for k in range(FAMILY + 2):
+        slot = bench_slot(tmp_path, 9, f"bench-9-{k}")
+        level = sq.slot_alpha(ALPHA, slot, FAMILY)
+        if level == 0:
+            continue                                               # past the family: nothing can be kept
+        rule = sq.Rule(alpha_keep=level, floor=sq.to_log(1.0), target=sq.to_log(5.0), max_pairs=30)
+        total += sq.simulate(residuals, 0.0, rule, n_sims=40, seed=k)[0]
+    assert total <= ALPHA
+    assert sum(sq.slot_alpha(ALPHA, bench_slot(tmp_path, 9, f"bench-9-{k}"), FAMILY)
+               for k in range(FAMILY + 2)) <= ALPHA + 1e-12
+
+
+def test_the_reply_says_which_level_the_bench_kept_at():
+    said = level_note({"experiments": [{"alpha": sq.slot_alpha(ALPHA, 3, FAMILY)}]}, 3)
+    assert "bench 3" in said and f"{sq.slot_alpha(ALPHA, 3, FAMILY):.3g}" in said
+    assert "nothing can be kept" in level_note({"experiments": [{"alpha": 0.0}]}, FAMILY + 1)
