@@ -64,12 +64,13 @@ def run(flow: Any, cmd: CommentCommand) -> Outcome:
     patch.write_text(flow.git.diff(layout.clone, pull.base_sha, head) + "\n")
     secrets.scrub_environment()
     try:
-        summary = api.start(layout, executor=flow.place.executor, agent="none", candidates=[patch])
+        prep = api.prepare_candidates(layout, pull.base_sha, [patch], flow.place.executor)
+        summary = api.start(prep, executor=flow.place.executor, agent="none")
     except (RunError, ConfigError) as exc:
         flow.gh.comment(cmd.issue_number, f"autoresearch bench failed: {mdsafe.prose(str(exc), 1500)}\n")
         return Outcome(ap.FAILED, layout.run_id, error=exc)
     report = (layout.out / "pr.md").read_text(encoding="utf-8")
     flow.gh.comment(cmd.issue_number, (f"autoresearch bench of `{head[:12]}` against `{pull.base_sha[:12]}` "
-                                       f"(run `{layout.run_id}`, cost {summary.get('cost_usd', 0):.2f} USD):"
+                                       f"(run `{layout.run_id}`, cost {getattr(summary, 'cost_usd', 0.0):.2f} USD):"
                                        f"\n\n{report}")[:COMMENT_LIMIT])
     return Outcome(ap.DONE, layout.run_id, summary=summary, out=layout.out)

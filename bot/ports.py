@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Protocol
 
+from jobs.runsummary import RunStopped, RunSummary
+
 from .record import RunRecord
 from .routing import CommentCommand
 
@@ -47,7 +49,7 @@ class Outcome:
     message: str = ""
     pr_url: str = ""
     error: BaseException | None = None
-    summary: dict[str, Any] | None = None
+    summary: RunSummary | RunStopped | None = None
     out: Path | None = None
     fields: dict[str, Any] = field(default_factory=dict)
 
