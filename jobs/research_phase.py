@@ -131,11 +131,11 @@ class Researching:
         if self.profile == "off":
             return self.config.model_copy(update={"research": self.config.research.model_copy(
                 update={"profile": None})}), None
-        from .research import profile as profile_mod
+        from .research.profile_run import cache_file
         from .research.sources import KERNELS_DIR
         recipe = KERNELS_DIR / spec.instrument
         git_dir = Path(gitops.git(self.repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
-        cache = profile_mod.cache_file(
+        cache = cache_file(
             git_dir / "autoresearch" / "profiles", self.state["base_commit"], spec.model_dump_json(),
             recipe.read_text(encoding="utf-8") if recipe.is_file() else "", self.config.build, self.config.benchmark,
             self.state.get("bench_env_digest", ""))
