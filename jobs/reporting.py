@@ -82,7 +82,7 @@ class Reporting:
     def write(self, summary: RunSummary) -> None:
         data = summary.to_json()
         (self.out / "summary.json").write_text(ledger.dumps(data, indent=2), encoding="utf-8")
-        (self.out / "pr.md").write_text(render_pr(data), encoding="utf-8")
+        (self.out / "pr.md").write_text(render_pr(summary), encoding="utf-8")
 
     def _review_facts(self, results: list[ExperimentRecord], confirmed: bool) -> dict[str, Any]:
         """What each kept commit touches, and the failed steps' first lines (jobs.review_facts)."""
