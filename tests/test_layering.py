@@ -18,7 +18,7 @@ Rules:
    of outside systems and web frameworks), and of this project only other pure modules and the
    plain-data modules in `DATA_MODULES` (types whose import performs no I/O).
 5. `jobs/` never imports `bot/`; `kernels/` imports no project Python; no `bot/` module is over
-   `MAX_BOT_LINES` lines.
+   `MAX_BOT_LINES` lines, no `jobs/` module over `MAX_JOBS_LINES`.
 """
 from __future__ import annotations
 
@@ -73,6 +73,9 @@ MUST_BE_PURE = {"bot.commands", "bot.approval", "bot.routing", "bot.status", "bo
                 "jobs.plan", "jobs.results", "jobs.sequential", "jobs.integrity", "jobs.verdict", "jobs.calibration", "jobs.mdsafe",
                 "jobs.stats"}
 MAX_BOT_LINES = 400
+MAX_JOBS_LINES = 450
+# Split by their own helpers of issue 25 (jobs/agent/, jobs/executors/); remove each once it is under.
+JOBS_OVER_FOR_NOW = {"jobs.agent.claude", "jobs.executors.skypilot"}
 PURE = re.compile(r"\bPure[.:;]")
 
 
@@ -238,4 +241,10 @@ def test_kernels_imports_no_project_python():
 def test_no_bot_module_is_over_the_limit():
     long = {m: n for m in modules() if m.startswith("bot")
             for n in [len(modules()[m].read_text(encoding="utf-8").splitlines())] if n > MAX_BOT_LINES}
+    assert long == {}
+
+
+def test_no_jobs_module_is_over_the_limit():
+    long = {m: n for m in modules() if m.startswith("jobs") and m not in JOBS_OVER_FOR_NOW
+            for n in [len(modules()[m].read_text(encoding="utf-8").splitlines())] if n > MAX_JOBS_LINES}
     assert long == {}
