@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from . import ledger
-from .config import ConfigError, load_config
+from .config import ConfigError, TargetConfig, load_config
 from .layout import RunLayout
 from .runsummary import RunSummary
 
@@ -58,8 +58,20 @@ class RunFiles:
     state: dict[str, Any]
     records: list[dict[str, Any]]
     summary: RunSummary | None        # None until the run is done (or when summary.json cannot be read)
-    primary: str | None               # the config's primary metric, when the clone is still there
+    primary: str | None               # the run's primary metric, when its config can still be read
     parallel: int                     # experiments per wave: 1 here, up to max_vms on cloud machines
+
+
+def run_config(layout: RunLayout) -> TargetConfig | None:
+    """The config the run ran by: its preparation's (narrowed by the command's overrides, so a
+    `metric=` shows), else the clone's own file; None when neither can be read."""
+    prepared = read_json(layout.prepared)
+    try:
+        if isinstance(prepared, dict) and "config" in prepared:
+            return TargetConfig.model_validate(prepared["config"])
+        return load_config(layout.clone)
+    except (ConfigError, OSError, ValueError):
+        return None
 
 
 def list_runs(workdir: Path) -> list[RunLayout]:
@@ -78,10 +90,7 @@ def read_run(workdir: Path, run_id: str, repo: str | None = None) -> RunFiles | 
         if layout.run_id != run_id or (repo and layout.full_name != repo):
             continue
         state = read_json(layout.out / ledger.STATE) or {}
-        try:
-            config = load_config(layout.clone)
-        except (ConfigError, OSError, ValueError):
-            config = None
+        config = run_config(layout)
         platforms = list(state.get("platforms") or [])
         cloud = bool(platforms) and platforms != ["local"] and config is not None
         return RunFiles(layout.full_name, run_id, state, read_records(layout.out),
