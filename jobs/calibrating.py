@@ -27,6 +27,10 @@ class Calibrating:
 
     def run(self, executors: list[Executor]) -> dict[str, Any]:
         state, config = self.state, self.bench.config
+        capped = config      # the MDE and pair counts reported are those of the cap this run uses
+        if self.bench.repeats:
+            capped = config.model_copy(update={"repeats": config.repeats.model_copy(
+                update={"max": self.bench.repeats})})
         for ex in executors:
             if ex.platform in state["calibration"] or self._reuse(ex):
                 continue
@@ -42,10 +46,7 @@ class Calibrating:
                 raise RunError(f"the baseline itself could not be measured on {ex.platform} "
                                f"({raw.status}: {raw.reason}); fix the target's build/benchmark/checks "
                                f"first.\n{raw.log}")
-            if self.bench.repeats:   # the MDE and pair counts reported are those of the cap this run uses
-                config = config.model_copy(update={"repeats": config.repeats.model_copy(
-                    update={"max": self.bench.repeats})})
-            result = calibrate_run(raw, config)
+            result = calibrate_run(raw, capped)
             if result.problems:
                 raise RunError(f"calibration on {ex.platform}: " + "; ".join(result.problems)
                                + ". No verdict would be trustworthy; fix this first.")
