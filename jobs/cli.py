@@ -123,7 +123,8 @@ def cmd_run(args) -> int:
         raise preflight.PreflightError(["--agent none: evaluates only --candidate patches and none was given; "
                                         "fix: add --candidate PATCH, or use --agent offline"])
     repo = gitops.toplevel(options.target)
-    preflight.check_run(repo, load_config(repo), candidates=options.candidates, out=options.out,
+    options.config = load_config(repo)       # read once: the preflight checks it, the run runs by it
+    preflight.check_run(repo, options.config, candidates=options.candidates, out=options.out,
                         base=_resumed_base(options.out), repeats=options.repeats)
     if getattr(args, "dry_run", False):   # `demo` reuses cmd_run without the flag
         if args.executor != "skypilot":
@@ -149,7 +150,7 @@ def cmd_run(args) -> int:
 
 def cmd_calibrate(args) -> int:
     options = _options(args, calibrate_only=True, agent="none", no_sandbox=args.no_sandbox)
-    load_config(gitops.toplevel(options.target))
+    options.config = load_config(gitops.toplevel(options.target))
     with _terminate_as_interrupt(), _view() as view:
         result = Run(options, on_event=view).execute()
     for platform, cal in result["calibration"].items():
@@ -170,7 +171,7 @@ def cmd_calibrate(args) -> int:
 
 def cmd_research(args) -> int:
     options = _options(args, research_only=True, agent=args.agent, profile=args.profile)
-    load_config(gitops.toplevel(options.target))
+    options.config = load_config(gitops.toplevel(options.target))
     with _terminate_as_interrupt(), _view() as view:
         result = Run(options, on_event=view).execute()
     console.print(f"{len(result['hypotheses'])} hypotheses; research.md and hypotheses.json in {options.out}")
