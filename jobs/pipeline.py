@@ -4,6 +4,11 @@ The imperative shell around the pure core. Every state change is written (state.
 experiments.jsonl) before the next step starts: re-running the same run id resumes and never
 re-runs a finished experiment. Progress goes to an `on_event` callback (rich bars in the CLI,
 job.meta in an RQ worker) so this module knows nothing of terminals or queues.
+
+This module holds the run's sequence, its setup (sandbox, operator, agent, executors) and the
+experiments' waves; each other phase is its own module with explicit inputs: `research_phase`,
+`calibrating`, `stacking` (measures through one callable), `reporting` (the `RunSummary`), all
+measuring through `measuring.Measurer` and writing through `runstate.RunState`.
 """
 from __future__ import annotations
 
