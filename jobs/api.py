@@ -19,8 +19,8 @@ from . import gitops
 from .layout import PREPARED, RunLayout  # noqa: F401  (the bot's names for them)
 from .operator import OperatorPolicy
 from .pipeline import Run, RunOptions
-from .preparation import (CANDIDATES_DIR, PlanError, Preparation, prepare_candidates,  # noqa: F401
-                          load_preparation, make_plan, prepare)
+from .preparation import (CANDIDATES_DIR, PlanError, Preparation, load_preparation, make_plan,  # noqa: F401
+                          prepare, prepare_candidates)
 from .reaper import ended_processes
 from .runfiles import (RunFiles, finished_experiments, list_runs, read_records, read_run,  # noqa: F401
                        spent_usd)
