@@ -58,9 +58,9 @@ def bench_slot(root: Path, number: int, run_id: str) -> int:
     return runs.index(run_id) + 1
 
 
-def level_note(summary: dict, slot: int) -> str:
-    """What the reply says about the level the bench kept at (from the run's own record)."""
-    alphas = [e.get("alpha") for e in summary.get("experiments", []) if e.get("alpha") is not None]
+def level_note(experiments: list[dict], slot: int) -> str:
+    """What the reply says about the level the bench kept at (from the run's own records)."""
+    alphas = [e.get("alpha") for e in experiments if e.get("alpha") is not None]
     level = f"keep level {alphas[0]:.3g}" if alphas else "keep level: none measured"
     if alphas and alphas[0] == 0:
         level = "keep level 0: earlier benches of this pull request spent the run's whole alpha, so nothing can be kept"
@@ -100,14 +100,14 @@ def run(flow: BenchFlow, cmd: CommentCommand) -> Outcome:
     slot = bench_slot(layout.root.parent, pull.number, layout.run_id)
     secrets.scrub_environment()
     try:
-        summary = api.start(layout, executor=flow.place.executor, agent="none", candidates=[patch],
-                            slots_spent=slot - 1)
+        prep = api.prepare_candidates(layout, pull.base_sha, [patch], flow.place.executor)
+        summary = api.start(prep, executor=flow.place.executor, agent="none", slots_spent=slot - 1)
     except (RunError, ConfigError) as exc:
         flow.gh.comment(cmd.issue_number, f"autoresearch bench failed: {mdsafe.prose(str(exc), 1500)}\n")
         return Outcome(ap.FAILED, layout.run_id, error=exc)
     report = (layout.out / "pr.md").read_text(encoding="utf-8")
     flow.gh.comment(cmd.issue_number, (f"autoresearch bench of `{head[:12]}` against `{pull.base_sha[:12]}` "
-                                       f"(run `{layout.run_id}`, cost {summary.get('cost_usd', 0):.2f} USD; "
-                                       f"{level_note(summary, slot)}):"
+                                       f"(run `{layout.run_id}`, cost {getattr(summary, 'cost_usd', 0.0):.2f} USD; "
+                                       f"{level_note(getattr(summary, 'experiments', []), slot)}):"
                                        f"\n\n{report}")[:COMMENT_LIMIT])
     return Outcome(ap.DONE, layout.run_id, summary=summary, out=layout.out)

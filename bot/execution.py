@@ -42,8 +42,7 @@ def execute(flow: RunFlow, rec: RunRecord, prep: api.Preparation, lease: Lease) 
         secrets.scrub_environment()       # target code runs next, in this process's children
         ends_run = (Exception, KeyboardInterrupt) if flow.launcher.interrupts_cancel else (Exception,)
         try:
-            summary = api.start(prep.layout, executor=flow.place.executor, overrides=rec.overrides,
-                                agent=prep.config.agent, candidates=prep.candidates, research=prep.research,
+            summary = api.start(prep, executor=flow.place.executor, agent=prep.config.agent,
                                 operator=flow.place.operator,   # the operator's, not the repo's
                                 on_event=Progress(flow.store, flow.refresh_status, rec, prep.layout.out,
                                                   prep.config.primary.name),
@@ -66,7 +65,7 @@ def execute(flow: RunFlow, rec: RunRecord, prep: api.Preparation, lease: Lease) 
         except Exception as exc:
             flow.finish(rec, "fail", message=f"❌ publishing the result failed: {str(exc)[:1500]}")
             return Outcome(ap.FAILED, run_id, step="publish", error=exc, message=str(exc)[:500])
-        flow.finish(rec, "finish", phase="done", cost_usd=summary.get("cost_usd", 0.0), **fields)
+        flow.finish(rec, "finish", phase="done", cost_usd=getattr(summary, "cost_usd", 0.0), **fields)
         return Outcome(ap.DONE, run_id, step="done", summary=summary, out=prep.layout.out,
                        pr_url=fields.get("pr_url", ""), fields=fields)
     finally:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from jobs import api
 from jobs.config import Overrides, TargetConfig
+from jobs.runsummary import RunStopped, RunSummary
 
 from . import approval as ap
 from . import bench, execution, planning
@@ -312,29 +313,29 @@ class Flow:
         """The pipeline of a run this process holds, then its publication (`bot.execution`)."""
         return execution.execute(self, rec, prep, lease)
 
-    def publish(self, rec: RunRecord, prep: api.Preparation, summary: dict) -> dict:
+    def publish(self, rec: RunRecord, prep: api.Preparation, summary: RunSummary | RunStopped) -> dict:
         """Push the run's branch and open (or update) the issue's draft PR; or report without a PR.
         Returns the record fields to set. `summary` comes from `api.start`, which returns only once
         every process the run started is gone: the token's git push never runs next to target code."""
-        if summary.get("stopped"):     # nothing to try: research.md says what was scanned and what to do
+        if isinstance(summary, RunStopped):     # nothing to try: research.md says what was scanned and what to do
             research_md = prep.layout.out / "research.md"
             research = research_md.read_text(encoding="utf-8") if research_md.is_file() else ""
             self.gh.comment(rec.issue, (f"autoresearch run `{rec.run_id}`: nothing was measured and no pull request "
-                                        f"was opened: {summary['stopped']}.\n\n{research}")[:COMMENT_LIMIT])
+                                        f"was opened: {summary.why}.\n\n{research}")[:COMMENT_LIMIT])
             return {"message": "nothing to try; the research is in a comment below"}
         report = (prep.layout.out / "pr.md").read_text(encoding="utf-8")
-        kept = any(st.get("status") == "keep" for st in summary.get("stacks", {}).values())
+        kept = summary.kept
         if not kept:
             self.gh.comment(rec.issue, (f"autoresearch run `{rec.run_id}`: no change was kept, so no pull request "
                                         f"was opened. The report:\n\n{report}")[:COMMENT_LIMIT])
             return {"message": "no change was kept; the report is in a comment below"}
         existing = self.store.issue_pr(self.repo, rec.issue)
-        branch = existing["branch"] if existing else summary["branch"]
+        branch = existing["branch"] if existing else summary.branch
         fork_owner, fork_name = push_target(self.place.fork_owner, prep.config, rec.owner, rec.name)
         self.git.push(self.place.clone_url(fork_owner, fork_name), prep.layout.clone,
-                      f"refs/heads/{summary['branch']}", branch, self.token)
+                      f"refs/heads/{summary.branch}", branch, self.token)
         body = pr_body(report, rec.issue, prep.config.agent, kept)[:COMMENT_LIMIT]
-        title = pr_title(rec.issue, summary.get("target", rec.name))
+        title = pr_title(rec.issue, summary.target or rec.name)
         if existing:
             url, number = self.gh.update_pr(existing["number"], title, body), existing["number"]
         else:

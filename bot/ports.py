@@ -27,6 +27,7 @@ from typing import Any, Callable, ContextManager, Protocol
 
 from jobs.api import Preparation, RunLayout
 from jobs.operator import OperatorPolicy
+from jobs.runsummary import RunStopped, RunSummary
 
 from .record import RunRecord
 from .routing import CommentCommand
@@ -54,7 +55,7 @@ class Outcome:
     message: str = ""
     pr_url: str = ""
     error: BaseException | None = None
-    summary: dict[str, Any] | None = None
+    summary: RunSummary | RunStopped | None = None
     out: Path | None = None
     fields: dict[str, Any] = field(default_factory=dict)
 

@@ -22,6 +22,7 @@ from .progress_view import PlainView, ProgressView  # noqa: F401  (ProgressView:
 from .report_review import interval
 from .recipes import RecipeError
 from .results import metric
+from .runsummary import RunStopped, RunSummary
 
 DEMO_SOURCE = Path(__file__).resolve().parent.parent / "examples" / "tinyllm"
 # Piped output (CI logs, files) gets a wide fixed width so tables are not folded at 80 columns.
@@ -83,9 +84,9 @@ def _terminate_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
-def _print_table(summary: dict) -> None:
-    for platform in summary["platforms"]:
-        if platform in summary["cpus"]:
+def _print_table(summary: RunSummary) -> None:
+    for platform in summary.platforms:
+        if platform in summary.cpus:
             _platform_table(summary, platform)
 
 
@@ -93,20 +94,20 @@ def _interval(m: dict | None) -> str:
     return interval(m) if m else "—"
 
 
-def _platform_table(summary: dict, platform: str) -> None:
-    primary = summary["primary"]
-    table = Table(title=f"Experiments on {platform} ({summary['cpus'][platform]}), primary metric {primary}")
+def _platform_table(summary: RunSummary, platform: str) -> None:
+    primary = summary.primary
+    table = Table(title=f"Experiments on {platform} ({summary.cpus[platform]}), primary metric {primary}")
     for col in ("experiment", "status", "Δ%", "interval (level per side)", "why"):
         table.add_column(col, overflow="fold")
-    for rec in (r for r in summary["experiments"] if r["platform"] == platform):
+    for rec in (r for r in summary.experiments if r["platform"] == platform):
         m = metric(rec, primary)
         table.add_row(rec["name"], rec["status"], f"{m['delta_pct']:+.1f}" if m else "—", _interval(m), rec["reason"])
     console.print(table)
-    stack = summary["stacks"].get(platform)
+    stack = summary.stacks.get(platform)
     if not stack:
         console.print(f"No stack on {platform}: nothing was kept.")
         return
-    table = Table(title=f"A/B on {platform}: baseline vs stack of {', '.join(summary['stack_applied'])} "
+    table = Table(title=f"A/B on {platform}: baseline vs stack of {', '.join(summary.stack_applied)} "
                         f"({stack['status']})")
     for col in ("metric", "pairs", "Δ% (paired)", "interval (level per side)", "verdict"):
         table.add_column(col, overflow="fold")
@@ -124,7 +125,8 @@ def cmd_run(args) -> int:
         raise preflight.PreflightError([f"--agent {args.agent}: evaluates only --candidate patches and none was "
                                         f"given; fix: add --candidate PATCH, or use --agent {agentkinds.DEFAULT}"])
     repo = gitops.toplevel(options.target)
-    preflight.check_run(repo, load_config(repo), candidates=options.candidates, out=options.out,
+    options.config = load_config(repo)       # read once: the preflight checks it, the run runs by it
+    preflight.check_run(repo, options.config, candidates=options.candidates, out=options.out,
                         base=_resumed_base(options.out), repeats=options.repeats)
     if getattr(args, "dry_run", False):   # `demo` reuses cmd_run without the flag
         from .dryrun import dry_run
@@ -132,12 +134,15 @@ def cmd_run(args) -> int:
         return 0
     with _terminate_as_interrupt(), _view() as view:
         summary = Run(options, on_event=view).execute()
-    _print_table(summary)
     out = options.out
-    if summary.get("branch_left", True):
-        console.print(f"\nbranch    {summary['branch']} in {summary['repo']}")
+    if isinstance(summary, RunStopped):
+        console.print(f"\nnothing to try: {summary.why}\nresearch.md       {summary.research}")
+        return 0
+    _print_table(summary)
+    if summary.branch_left:
+        console.print(f"\nbranch    {summary.branch} in {summary.repo}")
     else:
-        console.print(f"\nbranch    none left: {summary.get('branch_note') or 'nothing was kept'}")
+        console.print(f"\nbranch    none left: {summary.branch_note or 'nothing was kept'}")
     for name in ("research.md", "experiments.jsonl", "pr.md", "summary.json"):
         console.print(f"{name:<18}{out / name}")
     return 0
@@ -145,7 +150,7 @@ def cmd_run(args) -> int:
 
 def cmd_calibrate(args) -> int:
     options = _options(args, calibrate_only=True, agent="none", no_sandbox=args.no_sandbox)
-    load_config(gitops.toplevel(options.target))
+    options.config = load_config(gitops.toplevel(options.target))
     with _terminate_as_interrupt(), _view() as view:
         result = Run(options, on_event=view).execute()
     for platform, cal in result["calibration"].items():
@@ -166,7 +171,7 @@ def cmd_calibrate(args) -> int:
 
 def cmd_research(args) -> int:
     options = _options(args, research_only=True, agent=args.agent, profile=args.profile)
-    load_config(gitops.toplevel(options.target))
+    options.config = load_config(gitops.toplevel(options.target))
     with _terminate_as_interrupt(), _view() as view:
         result = Run(options, on_event=view).execute()
     console.print(f"{len(result['hypotheses'])} hypotheses; research.md and hypotheses.json in {options.out}")

@@ -5,7 +5,6 @@ Validated with pydantic; a wrong file raises ConfigError whose message names eac
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from . import agentkinds
 from .errors import OverrideError
+from .overrides import Overrides  # noqa: F401  (a command's arguments: `narrow` takes them; imported from here too)
 
 CONFIG_PATH = ".github/autoresearch.yml"
 
@@ -346,41 +346,6 @@ class TargetConfig(Strict):
                 raise OverrideError(f"budget={overrides.budget:g}: above the repository's cap of {self.budget.usd:g} USD")
             update["budget"] = self.budget.model_copy(update={"usd": overrides.budget})
         return self.model_copy(update=update) if update else self
-
-
-@dataclass(frozen=True)
-class Overrides:
-    """A command's arguments (`/autoresearch optimize cpu metric=tg128 platforms=x86,arm budget=30`):
-    one value from the comment to the pipeline, applied by `TargetConfig.narrow`. `to_dict()` is
-    its JSON form (only the arguments given), which run records store and run ids hash."""
-
-    metric: str | None = None
-    platforms: tuple[str, ...] | None = None
-    budget: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.platforms is not None and not isinstance(self.platforms, tuple):
-            object.__setattr__(self, "platforms", tuple(self.platforms))
-
-    def __bool__(self) -> bool:
-        return bool(self.to_dict())
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.metric:
-            out["metric"] = self.metric
-        if self.platforms:
-            out["platforms"] = list(self.platforms)
-        if self.budget is not None:
-            out["budget"] = self.budget
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> "Overrides":
-        data = data or {}
-        budget = data.get("budget")
-        return cls(data.get("metric") or None, tuple(data["platforms"]) if data.get("platforms") else None,
-                   float(budget) if budget is not None else None)
 
 
 _FIXES = {

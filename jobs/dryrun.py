@@ -20,7 +20,6 @@ from . import gitops
 from .cloud import catalog, tasks
 from .config import TargetConfig, load_config
 from .errors import RunError
-from .pipeline import apply_overrides
 from .plan import DEFAULT_INSTANCE, make_plan
 from .spec import ExperimentSpec
 
@@ -49,7 +48,7 @@ def dry_run(options, *, sky=None) -> str:
     repo = gitops.toplevel(options.target)
     if repo is None:
         raise RunError(f"{options.target} is not a git repository")
-    config = apply_overrides(load_config(repo), options)
+    config = options.config if options.config is not None else load_config(repo)
     base = gitops.head_commit(repo)
     platforms = platforms_for(config)
     config = config.model_copy(update={"platforms": platforms})

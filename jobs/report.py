@@ -12,6 +12,7 @@ from .machine import one_line
 from .report_review import (commits_section, failures_section, fenced, interval, noise_section, paired_table,
                             rule_sentence, untrusted, untrusted_code, untrusted_html)
 from .results import metric
+from .runsummary import RunSummary
 
 STATUS_WORDS = {
     "keep": "kept", "discard": "discarded", "noise": "too noisy to judge", "build_failed": "did not build",
@@ -140,20 +141,20 @@ def _primary(exp: dict[str, Any], primary: str) -> dict[str, Any] | None:
     return metric(exp, primary)
 
 
-def floor_of(summary: dict[str, Any], platform: str) -> float | None:
+def floor_of(summary: RunSummary, platform: str) -> float | None:
     """The floor the platform's verdicts were judged at (the calibration may have raised it)."""
-    floors = summary.get("floor_pct") or {}
+    floors = summary.floor_pct or {}
     if platform in floors:
         return floors[platform]
-    cal = (summary.get("calibration") or {}).get(platform, {}).get(summary["primary"]) or {}
+    cal = (summary.calibration or {}).get(platform, {}).get(summary.primary) or {}
     return cal.get("floor_pct")
 
 
-def _headline(summary: dict[str, Any]) -> str:
-    primary = summary["primary"]
-    kept = summary.get("stack_applied", [])
+def _headline(summary: RunSummary) -> str:
+    primary = summary.primary
+    kept = summary.stack_applied
     parts = []
-    for platform, stack in summary.get("stacks", {}).items():
+    for platform, stack in summary.stacks.items():
         m = _primary(stack, primary)
         if m and stack["status"] == "keep":
             level = f" at level {m['alpha']:.2g}" if m.get("alpha") else ""
@@ -165,25 +166,25 @@ def _headline(summary: dict[str, Any]) -> str:
         else:
             parts.append(f"on {untrusted(platform)} the stack was {STATUS_WORDS.get(stack['status'], stack['status'])}: "
                          f"{untrusted(stack['reason'])}")
-    alone = sorted({e["hypothesis"] for e in summary.get("experiments", []) if e["status"] == "keep"})
-    no_branch = (" No branch was left" + (f" ({summary['branch_note']})" if summary.get("branch_note") else "")
-                 + "." if summary.get("branch_left") is False else " The branch equals the base commit.")
+    alone = sorted({e["hypothesis"] for e in summary.experiments if e["status"] == "keep"})
+    no_branch = (" No branch was left" + (f" ({summary.branch_note})" if summary.branch_note else "")
+                 + "." if summary.branch_left is False else " The branch equals the base commit.")
     if not alone:
         return "No optimization beat the baseline by more than this machine's noise; no stack was built." + no_branch
     if not kept:
         return (f"{_plural(len(alone), 'optimization')} {'was' if len(alone) == 1 else 'were'} kept alone ({untrusted(', '.join(alone))}), but none kept its place in "
                 "the stack (see the leave-one-out table below)." + no_branch)
     line = f"{_plural(len(kept), 'optimization')} kept ({untrusted(', '.join(kept))}); together: " + "; ".join(parts) + "."
-    if stacks := summary.get("stacks"):
+    if stacks := summary.stacks:
         if not any(st["status"] == "keep" for st in stacks.values()):
             line += (" The re-measure did not confirm the stack." + no_branch + " The individual results below "
                      "are leads to re-measure, not changes to merge.")
     return line
 
 
-def _calibration(summary: dict[str, Any]) -> list[str]:
+def _calibration(summary: RunSummary) -> list[str]:
     out = []
-    for platform, cal in summary.get("calibration", {}).items():
+    for platform, cal in summary.calibration.items():
         out += [f"## This machine's noise on {untrusted(platform)} (A/A calibration: two builds of the base commit)", "",
                 "| metric | pairs | noise per pair | A/A Δ (two-sided p) | order effect | false keeps (simulated) | "
                 "MDE at slot 1 | pairs: null / at MDE | floor | max pairs |",
@@ -199,7 +200,7 @@ def _calibration(summary: dict[str, Any]) -> list[str]:
         out.append("")
         out += _noise_as_it_went(summary, platform)
     if out:
-        ec = summary.get("error_control") or {}
+        ec = summary.error_control or {}
         out += ["How results are judged: baseline and candidate run as coin-ordered pairs of whole processes "
                 "with the same input seed, sampled until an anytime-valid paired test decides (or the pair "
                 "cap); a keep needs its interval to clear the floor. The decision is one-sided (the "
@@ -213,78 +214,78 @@ def _calibration(summary: dict[str, Any]) -> list[str]:
     return out
 
 
-def _noise_as_it_went(summary: dict[str, Any], platform: str) -> list[str]:
+def _noise_as_it_went(summary: RunSummary, platform: str) -> list[str]:
     """The primary metric's noise per pair in each experiment, beside the calibration's (jobs/drift.py)."""
-    noise = (summary.get("noise") or {}).get(platform) or {}
+    noise = (summary.noise or {}).get(platform) or {}
     history = noise.get("history") or []
     if not history:
         return []
     seen = "; ".join(f"{untrusted(h['name'])} {h['noise_pct']:.1f}% ({h['pairs']} pairs)" for h in history)
-    return [f"Noise as the run went ({untrusted(summary['primary'])}, per pair, each experiment's own pairs with its "
+    return [f"Noise as the run went ({untrusted(summary.primary)}, per pair, each experiment's own pairs with its "
             f"effect taken out): {seen}. Once {8} or more such pairs exist, each later experiment's MDE is "
             f"computed from the most recent {noise.get('pool_pairs', 0)} of them instead of the calibration's.", ""]
 
 
-def _how_sure(summary: dict[str, Any], ec: dict[str, Any]) -> str:
-    text = rule_sentence(floor_of(summary, summary["platform"]) if summary.get("platform") else None, ec.get("alpha"))
-    if summary.get("simulate"):      # the yardstick decided: say so before the wall clock's own rule
+def _how_sure(summary: RunSummary, ec: dict[str, Any]) -> str:
+    text = rule_sentence(floor_of(summary, summary.platform) if summary.platform else None, ec.get("alpha"))
+    if summary.simulate:      # the yardstick decided: say so before the wall clock's own rule
         text = text.replace("How sure: a change is kept when", "How sure: keeps in this run are decided on simulated "
                             "cycles (the deterministic yardstick section below), with the wall-clock pairs as a guard "
                             "against a regression; on the wall clock alone a change would be kept when", 1)
     return text
 
 
-def _branch_line(summary: dict[str, Any], experiments: list[dict[str, Any]]) -> str:
-    branch = (f"branch `{summary['branch']}`" if summary.get("branch_left", True)
-              else "no branch" + (f" ({summary['branch_note']})" if summary.get("branch_note") else ""))
-    return (f"Run `{summary['run_id']}`, base `{summary['base_commit'][:12]}`, {branch}, "
-            f"{len({e['hypothesis'] for e in experiments})} hypotheses tested, agent: {untrusted(summary['agent'])}.")
+def _branch_line(summary: RunSummary, experiments: list[dict[str, Any]]) -> str:
+    branch = (f"branch `{summary.branch}`" if summary.branch_left
+              else "no branch" + (f" ({summary.branch_note})" if summary.branch_note else ""))
+    return (f"Run `{summary.run_id}`, base `{summary.base_commit[:12]}`, {branch}, "
+            f"{len({e['hypothesis'] for e in experiments})} hypotheses tested, agent: {untrusted(summary.agent)}.")
 
 
 def _interval(m: dict[str, Any] | None) -> str:
     return interval(m) if m else "—"
 
 
-def _yardstick_headline(summary: dict[str, Any]) -> list[str]:
+def _yardstick_headline(summary: RunSummary) -> list[str]:
     from .simulate import headline
     return headline(summary)
 
 
-def _where(summary: dict[str, Any], platform: str, stack: dict[str, Any]) -> str:
+def _where(summary: RunSummary, platform: str, stack: dict[str, Any]) -> str:
     """The machine a platform's numbers come from: CPU, ISA and its flags, kernel, compiler, load."""
-    facts = (summary.get("machines") or {}).get(platform)
+    facts = (summary.machines or {}).get(platform)
     if not facts:
-        return stack.get("cpu") or summary["cpus"].get(platform, "")
+        return stack.get("cpu") or summary.cpus.get(platform, "")
     return one_line(facts, facts.get("load") or None)
 
 
-def render_pr(summary: dict[str, Any]) -> str:
-    primary = summary["primary"]
-    experiments = summary["experiments"]
-    stacks = summary.get("stacks", {})
-    ec = summary.get("error_control") or {}
-    out = [f"# autoresearch: CPU optimizations for {untrusted(summary['target'])}", "", "## Summary", "",
+def render_pr(summary: RunSummary) -> str:
+    primary = summary.primary
+    experiments = summary.experiments
+    stacks = summary.stacks
+    ec = summary.error_control or {}
+    out = [f"# autoresearch: CPU optimizations for {untrusted(summary.target)}", "", "## Summary", "",
            *(_yardstick_headline(summary) or [_headline(summary), ""]), _branch_line(summary, experiments), "",
            _how_sure(summary, ec), ""]
     out += [f"Measured on {untrusted(p)}: {untrusted(one_line(m, m.get('load') or None))}."
-            for p, m in (summary.get("machines") or {}).items()] + ([""] if summary.get("machines") else [])
+            for p, m in (summary.machines or {}).items()] + ([""] if summary.machines else [])
     out += commits_section(summary)
 
-    for platform in summary["platforms"]:
+    for platform in summary.platforms:
         out += [f"## A/B on {untrusted(platform)}", ""]
         stack = stacks.get(platform)
         if not stack or not stack.get("metrics"):
-            why = ("no optimization was kept, so there is no stack to measure" if platform in summary["cpus"]
+            why = ("no optimization was kept, so there is no stack to measure" if platform in summary.cpus
                    else f"no {untrusted(platform)} machine was used in this run")
             out += [f"Not measured: {why}. No numbers are shown.", ""]
             continue
-        out += [f"Baseline `{summary['base_commit'][:12]}` vs stack `{(stack.get('commit') or '')[:12]}` on "
+        out += [f"Baseline `{summary.base_commit[:12]}` vs stack `{(stack.get('commit') or '')[:12]}` on "
                 f"{untrusted(_where(summary, platform, stack))}: coin-ordered pairs of whole benchmark "
                 "processes (A B or B A) after a discarded warm-up; each row is judged on its pairs.", ""]
         out += paired_table(stack["metrics"], floor_of(summary, platform)) + [""]
 
     out += _calibration(summary)
-    out += profile_section(summary.get("profile"))
+    out += profile_section(summary.profile)
     from .simulate import render_section
     out += render_section(summary)
     out += ["## Per optimization", "",
@@ -296,13 +297,13 @@ def render_pr(summary: dict[str, Any]) -> str:
                    f"{STATUS_WORDS.get(e['status'], e['status'])} | {_pct(m['delta_pct']) if m else '—'} | "
                    f"{_interval(m)} | {untrusted(e['reason'])} |")
     out.append("")
-    if summary.get("attribution"):
+    if summary.attribution:
         out += ["## Does each commit earn its place? (leave-one-out, last-ranked first)", "",
                 "While two or more commits remain, the stack is measured against itself without one of "
                 "them; a commit that shows no contribution of its own leaves the branch.", "",
                 f"| commit | platform | status | {primary} Δ | interval (level per side) | why |",
                 "|---|---|---|---|---|---|"]
-        for a in summary["attribution"]:
+        for a in summary.attribution:
             m = _primary(a, primary)
             out.append(f"| {untrusted(a['name'].removeprefix('attribution:'))} | {untrusted(a['platform'])} | "
                        f"{STATUS_WORDS.get(a['status'], a['status'])} | {_pct(m['delta_pct']) if m else '—'} | "
@@ -322,33 +323,33 @@ def render_pr(summary: dict[str, Any]) -> str:
     out += ["## What did not work, and why", ""]
     out += [f"- **{untrusted(name)}** won on its own but its commit conflicts with the ones stacked before it, so it "
             "is not in this branch; it needs rebasing onto the stack and a measurement of its own."
-            for name in summary.get("stack_dropped", [])]
+            for name in summary.stack_dropped]
     out += [f"- **{untrusted(e['name'])}** on {untrusted(e['platform'])} ({STATUS_WORDS.get(e['status'], e['status'])}): "
             f"{untrusted(e['reason'])}" for e in failed] or ["- Everything tried was kept."]
     out += [f"- **{untrusted(name)}** was kept alone but showed no contribution of its own inside the stack "
-            "(leave-one-out), so it is not in this branch." for name in summary.get("stack_unattributed", [])]
+            "(leave-one-out), so it is not in this branch." for name in summary.stack_unattributed]
     out.append("")
     out += failures_section(failed)
     out += noise_section(experiments + list(stacks.values()))
-    if summary.get("sandboxed") is False:
-        by = summary.get("unsandboxed_by") or "the operator's explicit opt-out"
+    if summary.sandboxed is False:
+        by = summary.unsandboxed_by or "the operator's explicit opt-out"
         out += [f"**Target code ran WITHOUT a sandbox in this run** (switched off by {by}): the numbers "
                 "above carry no protection against state left between benchmark processes.", ""]
-    out += ["## Cost", "", f"{summary.get('cost_usd', 0.0):.2f} USD of machine time "
-            f"({summary.get('wall_seconds', 0):.0f} s wall for this invocation).", ""]
+    out += ["## Cost", "", f"{summary.cost_usd:.2f} USD of machine time "
+            f"({summary.wall_seconds:.0f} s wall for this invocation).", ""]
     out += _reproduce(summary)
     out += ["_Every number above was measured in this run._", ""]
-    return with_warning("\n".join(out), summary.get("profile_missing", ""))
+    return with_warning("\n".join(out), summary.profile_missing)
 
 
-def _reproduce(summary: dict[str, Any]) -> list[str]:
-    lines = summary.get("reproduce", [])
+def _reproduce(summary: RunSummary) -> list[str]:
+    lines = summary.reproduce
     what = ("Measures base against this branch again from a fresh clone: the branch's diff is one candidate, "
             "calibrated and judged like this run's own experiments (`--repeats N` bounds the pairs, and so "
-            "the time)." if summary.get("branch_left", True) and summary.get("stack_confirmed")
+            "the time)." if summary.branch_left and summary.stack_confirmed
             else "Runs the whole loop again from a fresh clone of the base commit (`--repeats N` bounds the "
                  "pairs, and so the time).")
     out = ["## Reproduce", "", what, ""] + fenced("\n".join(lines), "sh") + [""]
-    if summary.get("resume"):
-        out += ["Re-print (or resume, if it stopped) this run from its folder: " + untrusted_code(summary["resume"]), ""]
+    if summary.resume:
+        out += ["Re-print (or resume, if it stopped) this run from its folder: " + untrusted_code(summary.resume), ""]
     return out

@@ -16,6 +16,7 @@ import shlex
 from typing import Any
 
 from . import mdsafe
+from .runsummary import RunSummary
 
 FAILURE_LINES = 12          # lines of a failed step's output shown in pr.md
 FAILED_STEPS = ("build_failed", "checks_failed", "crash", "timeout")
@@ -129,17 +130,17 @@ def yardstick_like(files: list[str]) -> list[str]:
     return [f for f in files if YARDSTICK_LIKE.search(f)]
 
 
-def commits_section(summary: dict[str, Any]) -> list[str]:
-    commits = summary.get("commits") or []
+def commits_section(summary: RunSummary) -> list[str]:
+    commits = summary.commits or []
     if not commits:
         return []
-    hyps = summary.get("hypotheses") or {}
-    alone = {e["hypothesis"]: e for e in summary.get("experiments", []) if e.get("status") == "keep"}
+    hyps = summary.hypotheses or {}
+    alone = {e["hypothesis"]: e for e in summary.experiments if e.get("status") == "keep"}
     out = ["## What each commit changes", ""]
     for i, c in enumerate(commits, start=1):
         name = c.get("hypothesis", "")
         out.append(f"{i}. **{untrusted(name)}** `{c['commit'][:12]}`: "
-                   + hypothesis_line(hyps.get(name), alone.get(name), summary["primary"]))
+                   + hypothesis_line(hyps.get(name), alone.get(name), summary.primary))
         if suspect := yardstick_like(c.get("files") or []):
             out += ["", "   **Look at this one:** it edits paths named like benchmark or test code ("
                     + ", ".join(untrusted_code(f) for f in suspect) + "); check that it changes the code "
@@ -147,9 +148,9 @@ def commits_section(summary: dict[str, Any]) -> list[str]:
         block = fenced(c.get("stat", "").rstrip("\n") or "(no file changes)")
         out += [""] + ["   " + line for chunk in block for line in chunk.split("\n")]
         out.append("")
-    total = summary.get("diffstat")
+    total = summary.diffstat
     if total:
-        out += [f"The whole branch against base `{summary['base_commit'][:12]}`:", ""] + fenced(total) + [""]
+        out += [f"The whole branch against base `{summary.base_commit[:12]}`:", ""] + fenced(total) + [""]
     return out
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .runsummary import RunStopped, RunSummary
+
 # The pipeline's phases (state.json) in which a run is over. (The bot's run states are bot.approval's.)
 FINAL_PHASES = frozenset({"done", "cancelled", "failed"})
 
@@ -39,14 +41,16 @@ def best_kept(records: Iterable[Mapping[str, Any]], primary: str) -> tuple[Mappi
     return best
 
 
-def verdict_line(summary: Mapping[str, Any]) -> str:
+def verdict_line(summary: RunSummary | RunStopped) -> str:
     """One line: what was kept, and the stack's primary-metric change per platform."""
-    primary = summary.get("primary", "")
-    exps = experiments(summary.get("experiments", []))
+    if isinstance(summary, RunStopped):
+        return f"nothing to try: {summary.why}"
+    primary = summary.primary
+    exps = experiments(summary.experiments)
     kept = sorted({e["hypothesis"] for e in exps if e.get("status") == "keep"})
     parts = [f"kept {len(kept)} of {len({e['hypothesis'] for e in exps})} experiment(s)"
              + (f" ({', '.join(kept)})" if kept else "")]
-    for platform, stack in sorted((summary.get("stacks") or {}).items()):
+    for platform, stack in sorted(summary.stacks.items()):
         m = metric(stack, primary)
         delta = f", {primary} {m['delta_pct']:+.1f}% (p={m['p_value']:.3g})" \
             if m and m.get("delta_pct") is not None else ""

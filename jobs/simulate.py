@@ -42,6 +42,8 @@ import math
 import shlex
 from dataclasses import dataclass
 
+from .runsummary import RunSummary
+
 # What cachegrind (3.19, --cache-sim=yes) prints on its `events:` line.
 EVENTS = ("Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw")
 L1_WEIGHT, LL_WEIGHT = 10, 100
@@ -254,11 +256,11 @@ def judge_yardstick(raw, config, plan, floor: float, guard: Guard):
                      wall.flags, view)
 
 
-def render_section(summary: dict) -> list[str]:
+def render_section(summary: RunSummary) -> list[str]:
     """pr.md's 'Deterministic yardstick' section: the model, this machine's A/A jitter and cost, and
     per experiment the simulated change beside the wall-clock interval, both labelled."""
-    cal = summary.get("simulate") or {}
-    rows = [e for e in summary.get("experiments", []) + list((summary.get("stacks") or {}).values())
+    cal = summary.simulate or {}
+    rows = [e for e in summary.experiments + list((summary.stacks or {}).values())
             if (e.get("runner") or {}).get("simulated")]
     if not cal and not rows:
         return []
@@ -280,7 +282,7 @@ def render_section(summary: dict) -> list[str]:
     if rows:
         out += ["| experiment | platform | simulated cycles base → head | simulated Δ (floor) | "
                 "wall-clock Δ, interval (level), pairs | status |", "|---|---|---|---|---|---|"]
-        primary = summary.get("primary")
+        primary = summary.primary
         for e in rows:
             sim = e["runner"]["simulated"]
             g = e["runner"].get("wall_guard") or {}
@@ -295,27 +297,27 @@ def render_section(summary: dict) -> list[str]:
     return out
 
 
-def headline(summary: dict) -> list[str]:
+def headline(summary: RunSummary) -> list[str]:
     """pr.md's summary when the deterministic yardstick decided the stack: the simulated change
     first, the wall clock of the primary metric beside it, labelled ([] otherwise)."""
     out = []
-    kept = summary.get("stack_applied") or []
-    for platform, st in (summary.get("stacks") or {}).items():
+    kept = summary.stack_applied or []
+    for platform, st in (summary.stacks or {}).items():
         sim = (st.get("runner") or {}).get("simulated")
         if not sim or st.get("status") != "keep":
             continue
         g = st["runner"].get("wall_guard") or {}
-        m = next((m for m in st.get("metrics", []) if m["name"] == summary.get("primary")), None)
+        m = next((m for m in st.get("metrics", []) if m["name"] == summary.primary), None)
         hi = g.get("hi_pct")
-        wall = (f"{summary.get('primary')} {m['delta_pct']:+.1f}%, interval {g.get('lo_pct', -100):+.1f}%…"
+        wall = (f"{summary.primary} {m['delta_pct']:+.1f}%, interval {g.get('lo_pct', -100):+.1f}%…"
                 f"{'+inf' if hi is None or hi == math.inf else f'{hi:+.1f}%'} at level {g.get('alpha', 0):g} over "
                 f"{g.get('pairs', 0)} pairs" if m else "no pairs")
         out.append(f"{len(kept)} optimization(s) kept ({', '.join(kept)}), decided by the deterministic yardstick "
                    f"on {platform}: **simulated cycles {sim['delta_pct']:+.2f}%** (floor {sim['floor_pct']:.2g}%). "
                    f"Wall clock beside it: {wall}, which "
                    + ("confirms it." if g.get("confirmed") else "neither confirms nor refutes it on this machine."))
-    if not out and summary.get("simulate") and not summary.get("stacks"):
-        tried = [e for e in summary.get("experiments", []) if (e.get("runner") or {}).get("simulated")]
+    if not out and summary.simulate and not summary.stacks:
+        tried = [e for e in summary.experiments if (e.get("runner") or {}).get("simulated")]
         if tried:
             out.append(f"No optimization changed the simulated cycles by more than the floor and held on the wall "
                        f"clock ({len(tried)} measured; the table below gives each one's simulated change), so no "

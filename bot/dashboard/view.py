@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 from jobs.results import FINAL_PHASES, experiments as experiment_records, metric
+from jobs.runsummary import RunSummary
 
 from ..approval import FINAL
 from ..record import RunRecord
@@ -30,13 +31,12 @@ def _cell(rec: dict | None, primary: str | None) -> dict:
             "cost_usd": _num(rec.get("cost_usd"))}
 
 
-def run_view(repo: str, run_id: str, state: dict, records: list[dict], summary: dict | None = None,
+def run_view(repo: str, run_id: str, state: dict, records: list[dict], summary: RunSummary | None = None,
              record: RunRecord | None = None, parallel: int = 1, primary: str | None = None) -> dict:
     """Everything the page shows, as plain data (and nothing else: no logs, no paths)."""
-    summary = summary or {}
-    platforms = list(state.get("platforms") or summary.get("platforms") or ["local"])
+    platforms = list(state.get("platforms") or (summary.platforms if summary else None) or ["local"])
     calibration = state.get("calibration") or {}
-    primary = summary.get("primary") or primary or next(
+    primary = (summary.primary if summary else None) or primary or next(
         (name for cal in calibration.values() for name in cal), None)
     exps = experiment_records(records)
     by_key = {(r["name"], r["platform"]): r for r in exps}

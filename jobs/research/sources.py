@@ -19,7 +19,7 @@ from typing import Any
 from .. import gitops
 from ..config import TargetConfig
 from . import forks as forks_mod
-from . import gapscan, papers as papers_mod, profile as profile_mod
+from . import gapscan, papers as papers_mod, profile as profile_mod, profile_run
 from .roofline import Roofline, measure_bandwidth, roofline
 
 
@@ -112,7 +112,7 @@ def _profile(tree: Path, config: TargetConfig, notes: list[str], run=None, on_st
         return None
     try:
         instrument = load_recipe(path)
-        prof = profile_mod.measure(
+        prof = profile_run.measure(
             tree, instrument, build=config.build, command=spec.command or config.benchmark,
             variable=spec.variable, metric_names=[m.name for m in config.metrics], explicit=spec.workloads,
             build_timeout=spec.timeout, run_timeout=spec.timeout, run=run, on_step=on_step, cache=cache)

@@ -38,6 +38,6 @@ def test_repeated_benches_of_a_no_change_candidate_keep_it_at_most_alpha_in_tota
 
 
 def test_the_reply_says_which_level_the_bench_kept_at():
-    said = level_note({"experiments": [{"alpha": sq.slot_alpha(ALPHA, 3, FAMILY)}]}, 3)
+    said = level_note([{"alpha": sq.slot_alpha(ALPHA, 3, FAMILY)}], 3)
     assert "bench 3" in said and f"{sq.slot_alpha(ALPHA, 3, FAMILY):.3g}" in said
-    assert "nothing can be kept" in level_note({"experiments": [{"alpha": 0.0}]}, FAMILY + 1)
+    assert "nothing can be kept" in level_note([{"alpha": 0.0}], FAMILY + 1)

@@ -288,7 +288,8 @@ def test_research_and_planning_happen_once_per_run(bot_env, tmp_path, monkeypatc
     """optimize researches and plans the clone once; the run (another RQ job, another process)
     uses that preparation, and the pipeline is handed the research instead of scanning again."""
     import jobs.api
-    import jobs.pipeline
+    import jobs.preparation
+    import jobs.research_phase
     calls = tmp_path / "calls.txt"            # work horses are forked: they inherit the spies, not memory
 
     def spy(name, real):
@@ -297,8 +298,8 @@ def test_research_and_planning_happen_once_per_run(bot_env, tmp_path, monkeypatc
                 fh.write(name + "\n")
             return real(*args, **kwargs)
         return wrapper
-    monkeypatch.setattr(jobs.api, "research", spy("research in prepare", jobs.api.research))
-    monkeypatch.setattr(jobs.pipeline, "research", spy("research in the pipeline", jobs.pipeline.research))
+    monkeypatch.setattr(jobs.preparation, "research", spy("research in prepare", jobs.preparation.research))
+    monkeypatch.setattr(jobs.research_phase, "research", spy("research in the pipeline", jobs.research_phase.research))
     monkeypatch.setattr(jobs.api, "prepare", spy("prepare", jobs.api.prepare))
     _setup(bot_env, tmp_path)
     bot_env.comment(REPO, 8, "alice", "/autoresearch optimize cpu")

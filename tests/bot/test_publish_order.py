@@ -8,7 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from jobs import api
+from jobs import api, reaper
 from jobs.operator import OperatorPolicy
 from conftest import alive, git
 from synthetic import patch_for, synthetic_target
@@ -27,13 +27,13 @@ def test_orphans_of_the_block_are_ended_and_what_was_there_before_is_left_alone(
     before = subprocess.Popen(["sleep", "60"])
     pidfile = tmp_path / "daemon.pid"
     try:
-        with api.ended_processes():
+        with reaper.ended_processes():
             # A double fork into a session of its own: without a subreaper it would be init's child.
             subprocess.run(["bash", "-c", f"(setsid bash -c 'echo $$ > {pidfile}; exec sleep 300' "
                                           "</dev/null >/dev/null 2>&1 &)"], check=True)
             daemon = wait_for(pidfile)
             assert alive(daemon)
-            assert api.descendants(os.getpid())[daemon][0] == os.getpid()   # adopted by us, not by init
+            assert reaper.descendants(os.getpid())[daemon][0] == os.getpid()   # adopted by us, not by init
         assert not alive(daemon)
         assert alive(before.pid) and before.poll() is None
     finally:
@@ -54,9 +54,9 @@ def test_start_returns_only_after_a_detached_daemon_of_an_unsandboxed_target_is_
     git(target, "commit", "-qm", "a build that leaves a daemon behind")
     patch = patch_for(target, tmp_path / "faster.patch", {"src/speed.txt": "130\n"})
     # A repository's opt-out counts only where the operator allows it (issue 20, F1a).
-    summary = api.start(layout, executor="local", agent="none", candidates=[patch],
-                        operator=OperatorPolicy(allow_unsandboxed=True))
-    assert summary["sandboxed"] is False
+    prep = api.prepare_candidates(layout, git(target, "rev-parse", "HEAD"), [patch], "local")
+    summary = api.start(prep, executor="local", agent="none", operator=OperatorPolicy(allow_unsandboxed=True))
+    assert summary.sandboxed is False
     daemon = int(pidfile.read_text())
     try:
         assert not alive(daemon), "a process of the target outlived the run: publishing would share its moment"

@@ -21,7 +21,7 @@ from bot.jobqueue import COMMANDS, RUNS, sweep
 from bot.store import Store
 from botfixtures import app_key, bot_env, webhook_examples  # noqa: F401  (fixtures)
 from conftest import ROOT, alive, git
-from jobs import api
+from jobs import api, reaper
 from synthetic import patch_for, synthetic_target
 
 REPO = "octo/synth"
@@ -117,7 +117,7 @@ def a_run_whose_worker_died(bot_env, tmp_path, issue: int):
 
 def end_worker(proc: subprocess.Popen) -> list[int]:
     """SIGKILL a worker and every process it has at once (a container dying); returns their pids."""
-    tree = [proc.pid, *api.descendants(proc.pid)]
+    tree = [proc.pid, *reaper.descendants(proc.pid)]
     for pid in tree:
         with contextlib.suppress(ProcessLookupError):       # a short-lived step ended meanwhile
             os.kill(pid, signal.SIGKILL)
@@ -183,7 +183,7 @@ def test_a_worker_asked_to_stop_hands_its_run_back_at_the_next_step(bot_env, tmp
     next step, hands the lease back and the worker exits, so the next sweep queues the resume at once
     (the resume itself is the test above)."""
     store, rec, out, bodies, first = start_a_run_in_a_worker(bot_env, tmp_path)
-    tree = [first.pid, *api.descendants(first.pid)]
+    tree = [first.pid, *reaper.descendants(first.pid)]
     os.kill(first.pid, signal.SIGTERM)
     try:
         first.wait(timeout=60)                      # one step (the 3 s build), not the whole run

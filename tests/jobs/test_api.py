@@ -71,3 +71,14 @@ def test_run_folders_are_listed_and_read_through_the_layout(tmp_path):
     assert files.state["phase"] == "done" and files.primary == "tg_tps" and files.parallel == 1
     assert api.read_run(tmp_path / "work", "1-old", "other/repo") is None
     assert api.read_run(tmp_path / "work", "../1-old") is None
+
+
+def test_a_run_is_read_back_with_the_config_it_was_prepared_with(tmp_path):
+    from jobs import ledger
+    layout = _layout(tmp_path)
+    layout.out.mkdir(parents=True)
+    ledger.save_state(layout.out, {"run_id": layout.run_id, "phase": "experiments", "platforms": ["local"]})
+    api.prepare(layout, BASE, load_config(layout.clone).narrow(Overrides(metric="pp_tps")), "local")
+    assert api.read_run(tmp_path / "work", layout.run_id).primary == "pp_tps"     # the command's metric=
+    layout.prepared.unlink()
+    assert api.read_run(tmp_path / "work", layout.run_id).primary == "tg_tps"     # the clone's own file

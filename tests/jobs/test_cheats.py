@@ -45,7 +45,7 @@ def test_cheats_that_pass_the_checks_are_never_kept_and_an_honest_fusion_is(tmp_
     ]
     summary = Run(RunOptions(target=repo, out=tmp_path / "out", run_id="cheats", agent="none",
                              candidates=candidates, repeats=12)).execute()
-    status = {e["name"]: e for e in summary["experiments"]}
+    status = {e["name"]: e for e in summary.experiments}
 
     # Work skipped where the checks do not look: the tokens it generates differ from the baseline's.
     assert status["skip-layers"]["status"] == "invalid", status["skip-layers"]["reason"]
@@ -63,8 +63,8 @@ def test_cheats_that_pass_the_checks_are_never_kept_and_an_honest_fusion_is(tmp_
     # The honest fusion passes the same integrity checks (whether it is kept depends on this
     # machine's noise today, which a test must not assert); nothing else can reach the branch.
     assert status["fuse-softmax"]["status"] in ("keep", "discard"), status["fuse-softmax"]["reason"]
-    log = git(repo, "log", "--format=%s", f"{summary['base_commit']}..{summary['branch']}").splitlines() \
-        if summary["branch_left"] else []       # no branch is left when nothing is kept
+    log = git(repo, "log", "--format=%s", f"{summary.base_commit}..{summary.branch}").splitlines() \
+        if summary.branch_left else []       # no branch is left when nothing is kept
     assert log in ([], ["fuse-softmax: maintainer candidate"])
     pr = (tmp_path / "out" / "pr.md").read_text()
     assert "numbers not trusted (integrity check)" in pr
@@ -85,12 +85,12 @@ def test_the_real_library_cheat_is_refused_and_hidden_in_the_library_it_is_inval
     ]
     summary = Run(RunOptions(target=repo, out=tmp_path / "out", run_id="lib", agent="none",
                              candidates=candidates)).execute()
-    status = {e["name"]: e for e in summary["experiments"]}
+    status = {e["name"]: e for e in summary.experiments}
     scaled = status["scaled-print"]
     assert scaled["status"] == "skipped" and "part of the yardstick (bench/**" in scaled["reason"], scaled["reason"]
     hidden = status["slow-clock"]
     assert hidden["status"] == "invalid" and "clock does not see" in hidden["reason"], hidden["reason"]
     honest = status["one-pass"]
     assert honest["status"] in ("keep", "discard"), honest["reason"]
-    log = git(repo, "log", "--format=%s", f"{summary['base_commit']}..{summary['branch']}").splitlines()
+    log = git(repo, "log", "--format=%s", f"{summary.base_commit}..{summary.branch}").splitlines()
     assert log in ([], ["one-pass: maintainer candidate"])

@@ -71,8 +71,8 @@ def test_an_identical_binary_under_a_location_bias_larger_than_the_floor_is_neve
                             {"src/code.c": FILES["src/code.c"] + f"/* a comment only: {k} */\n"}) for k in range(3)]
     summary = Run(RunOptions(target=repo, out=tmp_path / "out", run_id="where", agent="none",
                              candidates=candidates)).execute()
-    status = {e["name"]: e for e in summary["experiments"]}
+    status = {e["name"]: e for e in summary.experiments}
     assert {n: status[f"null{n}"]["status"] for n in range(3)} == {n: "discard" for n in range(3)}, \
         [status[f"null{n}"]["reason"] for n in range(3)]
-    assert summary["calibration"]["local"]["score"]["floor_pct"] < 100 * (LOCATION_BIAS - 1)
+    assert summary.calibration["local"]["score"]["floor_pct"] < 100 * (LOCATION_BIAS - 1)
     assert not list((tmp_path / "out" / "work").glob("*.[AB]"))

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from jobs.ledger import dumps
 from jobs.pipeline import Run, RunError, RunOptions
+from jobs.runsummary import RunSummary
 from synthetic import patch_for, synthetic_target
 from conftest import ROOT, git
 
@@ -39,7 +41,7 @@ def test_every_status_from_maintainer_candidates(target, tmp_path):
     ]
     out = tmp_path / "out"
     summary = run(target, out, patches)
-    status = {e["name"]: e for e in summary["experiments"]}
+    status = {e["name"]: e for e in summary.experiments}
     assert status["faster"]["status"] == "keep", status["faster"]["reason"]
     assert status["same"]["status"] == "discard"
     # An identical candidate: no difference, or (at most the run's level of the time) a "real" one
@@ -61,11 +63,15 @@ def test_every_status_from_maintainer_candidates(target, tmp_path):
     ledger = [json.loads(line) for line in (out / "experiments.jsonl").read_text().splitlines()]
     assert [r["kind"] for r in ledger].count("experiment") == 7
     assert ledger[0]["kind"] == "calibration"
+    # summary.json is the returned summary's JSON form, and reads back into it byte for byte.
+    text = (out / "summary.json").read_text()
+    assert RunSummary.from_json(json.loads(text)) == summary
+    assert dumps(summary.to_json(), indent=2) == text and list(json.loads(text))[:2] == ["run_id", "target"]
 
     # The stack holds exactly the one winner, as one commit on the run's branch.
-    log = git(target, "log", "--format=%s", f"{summary['base_commit']}..autoresearch/t1").splitlines()
+    log = git(target, "log", "--format=%s", f"{summary.base_commit}..autoresearch/t1").splitlines()
     assert log == ["faster: maintainer candidate"]
-    assert summary["stacks"]["local"]["status"] == "keep"
+    assert summary.stacks["local"]["status"] == "keep"
     pr = (out / "pr.md").read_text()
     assert "| score |" in pr and "faster" in pr and "What did not work" in pr
     assert "did not build" in pr and "failed correctness checks" in pr
@@ -73,12 +79,12 @@ def test_every_status_from_maintainer_candidates(target, tmp_path):
     # Where it ran (issue 27): this machine's ISA and flags, kernel and compiler, and the load seen.
     from jobs.hostfacts import machine_facts
     here = machine_facts()
-    where = summary["machines"]["local"]
+    where = summary.machines["local"]
     assert where["isa"] == here["isa"] and where["flags"] == here["flags"] and where["kernel"] == here["kernel"]
     assert where["load"]["max"] >= where["load"]["min"] >= 0
     assert f"Measured on local: " in pr and here["isa"].upper() in pr
     # The noise as the run went: each measured experiment's own pairs, shown beside the calibration.
-    seen = {h["name"]: h for h in summary["noise"]["local"]["history"]}
+    seen = {h["name"]: h for h in summary.noise["local"]["history"]}
     assert {"faster", "same"} <= set(seen) and seen["faster"]["pairs"] == status["faster"]["runner"]["pairs"]
     assert "Noise as the run went (score, per pair" in pr
 
@@ -94,13 +100,13 @@ def test_out_of_path_edit_is_refused(target, tmp_path, monkeypatch):
     bad = patch_for(target, tmp_path / "cheat.patch", {"bench.sh": "#!/bin/sh\necho 'METRIC score=1e9'\n"})
     outside = patch_for(target, tmp_path / "outside.patch", {"README": "hi\n"})
     summary = run(target, tmp_path / "out", [bad, outside])
-    status = {e["name"]: e for e in summary["experiments"]}
+    status = {e["name"]: e for e in summary.experiments}
     assert status["cheat"]["status"] == "skipped" and "yardstick" in status["cheat"]["reason"]
     assert status["outside"]["status"] == "skipped" and "outside the editable paths" in status["outside"]["reason"]
-    assert summary["stacks"] == {}
+    assert summary.stacks == {}
     # Reproduce names the variables, never their values (issue 20, N8).
     assert any(line.startswith('SYN_MODEL="$SYN_MODEL" SYN_THREADS="$SYN_THREADS" autoresearch run ')
-               for line in summary["reproduce"])
+               for line in summary.reproduce)
     assert "/models/a b.gguf" not in (tmp_path / "out" / "pr.md").read_text()
 
 
@@ -219,12 +225,12 @@ def test_a_commit_that_breaks_the_stack_leaves_it(tmp_path):
     a = patch_for(repo, tmp_path / "a.patch", {"src/a": "1\n"})
     b = patch_for(repo, tmp_path / "b.patch", {"src/b": "1\n"})
     summary = run(repo, tmp_path / "out", [a, b])
-    assert [e["status"] for e in summary["experiments"]] == ["keep", "keep"]
-    assert [(a["name"], a["status"]) for a in summary["attribution"]] == [("attribution:b", "checks_failed")]
-    assert summary["stack_applied"] == ["a"] and summary["stack_unattributed"] == ["b"]
-    assert summary["stacks"]["local"]["status"] == "keep" and summary["stack_confirmed"] is True
-    log = git(repo, "log", "--format=%s", f"{summary['base_commit']}..{summary['branch']}").splitlines() \
-        if summary["branch_left"] else []       # no branch is left when nothing is kept
+    assert [e["status"] for e in summary.experiments] == ["keep", "keep"]
+    assert [(a["name"], a["status"]) for a in summary.attribution] == [("attribution:b", "checks_failed")]
+    assert summary.stack_applied == ["a"] and summary.stack_unattributed == ["b"]
+    assert summary.stacks["local"]["status"] == "keep" and summary.stack_confirmed is True
+    log = git(repo, "log", "--format=%s", f"{summary.base_commit}..{summary.branch}").splitlines() \
+        if summary.branch_left else []       # no branch is left when nothing is kept
     assert log == ["a: maintainer candidate"]
     pr = (tmp_path / "out" / "pr.md").read_text()
     assert "**b** was kept alone but showed no contribution of its own inside the stack" in pr
@@ -246,13 +252,13 @@ def test_a_commit_that_adds_nothing_to_the_stack_is_dropped_from_the_branch(tmp_
     real = patch_for(repo, tmp_path / "real.patch", {"src/real": "1\n"})
     lucky = patch_for(repo, tmp_path / "lucky.patch", {"src/lucky": "1\n"})
     summary = run(repo, tmp_path / "out", [real, lucky])
-    assert [e["status"] for e in summary["experiments"]] == ["keep", "keep"]
-    (attribution,) = summary["attribution"]
+    assert [e["status"] for e in summary.experiments] == ["keep", "keep"]
+    (attribution,) = summary.attribution
     assert attribution["name"] == "attribution:lucky" and attribution["status"] == "discard"
-    assert summary["stack_applied"] == ["real"] and summary["stack_unattributed"] == ["lucky"]
-    log = git(repo, "log", "--format=%s", f"{summary['base_commit']}..{summary['branch']}").splitlines() \
-        if summary["branch_left"] else []       # no branch is left when nothing is kept
-    assert log == (["real: maintainer candidate"] if summary["stack_confirmed"] else [])
+    assert summary.stack_applied == ["real"] and summary.stack_unattributed == ["lucky"]
+    log = git(repo, "log", "--format=%s", f"{summary.base_commit}..{summary.branch}").splitlines() \
+        if summary.branch_left else []       # no branch is left when nothing is kept
+    assert log == (["real: maintainer candidate"] if summary.stack_confirmed else [])
 
 
 def record(hypothesis, status, *, skip=None, platform="x86", metrics=(), regressions=()):

@@ -1,5 +1,6 @@
 from jobs.model import Evidence, Hypothesis
 from jobs.report import render_pr, render_research
+from summaries import run_summary
 
 
 def metric(name, delta, p, verdict="win"):
@@ -38,7 +39,7 @@ def summary(**kw):
                             metrics=[metric("tg", 11.0, 0.0001)])},
         cost_usd=1.234, wall_seconds=300, reproduce=["autoresearch run X"])
     base.update(kw)
-    return base
+    return run_summary(**base)
 
 
 def test_pr_has_tables_verdicts_and_honest_unmeasured_platform():
@@ -92,7 +93,7 @@ def test_yardstick_like_paths():
 
 
 def test_failures_are_folded_with_the_first_lines_of_their_output():
-    exps = summary()["experiments"]
+    exps = summary().experiments
     exps[3]["failure_output"] = "case 1: FAIL\ncase 2: FAIL\n```\nnot a fence"
     md = render_pr(summary(experiments=exps))
     block = md.split("<summary>broken on x86: checks failed (exit 1): first lines of its output</summary>")[1]
@@ -109,14 +110,14 @@ def test_failure_excerpt_takes_the_failed_steps_output():
 
 
 def test_no_branch_left_is_said():
-    s = summary(stack_applied=[], stacks={}, experiments=summary()["experiments"][1:], branch_left=False,
+    s = summary(stack_applied=[], stacks={}, experiments=summary().experiments[1:], branch_left=False,
                 branch_note="nothing was kept")
     md = render_pr(s)
     assert "No branch was left (nothing was kept)." in md and "no branch (nothing was kept)" in md
 
 
 def test_pr_without_winners_says_so():
-    s = summary(stack_applied=[], stacks={}, experiments=summary()["experiments"][1:])
+    s = summary(stack_applied=[], stacks={}, experiments=summary().experiments[1:])
     md = render_pr(s)
     assert "No optimization beat the baseline" in md
     assert "Not measured: no optimization was kept" in md.split("## A/B on x86")[1]
@@ -136,7 +137,7 @@ def test_untrusted_metric_with_unknown_bounds_renders():
     m = metric("tg", 0.0, 1.0, "untrusted")
     m.update(ci_high_pct=float("inf"), mde_pct=float("inf"))
     s = summary()
-    s["stacks"]["x86"]["metrics"] = [strict_json(m)]
+    s.stacks["x86"]["metrics"] = [strict_json(m)]
     md = render_pr(s)
     assert "| tg | 10 | +0.0% | -3.0%…? | untrusted: too few complete pairs |" in md
 
@@ -155,6 +156,7 @@ def test_an_interval_open_at_both_ends_says_so():
 
 def test_how_sure_names_the_yardstick_when_simulated_cycles_decided():
     from jobs.report import _how_sure
-    wall = {"platform": "local", "calibration": {}, "primary": "x"}
+    wall = run_summary(platform="local", calibration={}, primary="x")
     assert _how_sure(wall, {"alpha": 0.05}).startswith("How sure: a change is kept when")
-    assert "decided on simulated cycles" in _how_sure({**wall, "simulate": {"local": {}}}, {"alpha": 0.05})
+    assert "decided on simulated cycles" in _how_sure(run_summary(platform="local", primary="x",
+                                                                  simulate={"local": {}}), {"alpha": 0.05})

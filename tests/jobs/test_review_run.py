@@ -41,10 +41,10 @@ def test_pr_names_files_shows_failures_and_its_reproduce_block_re_measures(tmp_p
     summary = Run(RunOptions(target=target, out=out, run_id="rv", agent="none", candidates=[faster, wrong],
                              repeats=12)).execute()
     md = (out / "pr.md").read_text()
-    base = summary["base_commit"]
+    base = summary.base_commit
 
     # What the kept commit touches, from git itself.
-    kept = [e["name"] for e in summary["experiments"] if e["status"] == "keep"]
+    kept = [e["name"] for e in summary.experiments if e["status"] == "keep"]
     if kept:   # a loaded machine may keep nothing; the branch-less path is tested below
         changes = md.split("## What each commit changes")[1].split("\n## ")[0]
         assert "**faster**" in changes and "src/speed.txt | 2 +-" in changes and "1 file changed" in changes
@@ -54,7 +54,7 @@ def test_pr_names_files_shows_failures_and_its_reproduce_block_re_measures(tmp_p
 
     # The reproduce block, run as a reviewer would, output piped.
     script = shell_block(md, "Reproduce")
-    assert base in script and ("--agent none --candidate" in script if summary["stack_confirmed"] else True)
+    assert base in script and ("--agent none --candidate" in script if summary.stack_confirmed else True)
     env = {**os.environ, "PATH": autoresearch_shim(tmp_path / "bin") + os.pathsep + os.environ["PATH"],
            "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
     proc = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
@@ -73,7 +73,7 @@ def test_pr_names_files_shows_failures_and_its_reproduce_block_re_measures(tmp_p
     # The new run measured the same base commit, from its own clone.
     again = log.split("# autoresearch: CPU optimizations for")[1]
     assert f"base `{base[:12]}`" in again
-    if summary["stack_confirmed"]:
+    if summary.stack_confirmed:
         assert "| head | local | candidate |" in again
 
 
@@ -86,7 +86,7 @@ def test_a_run_that_keeps_nothing_leaves_no_branch(tmp_path):
     git(target, "branch", "autoresearch/nk")        # a branch of this run id left by an earlier attempt goes too
     summary = Run(RunOptions(target=target, out=out, run_id="nk", agent="none", candidates=[wrong],
                              repeats=6)).execute()
-    assert summary["branch_left"] is False
+    assert summary.branch_left is False
     assert git(target, "branch", "--list", "autoresearch/*") == ""
     md = (out / "pr.md").read_text()
     assert "No branch was left (nothing was kept)." in md

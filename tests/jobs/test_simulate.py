@@ -15,6 +15,7 @@ from jobs.simulate import (Comparison, Guard, SimulateError, extract, floor_pct,
                            parse_cachegrind, render_section, stop_after_pair)
 from jobs.spec import Invocation, RawResult
 from jobs.verdict import Plan
+from summaries import run_summary
 
 # Real cachegrind 3.19 output (events/summary lines) of a small loop, as printed in the sandbox.
 SAMPLE = """desc: I1 cache:         32768 B, 64 B, 8-way associative
@@ -136,10 +137,10 @@ def test_stop_rule():
 
 def test_report_section_labels_both_yardsticks():
     j = judge_yardstick(raw_with(0.015, 1_000_000, 985_000), CONFIG, PLAN, 0.5, GUARD)
-    summary = {"primary": "speed", "simulate": {"local": {"aa_delta_pct": 0.0001, "base_cycles": 1_000_000,
-                                                          "seconds": 3.0, "native_seconds": 0.1}},
-               "experiments": [{"name": "x", "platform": "local", "status": j.status.value,
-                                "runner": j.runner, "metrics": j.metric_dicts()}]}
+    summary = run_summary(simulate={"local": {"aa_delta_pct": 0.0001, "base_cycles": 1_000_000, "seconds": 3.0,
+                                              "native_seconds": 0.1}},
+                          experiments=[{"name": "x", "platform": "local", "status": j.status.value,
+                                        "runner": j.runner, "metrics": j.metric_dicts()}])
     text = "\n".join(render_section(summary))
     assert "Ir + 10·(I1mr + D1mr + D1mw) + 100·(ILmr + DLmr + DLmw)" in text
     assert "30x slowdown" in text and "| x | local | 1,000,000 → 985,000 | -1.500% (0.5%) |" in text
@@ -198,7 +199,7 @@ def test_tiny_c_target_end_to_end(tmp_path):
     ]
     out = tmp_path / "out"
     summary = Run(RunOptions(target=target, out=out, run_id="t1", agent="none", candidates=patches)).execute()
-    by = {e["name"]: e for e in summary["experiments"]}
+    by = {e["name"]: e for e in summary.experiments}
     drop = by["drop_redundant"]
     sim = drop["runner"]["simulated"]
     # deterministic: the removed loop is 1/25 of the loops, diluted by process start-up (~2M instructions)
@@ -206,7 +207,7 @@ def test_tiny_c_target_end_to_end(tmp_path):
     assert drop["status"] == "keep", drop["reason"]
     assert by["comment"]["status"] == "discard" and "no change in the binary" in by["comment"]["reason"], by["comment"]["reason"]
     assert by["comment"]["runner"]["pairs"] == 0
-    cal = summary["simulate"]["local"]
+    cal = summary.simulate["local"]
     # two builds of one commit differ by ~0.003-0.012% (seen here: the build folder's path length
     # reaches the binary and its start-up); far below the 0.5% floor and the -1.8% above
     assert abs(cal["aa_delta_pct"]) < 0.1 and cal["seconds"] > 0
@@ -218,11 +219,10 @@ def test_pr_summary_leads_with_the_yardstick_when_it_decided_the_stack():
     from jobs.simulate import headline
     j = judge_yardstick(raw_with(0.0, 1_000_000, 985_000, n=4, noise=0.3), CONFIG, PLAN, 0.5, GUARD)
     stack = {"status": "keep", "runner": j.runner, "metrics": j.metric_dicts()}
-    text = headline({"primary": "speed", "stack_applied": ["a"], "stacks": {"local": stack}})[0]
+    text = headline(run_summary(stack_applied=["a"], stacks={"local": stack}))[0]
     assert text.startswith("1 optimization(s) kept (a), decided by the deterministic yardstick on local: "
                            "**simulated cycles -1.50%**")
     assert "Wall clock beside it: speed" in text and "neither confirms nor refutes it" in text
-    assert headline({"primary": "speed", "stacks": {"local": {**stack, "status": "discard"}}}) == []
-    none = headline({"primary": "speed", "simulate": {"local": {}}, "stacks": {},
-                     "experiments": [{"runner": j.runner}]})[0]
+    assert headline(run_summary(stacks={"local": {**stack, "status": "discard"}})) == []
+    none = headline(run_summary(simulate={"local": {}}, stacks={}, experiments=[{"runner": j.runner}]))[0]
     assert none.startswith("No optimization changed the simulated cycles by more than the floor")

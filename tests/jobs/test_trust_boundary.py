@@ -113,7 +113,7 @@ def test_a_hostile_repository_gets_neither_the_value_nor_a_report_line_of_an_una
     events = []
     summary = Run(RunOptions(target=t, out=tmp_path / "out", run_id="n8", agent="none", candidates=[patch]),
                   on_event=events.append).execute()
-    assert summary["sandboxed"] is True                              # F1a: the ask was not honoured
+    assert summary.sandboxed is True                              # F1a: the ask was not honoured
     warnings = " ".join(e["message"] for e in events if e["type"] == "warning")
     assert "only the operator can turn the sandbox off" in warnings and "DATABASE_URL" in warnings
     seen = "".join((d / "env.txt").read_text() for d in backings(dump))
@@ -189,11 +189,13 @@ def test_a_cache_declared_as_the_cache_root_no_longer_reaches_the_clones_hooks(t
     git(t, "add", "-A")
     git(t, "commit", "-qm", "declare the cache root")
     with pytest.raises(RunError, match="cache root itself"):
-        api.start(layout, executor="local", agent="none")
+        api.start(api.prepare_candidates(layout, git(t, "rev-parse", "HEAD"), [], "local"), executor="local",
+                  agent="none")
     cfg.write_text(cfg.read_text().replace(f"['{cache_root}']", f"['{cache_root / 'bot'}']"))
     git(t, "commit", "-qam", "declare the workdir")
     with pytest.raises(RunError, match="contains or lies in"):
-        api.start(layout, executor="local", agent="none")
+        api.start(api.prepare_candidates(layout, git(t, "rev-parse", "HEAD"), [], "local"), executor="local",
+                  agent="none")
     assert not hook.exists() and not (tmp_path / "pwned").exists()
 
 

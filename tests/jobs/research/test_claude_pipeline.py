@@ -56,11 +56,11 @@ def test_claude_agent_runs_a_full_local_experiment(tmp_path):
         out = tmp_path / "out"
         summary = Run(RunOptions(target=target, out=out, run_id="c1", agent="claude"), agent=agent).execute()
     assert not fake.errors and not fake.script, (fake.errors, fake.script)
-    by = {e["hypothesis"]: e for e in summary["experiments"]}
+    by = {e["hypothesis"]: e for e in summary.experiments}
     assert by["raise-speed"]["status"] == "keep", by["raise-speed"]["reason"]
     assert by["tidy-code"]["status"] == "skipped" and "no edit" in by["tidy-code"]["reason"]
-    assert summary["stack_applied"] == ["raise-speed"]
-    assert summary["agent"] == "claude"
+    assert summary.stack_applied == ["raise-speed"]
+    assert summary.agent == "claude"
     research = (out / "research.md").read_text()
     assert "ranked by claude from the source digests" in research
     assert [h["id"] for h in json.loads((out / "hypotheses.json").read_text())] == ["raise-speed", "tidy-code"]
@@ -68,7 +68,7 @@ def test_claude_agent_runs_a_full_local_experiment(tmp_path):
     # Every model call (research, both implementations, revise) is charged to the run's cost.
     assert agent.meter.calls == 8 and state["llm"]["calls"] == 8
     assert agent.meter.usd > 0 and state["llm"]["cost_usd"] == pytest.approx(agent.meter.usd, abs=1e-6)
-    assert summary["cost_usd"] == pytest.approx(agent.meter.usd, abs=1e-6)   # local machines cost nothing
+    assert summary.cost_usd == pytest.approx(agent.meter.usd, abs=1e-6)   # local machines cost nothing
 
 
 def test_cli_research_with_claude_needs_a_key_and_uses_the_sdk_settings(tmp_path, monkeypatch, capsys):

@@ -10,6 +10,7 @@ import pytest
 from jobs.config import parse_config
 from jobs.research.callgrind import CallProfile, Spot, parse, remarks
 from jobs.research.clib import build_option_hypotheses, hot_function_hypotheses
+from jobs.runsummary import RunStopped
 
 # Real callgrind 3.19 output (--compress-strings=no --compress-pos=no) of a small program, trimmed.
 CALLGRIND = """# callgrind format
@@ -115,7 +116,7 @@ def test_nothing_to_try_stops_before_calibration(tmp_path):
     target = synthetic_target(tmp_path / "target")
     out = tmp_path / "out"
     result = Run(RunOptions(target=target, out=out, run_id="t0", agent="offline")).execute()
-    assert result["hypotheses"] == [] and "no hypothesis" in result["stopped"]
+    assert isinstance(result, RunStopped) and "no hypothesis" in result.why
     assert not (out / "experiments.jsonl").exists() and not (out / "pr.md").exists()
     assert git(target, "branch", "--list", "autoresearch/*") == ""
     research = (out / "research.md").read_text()
@@ -176,6 +177,6 @@ def test_identical_build_outputs_are_not_sampled_without_a_simulation(tmp_path):
     same = patch_for(target, tmp_path / "tidy.patch", {"src/code.c": "int main(void) { return 0; } /* tidy */\n"})
     summary = Run(RunOptions(target=target, out=tmp_path / "out", run_id="a1", agent="none", candidates=[same],
                              repeats=3)).execute()
-    [rec] = summary["experiments"]
+    [rec] = summary.experiments
     assert rec["status"] == "discard" and rec["reason"].startswith("no change in the binary: the 1 declared")
     assert rec["runner"]["pairs"] == 0

@@ -14,6 +14,7 @@ from jobs.model import Evidence, Hypothesis
 from jobs.recipes import Recipe
 from jobs.report import amdahl_lines, profile_section, render_pr, render_research
 from jobs.research import profile as P
+from jobs.research import profile_run as R
 from jobs.research.offline import Research, merge_sources
 from jobs.research.sources import Sources
 
@@ -302,7 +303,7 @@ def _hook(tmp_path: Path):
 
 def test_measure_applies_the_hook_builds_runs_once_and_parses(tmp_path):
     tree = _tiny_tree(tmp_path)
-    prof = P.measure(tree, _hook(tmp_path), build="touch built", command="./bench.sh", variable="OPPROF",
+    prof = R.measure(tree, _hook(tmp_path), build="touch built", command="./bench.sh", variable="OPPROF",
                      metric_names=["pp3"], build_timeout=30, run_timeout=30)
     assert (tree / "built").is_file()
     assert "PROFILE_HOOK" in (tree / "src" / "loop.c").read_text()
@@ -313,13 +314,13 @@ def test_measure_applies_the_hook_builds_runs_once_and_parses(tmp_path):
 def test_measure_reports_which_step_failed(tmp_path):
     tree = _tiny_tree(tmp_path)
     with pytest.raises(P.ProfileError, match="build of the instrumented tree failed: boom"):
-        P.measure(tree, _hook(tmp_path), build="echo boom; exit 3", command="./bench.sh", variable="OPPROF",
+        R.measure(tree, _hook(tmp_path), build="echo boom; exit 3", command="./bench.sh", variable="OPPROF",
                   metric_names=["pp3"])
     with pytest.raises(P.ProfileError, match="wrote no ops.txt: is the hook's variable WRONG read"):
-        P.measure(tree, _hook(tmp_path), build="true", command="./bench.sh", variable="WRONG", metric_names=["pp3"])
+        R.measure(tree, _hook(tmp_path), build="true", command="./bench.sh", variable="WRONG", metric_names=["pp3"])
     (tree / "src" / "loop.c").write_text("drifted\n")
     with pytest.raises(P.ProfileError, match="does not fit this tree"):
-        P.measure(tree, _hook(tmp_path), build="true", command="./bench.sh", variable="OPPROF", metric_names=["pp3"])
+        R.measure(tree, _hook(tmp_path), build="true", command="./bench.sh", variable="OPPROF", metric_names=["pp3"])
 
 
 def test_gather_turns_a_profile_failure_into_a_note(tmp_path):
@@ -336,17 +337,17 @@ def test_gather_turns_a_profile_failure_into_a_note(tmp_path):
 
 
 def test_a_kept_profile_is_reused_without_building_and_each_step_is_named(tmp_path):
-    cache = P.cache_file(tmp_path / "kept", "commit-a", "hook", "touch built", "./bench.sh", "{}")
-    assert cache != P.cache_file(tmp_path / "kept", "commit-b", "hook", "touch built", "./bench.sh", "{}")
+    cache = R.cache_file(tmp_path / "kept", "commit-a", "hook", "touch built", "./bench.sh", "{}")
+    assert cache != R.cache_file(tmp_path / "kept", "commit-b", "hook", "touch built", "./bench.sh", "{}")
     steps: list[str] = []
-    first = P.measure(_tiny_tree(tmp_path), _hook(tmp_path), build="touch built", command="./bench.sh",
+    first = R.measure(_tiny_tree(tmp_path), _hook(tmp_path), build="touch built", command="./bench.sh",
                       variable="OPPROF", metric_names=["pp3"], on_step=steps.append, cache=cache)
     assert cache.is_file() and [s.split(" (")[0] for s in steps] == ["profile build", "profile run"]
 
     def must_not_run(command, cwd, timeout):
         raise AssertionError(f"ran {command!r} although a kept profile exists")
     steps.clear()
-    again = P.measure(tmp_path / "elsewhere", _hook(tmp_path), build="touch built", command="./bench.sh",
+    again = R.measure(tmp_path / "elsewhere", _hook(tmp_path), build="touch built", command="./bench.sh",
                       variable="OPPROF", metric_names=["pp3"], run=must_not_run, on_step=steps.append, cache=cache)
     assert again.to_dict()["workloads"] == first.to_dict()["workloads"]
     assert steps and steps[0].startswith("profile reused from ") and any("reused" in n for n in again.notes)

@@ -1,0 +1,99 @@
+"""The report phase of a run: its `RunSummary` made from the run's state and records, written as
+summary.json and rendered as pr.md.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import ledger
+from .config import TargetConfig
+from .machine import summarise_load
+from .measuring import plan_for
+from .model import ExperimentRecord
+from .report import render_pr
+from .report_review import reproduce_lines
+from .runsummary import RunSummary
+
+
+def env_prefix(names: list[str] | dict[str, str]) -> str:
+    """`A="$A" B="$B" ` for a shell command line: the variables the benchmark was given, by name
+    only (their values never reach a report, a PR or a log: issue 20, N8)."""
+    return "".join(f'{k}="${k}" ' for k in sorted(names) if k.replace("_", "a").isalnum())
+
+
+@dataclass
+class Reporting:
+    run_id: str
+    config: TargetConfig
+    repo: Path
+    out: Path
+    state: dict[str, Any]
+    platforms: list[str]                 # measured, in the executors' order
+    agent: str
+    executor: str
+    repeats: int | None
+    candidates: list[Path]
+
+    def summary(self, results: list[ExperimentRecord], stacks: dict[str, ExperimentRecord],
+                wall_seconds: float) -> RunSummary:
+        state, measured = self.state, self.platforms
+        configured = [p.name for p in self.config.platforms]
+        confirmed = bool(state.get("stack_confirmed")) and state.get("branch_left", True)
+        facts = self._review_facts(results, confirmed)
+        built = RunSummary(
+            run_id=self.run_id, target=self.config.name or self.repo.name, repo=str(self.repo),
+            base_commit=state["base_commit"], branch=state["branch"],
+            platform=measured[0], platforms=measured + [p for p in configured if p not in measured],
+            cpus=state.get("cpus", {}), cpu=state.get("cpus", {}).get(measured[0], ""),
+            machines={p: {**{k: v for k, v in m.items() if k != "load"}, "load": summarise_load(m.get("load", []))}
+                      for p, m in state.get("machines", {}).items()},
+            agent=self.agent, primary=self.config.primary.name, calibration=state["calibration"], **facts,
+            stack_applied=state.get("stack_survivors", state.get("stack_applied", [])),
+            stack_dropped=state.get("stack_dropped", []), stack_unattributed=state.get("stack_unattributed", []),
+            attribution=[{k: v for k, v in r.items() if k != "log"}
+                         for r in ledger.read(self.out) if r.get("kind") == "attribution"],
+            sandboxed=state.get("sandboxed", True), unsandboxed_by=state.get("unsandboxed_by", ""),
+            profile_missing=state.get("profile_missing", ""),
+            noise={p: {"history": n.get("history", []), "pool_pairs": len(n.get("pool", []))}
+                   for p, n in state.get("noise", {}).items()},
+            profile=state.get("profile"), simulate=state.get("simulate"),
+            error_control={"alpha": self.config.thresholds.alpha, "family": self.config.budget.max_experiments,
+                           "platforms": len(measured)},
+            stacks={p: {k: v for k, v in s.to_dict().items() if k != "log"} for p, s in stacks.items()},
+            cost_usd=state.get("cost_usd", 0.0), wall_seconds=round(wall_seconds, 1),
+            stack_confirmed=state.get("stack_confirmed", False),
+            branch_left=state.get("branch_left", True), branch_note=state.get("branch_note", ""),
+            floor_pct={p: plan_for(self.config, state, p, 0, self.repeats).floor_pct for p in measured
+                       if p in state["calibration"]},
+            # A fresh measurement of base vs head (jobs.report_review.reproduce_lines), and the
+            # command that re-prints or resumes this very run.
+            reproduce=reproduce_lines(str(self.repo), state["base_commit"], state["branch"] if confirmed else None,
+                                      state.get("bench_env_names") or [], self.repeats, self.agent,
+                                      [str(Path(c).resolve()) for c in self.candidates]),
+            resume=(env_prefix(state.get("bench_env_names") or [])
+                    + f"autoresearch run {self.repo} --run-id {self.run_id} --out {self.out}"
+                    + (f" --executor {self.executor}" if self.executor != "local" else "")
+                    + (f" --repeats {self.repeats}" if self.repeats else "")))
+        # Non-finite numbers (an untrusted result's infinite interval) are null in the file and here alike.
+        return RunSummary.from_json(ledger.strict_json(built.to_json()))
+
+    def write(self, summary: RunSummary) -> None:
+        data = summary.to_json()
+        (self.out / "summary.json").write_text(ledger.dumps(data, indent=2), encoding="utf-8")
+        (self.out / "pr.md").write_text(render_pr(summary), encoding="utf-8")
+
+    def _review_facts(self, results: list[ExperimentRecord], confirmed: bool) -> dict[str, Any]:
+        """What each kept commit touches, and the failed steps' first lines (jobs.review_facts)."""
+        from .review_facts import branch_diffstat, commit_facts, with_failure_output
+        base, facts = self.state["base_commit"], {}
+        facts["experiments"] = [with_failure_output(r.to_dict(), r.log) for r in results]
+        if confirmed:
+            head = self.state["stack_final"]
+            facts["commits"] = commit_facts(self.repo, base, head, self.state.get("stack_survivors", []))
+            facts["diffstat"] = branch_diffstat(self.repo, base, head) if len(facts["commits"]) > 1 else ""
+        hyps = {h["id"]: h for h in self.state.get("hypotheses", [])}
+        facts["hypotheses"] = {c["hypothesis"]: hyps[c["hypothesis"]] for c in facts.get("commits", [])
+                               if c["hypothesis"] in hyps}
+        return facts
