@@ -25,7 +25,8 @@ import numpy as np
 
 from .config import TargetConfig
 from .integrity import load_flags, nondeterministic_digests
-from .sequential import Prior, Rule, adjusted, hodges_lehmann, mde, simulate, slot_alpha, to_log, to_pct
+from .power import mde, simulate
+from .sequential import Prior, Rule, adjusted, hodges_lehmann, slot_alpha, to_log, to_pct
 from .spec import RawResult
 from .verdict import NUISANCES, baseline_sanity, metric_pairs
 

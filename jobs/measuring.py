@@ -18,7 +18,7 @@ from .errors import RunCancelled
 from .executors import Executor
 from .model import ExperimentRecord, Hypothesis, SkipCause
 from .runstate import RunState
-from .sequential import mde
+from .power import mde
 from .spec import ExperimentSpec, RawResult, SandboxSpec
 from .verdict import Judgement, Plan, judge
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from bot.bench import bench_slot, level_note
+from jobs import power as pw
 from jobs import sequential as sq
 from jobs.pipeline import Run
 
@@ -31,7 +32,7 @@ def test_repeated_benches_of_a_no_change_candidate_keep_it_at_most_alpha_in_tota
         if level == 0:
             continue                                               # past the family: nothing can be kept
         rule = sq.Rule(alpha_keep=level, floor=sq.to_log(1.0), target=sq.to_log(5.0), max_pairs=30)
-        total += sq.simulate(residuals, 0.0, rule, n_sims=40, seed=k)[0]
+        total += pw.simulate(residuals, 0.0, rule, n_sims=40, seed=k)[0]
     assert total <= ALPHA
     assert sum(sq.slot_alpha(ALPHA, bench_slot(tmp_path, 9, f"bench-9-{k}"), FAMILY)
                for k in range(FAMILY + 2)) <= ALPHA + 1e-12

@@ -215,7 +215,7 @@ def test_a_commit_that_breaks_the_stack_leaves_it(tmp_path):
     from conftest import make_repo
     cfg = ("build: 'true'\nbenchmark: ./bench.sh\nchecks: ./checks.sh\n"
            "metrics: [{name: score, primary: true, clock: cpu}]\neditable: ['src/**']\n"
-           "repeats: {min: 3, max: 24, warmup: 1, calibration: 8}\n")
+           "repeats: {min: 3, max: 40, warmup: 1, calibration: 8}\n")   # 40: see synthetic.CONFIG
     bench = ("#!/usr/bin/env bash\nv=100; [ -e src/a ] && v=$((v+20)); [ -e src/b ] && v=$((v+20))\n"
              "awk -v s=$v -v r=$RANDOM 'BEGIN { for (i = 0; i < 6e7 / s; i++) w += i;"
              " printf \"METRIC score=%.3f\\n\", s * (1 + (r % 200 - 100) / 10000) }'\n")
@@ -244,7 +244,7 @@ def test_a_commit_that_adds_nothing_to_the_stack_is_dropped_from_the_branch(tmp_
     from conftest import make_repo
     cfg = ("build: 'true'\nbenchmark: ./bench.sh\nchecks: 'true'\n"
            "metrics: [{name: score, primary: true, clock: cpu}]\neditable: ['src/**']\n"
-           "repeats: {min: 3, max: 24, warmup: 1, calibration: 8}\n")
+           "repeats: {min: 3, max: 40, warmup: 1, calibration: 8}\n")   # 40: see synthetic.CONFIG
     bench = ("#!/usr/bin/env bash\nv=100; { [ -e src/real ] || [ -e src/lucky ]; } && v=130\n"
              "awk -v s=$v -v r=$RANDOM 'BEGIN { for (i = 0; i < 6e7 / s; i++) w += i;"
              " printf \"METRIC score=%.3f\\n\", s * (1 + (r % 200 - 100) / 10000) }'\n")

@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pytest
 
+from jobs import power as pw
 from jobs import sequential as sq
 
 LOG2_9 = math.log(2.9)
@@ -82,26 +83,26 @@ def test_power_at_the_reported_mde_is_the_power_it_claims():
     rng = np.random.default_rng(5)
     residuals = noise("quiet", rng, 12)
     r = rule(max_pairs=30)
-    found = sq.mde(residuals, r, n_sims=300, seed=1)
+    found = pw.mde(residuals, r, n_sims=300, seed=1)
     assert math.isfinite(found.effect_pct) and found.effect_pct > 1.0
-    power, _ = sq.simulate(residuals, sq.to_log(found.effect_pct), r, n_sims=600, seed=99)
+    power, _ = pw.simulate(residuals, sq.to_log(found.effect_pct), r, n_sims=600, seed=99)
     assert power >= 0.8 - 0.05
-    below, _ = sq.simulate(residuals, sq.to_log(found.effect_pct) * 0.5, r, n_sims=600, seed=98)
+    below, _ = pw.simulate(residuals, sq.to_log(found.effect_pct) * 0.5, r, n_sims=600, seed=98)
     assert below < 0.8
 
 
 def test_mde_never_goes_below_the_floor_however_quiet_the_machine():
     residuals = np.random.default_rng(1).normal(0, 1e-5, 12)
-    found = sq.mde(residuals, rule(floor_pct=2.0, target_pct=6.0), n_sims=100)
+    found = pw.mde(residuals, rule(floor_pct=2.0, target_pct=6.0), n_sims=100)
     assert found.effect_pct >= 2.0
 
 
 def test_mde_grows_with_noise_and_shrinks_with_pairs():
     rng = np.random.default_rng(2)
     base = rng.normal(0, 1, 12)
-    small = sq.mde(0.02 * base, rule(max_pairs=30), n_sims=200).effect_pct
-    large = sq.mde(0.08 * base, rule(max_pairs=30), n_sims=200).effect_pct
-    more = sq.mde(0.08 * base, rule(max_pairs=80), n_sims=200).effect_pct
+    small = pw.mde(0.02 * base, rule(max_pairs=30), n_sims=200).effect_pct
+    large = pw.mde(0.08 * base, rule(max_pairs=30), n_sims=200).effect_pct
+    more = pw.mde(0.08 * base, rule(max_pairs=80), n_sims=200).effect_pct
     assert small < large and more < large
 
 
@@ -133,7 +134,7 @@ def test_run_level_false_keeps_are_bounded_by_alpha():
     assert sq.slot_alpha(alpha, 1, family) > sq.slot_alpha(alpha, 2, family)
     rng = np.random.default_rng(6)
     residuals = noise("heavy", rng, 12)
-    total = sum(sq.simulate(residuals, 0.0, rule(alpha=sq.slot_alpha(alpha, i, family), max_pairs=30),
+    total = sum(pw.simulate(residuals, 0.0, rule(alpha=sq.slot_alpha(alpha, i, family), max_pairs=30),
                             n_sims=150, seed=i)[0] for i in range(1, family + 1))
     assert total <= alpha
 
