@@ -75,31 +75,31 @@ class Approval:
 
 
 @dataclass(frozen=True)
-class Decision:
+class ApprovalDecision:
     state: str
     approval: Approval | None
     reason: str
 
 
 def decide_request(requester: str, requester_is_approver: bool, over_budget: bool,
-                   plan_digest: str, base_commit: str) -> Decision:
+                   plan_digest: str, base_commit: str) -> ApprovalDecision:
     """What an `optimize` request does: queue at once, or wait for an approver."""
     if over_budget:
-        return Decision(AWAITING, None, "the estimated cost is over the repository's budget: an approver must "
+        return ApprovalDecision(AWAITING, None, "the estimated cost is over the repository's budget: an approver must "
                         f"say `/autoresearch approve {plan_digest}`")
     if not requester_is_approver:
-        return Decision(AWAITING, None, f"@{requester} does not have write access: a maintainer or configured "
+        return ApprovalDecision(AWAITING, None, f"@{requester} does not have write access: a maintainer or configured "
                         f"approver must say `/autoresearch approve {plan_digest}`")
-    return Decision(QUEUED, Approval(requester, plan_digest, base_commit), f"requested by @{requester}")
+    return ApprovalDecision(QUEUED, Approval(requester, plan_digest, base_commit), f"requested by @{requester}")
 
 
-def decide_approve(state: str, approver: str, approver_ok: bool, plan_digest: str, base_commit: str) -> Decision:
+def decide_approve(state: str, approver: str, approver_ok: bool, plan_digest: str, base_commit: str) -> ApprovalDecision:
     """An `approve` comment: binds the approval to the plan shown and its base commit."""
     if not approver_ok:
-        return Decision(state, None, f"@{approver} may not approve runs (needs write access or a listing "
+        return ApprovalDecision(state, None, f"@{approver} may not approve runs (needs write access or a listing "
                         "in `approvers`)")
     nxt = transition(state, "approve")
-    return Decision(nxt, Approval(approver, plan_digest, base_commit), f"approved by @{approver}")
+    return ApprovalDecision(nxt, Approval(approver, plan_digest, base_commit), f"approved by @{approver}")
 
 
 def plan_id(content: Mapping, nonce: str) -> str:

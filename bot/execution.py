@@ -24,13 +24,13 @@ from jobs.errors import cancellation
 
 from . import approval as ap
 from . import planning
-from .ports import Lease, Outcome, RunFlow
+from .ports import HeldLease, Outcome, RunFlow
 from .progress import Progress, best_effort_status
 from .record import RunRecord
 from .status import MAX_LOSSES, resumed_message, unresumable_message
 
 
-def execute(flow: RunFlow, rec: RunRecord, prep: api.Preparation, lease: Lease) -> Outcome:
+def execute(flow: RunFlow, rec: RunRecord, prep: api.Preparation, lease: HeldLease) -> Outcome:
     """`flow` (a `bot.flow.Flow`) runs the pipeline of `rec`, which this process holds by `lease`,
     then publishes it; the lease goes at the end."""
     run_id = rec.run_id

@@ -41,7 +41,7 @@ from . import approval as ap
 from . import bench, execution, planning
 from .commands import GRAMMAR
 from .planning import run_id_for  # noqa: F401  (the run id's home is bot.planning)
-from .ports import GitRemote, Launcher, Lease, Outcome, Place, RepoHost, Reply, RunStore, StopFailed, TokenProvider
+from .ports import GitRemote, Launcher, HeldLease, Outcome, Place, RepoHost, Reply, RunStore, StopFailed, TokenProvider
 from .progress import best_effort_status
 from .record import RunRecord
 from .routing import CommentCommand
@@ -230,7 +230,7 @@ class Flow:
         return planning.prepared(self, rec)
 
     def _record(self, installation_id: int, issue: int, default_branch: str, requester: str, overrides: Overrides,
-                prep: api.Preparation, decision: ap.Decision, old: RunRecord | None, nonce: str) -> RunRecord:
+                prep: api.Preparation, decision: ap.ApprovalDecision, old: RunRecord | None, nonce: str) -> RunRecord:
         return RunRecord(
             run_id=prep.layout.run_id, repo=self.repo, owner=self.gh.owner, name=self.gh.repo,
             installation_id=installation_id, issue=issue, default_branch=default_branch, requester=requester,
@@ -256,7 +256,7 @@ class Flow:
                 self.store.update_run(self.repo, rec.run_id, state=ap.transition(rec.state, "cancel"),
                                       message=f"superseded by run `{new_id}` ({why})")
                 planning.discard(self.layout(rec.run_id))
-                d = ap.Decision(ap.AWAITING, None, f"{why}: approval is needed again")
+                d = ap.ApprovalDecision(ap.AWAITING, None, f"{why}: approval is needed again")
                 self.store.replace_run(self._record(rec.installation_id, rec.issue, rec.default_branch, rec.requester,
                                                     rec.overrides, prep, d, self.store.get_run(self.repo, new_id),
                                                     nonce))
@@ -309,7 +309,7 @@ class Flow:
         """A running run whose worker was lost: taken over from its ledger, or ended (`bot.execution`)."""
         return execution.resume(self, rec)
 
-    def execute(self, rec: RunRecord, prep: api.Preparation, lease: Lease) -> Outcome:
+    def execute(self, rec: RunRecord, prep: api.Preparation, lease: HeldLease) -> Outcome:
         """The pipeline of a run this process holds, then its publication (`bot.execution`)."""
         return execution.execute(self, rec, prep, lease)
 

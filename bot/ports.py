@@ -140,7 +140,7 @@ class Place(Protocol):
     def clone_url(self, owner: str, repo: str) -> str: ...
 
 
-class Lease(Protocol):
+class HeldLease(Protocol):
     """This process runs the run (`Launcher.hold`). `lost` turns true when that is no longer so (its
     heartbeat could not be renewed in time, or another worker took the run over): the run must then
     stop at its next step and write nothing more, the new holder owns the record."""
@@ -183,7 +183,7 @@ class Launcher(Protocol):
     def running_fields(self) -> dict[str, Any]:
         """Record fields that say where the run runs (written when it starts)."""
 
-    def hold(self, record: RunRecord) -> Lease | None:
+    def hold(self, record: RunRecord) -> HeldLease | None:
         """Claim the run for this process (heartbeat included) when it starts or resumes; None
         when another process holds it."""
 

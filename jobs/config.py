@@ -74,7 +74,7 @@ class Thresholds(Strict):
 
     alpha: float = Field(0.05, gt=0, lt=0.5, description="chance of any false keep in a whole run")
     min_effect_pct: float = Field(1.0, ge=0, description="a keep's interval must clear this floor")
-    target_mde_pct: float = Field(5.0, gt=0, description="sampling stops once effects this large are ruled out")
+    target_mde_pct: float = Field(5.0, gt=0, description="sampling stops once effects this large (at most twice the floor) are ruled out")
     max_cv_pct: float = Field(15.0, gt=0, description="above this the report flags a noisy arm (never a veto)")
     max_spread: float = Field(3.0, gt=1, description="baseline max/min above this, with the process's own "
                                                      "time not moving along, = broken parser")
@@ -157,7 +157,7 @@ class Sanity(Strict):
     inverse_pairs: list[InversePair] = Field([], description="metric pairs whose product is fixed")
 
 
-class Roofline(Strict):
+class RooflineSettings(Strict):
     """Model size and measured speed; bandwidth is measured on this machine when not given."""
 
     model_bytes: int = Field(gt=0, description="bytes read per token")
@@ -165,7 +165,7 @@ class Roofline(Strict):
     bandwidth_gbs: float | None = Field(None, gt=0, description="memory bandwidth; default: measured")
 
 
-class Profile(Strict):
+class ProfileSettings(Strict):
     """A per-op profile of one benchmark process (research source, jobs/research/profile.py): the
     target is built with an instrumentation recipe and the benchmark runs once with `variable`
     naming the file the hook writes."""
@@ -189,7 +189,7 @@ class Profile(Strict):
         return value
 
 
-class Research(Strict):
+class ResearchSettings(Strict):
     """Where hypotheses come from besides the code itself."""
 
     recipes: list[str] = Field(default_factory=list, description="recipe sets under kernels/recipes")
@@ -197,8 +197,8 @@ class Research(Strict):
     forks: list[str] = Field(default_factory=list, description="owner/name of competing repos")
     fork_count: int = Field(5, ge=0, description="most-starred forks to compare")
     papers: list[str] = Field(default_factory=list, description="arXiv search queries")
-    roofline: Roofline | None = Field(None, description="memory-bound check of the primary metric")
-    profile: Profile | None = Field(None, description="a per-op profile of one benchmark process")
+    roofline: RooflineSettings | None = Field(None, description="memory-bound check of the primary metric")
+    profile: ProfileSettings | None = Field(None, description="a per-op profile of one benchmark process")
     max_hypotheses: int = Field(8, ge=1, description="most hypotheses a run tries")
 
 
@@ -252,7 +252,7 @@ class Platform(Strict):
     cloud: str | None = Field(None, description="SkyPilot cloud; default aws")
 
 
-class PullRequest(Strict):
+class PullRequestSettings(Strict):
     """Where the run's branch is pushed and the draft PR opened from."""
 
     fork: str | None = Field(None, pattern=r"^[A-Za-z0-9-]+(/[A-Za-z0-9._-]+)?$",
@@ -282,7 +282,7 @@ class TargetConfig(Strict):
     sanity: Sanity = Sanity()
     integrity: Integrity = Integrity()
     sandbox: Sandbox = Sandbox()
-    research: Research = Research()
+    research: ResearchSettings = ResearchSettings()
     simulate: Simulate | None = Field(None, description="a deterministic yardstick (simulated cycles)")
     artifacts: list[str] = Field([], description="globs of the build's outputs; a candidate whose outputs "
                                                  "are byte-identical to the baseline's is not sampled")
@@ -290,7 +290,7 @@ class TargetConfig(Strict):
                                       description="short form [x86, arm] allowed")
     agent: Literal[tuple(agentkinds.names())] = Field(agentkinds.DEFAULT, description="who implements hypotheses")
     llm: LLM = LLM()
-    pull_request: PullRequest = PullRequest()
+    pull_request: PullRequestSettings = PullRequestSettings()
     approvers: list[str] = Field([], description="GitHub logins who may approve spending besides writers")
 
     @field_validator("platforms", mode="before")

@@ -20,13 +20,13 @@ from .model import ExperimentRecord, Hypothesis, SkipCause
 from .runstate import RunState
 from .power import mde
 from .spec import ExperimentSpec, RawResult, SandboxSpec
-from .verdict import Judgement, Plan, judge
+from .verdict import Judgement, VerdictPlan, judge
 
 OnEvent = Callable[[dict[str, Any]], None]
 
 
 def plan_for(config: TargetConfig, state: dict[str, Any], platform: str, alpha: float,
-             repeats: int | None = None) -> Plan:
+             repeats: int | None = None) -> VerdictPlan:
     """The pre-registered test of one experiment on one platform at keep level `alpha` (0: no
     power estimate), from the platform's calibration and recent noise in `state`."""
     th, rp = config.thresholds, config.repeats
@@ -35,7 +35,7 @@ def plan_for(config: TargetConfig, state: dict[str, Any], platform: str, alpha: 
     max_pairs = repeats or rp.max
     # The calibration may have raised the floor above the config's (an A/A bias between builds).
     floor = max(th.min_effect_pct, primary.get("floor_pct", th.min_effect_pct))
-    plan = Plan(alpha=alpha, floor_pct=floor, target_pct=max(th.target_mde_pct, floor), max_pairs=max_pairs,
+    plan = VerdictPlan(alpha=alpha, floor_pct=floor, target_pct=max(th.target_mde_pct, floor), max_pairs=max_pairs,
                 min_pairs=min(rp.min, max_pairs), alpha_loss=th.alpha,
                 priors={name: tuple(tuple(p) for p in c.get("prior", [])) for name, c in cal.items()},
                 digests=tuple(d) if (d := state.get("digests", {}).get(platform)) is not None else None,
@@ -47,7 +47,7 @@ def plan_for(config: TargetConfig, state: dict[str, Any], platform: str, alpha: 
     residuals, _ = drift.current([p[0] for p in primary.get("prior", [])],
                                  state.get("noise", {}).get(platform, {}).get("pool", []))
     power = mde(residuals, plan.rule(), prior=plan.prior(config.primary.name), n_sims=200)
-    return Plan(**{**plan.__dict__, "mde_pct": power.effect_pct})
+    return VerdictPlan(**{**plan.__dict__, "mde_pct": power.effect_pct})
 
 
 @dataclass
@@ -62,13 +62,13 @@ class Measurer:
     repeats: int | None = None            # the run's cap on pairs (--repeats)
     started: float = 0.0                  # time.monotonic() at the run's start (wall_hours)
 
-    def plan(self, platform: str, alpha: float) -> Plan:
+    def plan(self, platform: str, alpha: float) -> VerdictPlan:
         return plan_for(self.config, self.state, platform, alpha, self.repeats)
 
     def label(self, name: str, platform: str) -> str:
         return name if self.platforms == 1 else f"{name}@{platform}"
 
-    def spec(self, ex: Executor, name: str, head: str, n: int, kind: str, *, plan: Plan | None = None,
+    def spec(self, ex: Executor, name: str, head: str, n: int, kind: str, *, plan: VerdictPlan | None = None,
              base: str | None = None) -> ExperimentSpec:
         base = base or self.state["base_commit"]
         # The pair order and input seeds are drawn from the experiment's identity: a resumed run
@@ -129,7 +129,7 @@ class Measurer:
             return f"budget: {spent:.2f} USD spent + {estimate:.2f} USD estimated would exceed {budget.usd:g} USD"
         return ""
 
-    def measure(self, ex: Executor, name: str, commit: str, kind: str, plan: Plan,
+    def measure(self, ex: Executor, name: str, commit: str, kind: str, plan: VerdictPlan,
                 base: str | None = None) -> tuple[RawResult, Judgement]:
         spec = self.spec(ex, name, commit, plan.max_pairs, kind, plan=plan, base=base)
         raw = self.execute(ex, spec)
@@ -151,7 +151,7 @@ class Measurer:
         return self.record(ex, name, None, verdict.status.value, verdict.reason + note, commit=commit, raw=raw,
                            kind=kind, verdict=verdict, plan=plan, base=base)
 
-    def _follow_noise(self, platform: str, name: str, raw: RawResult, plan: Plan) -> None:
+    def _follow_noise(self, platform: str, name: str, raw: RawResult, plan: VerdictPlan) -> None:
         """Add this experiment's primary-metric residuals to the platform's recent-noise pool."""
         from .verdict import metric_pairs
         primary = self.config.primary
@@ -170,7 +170,7 @@ class Measurer:
 
     def record(self, ex: Executor, name: str, h: Hypothesis | None, status: str, reason: str, *,
                commit=None, raw: RawResult | None = None, kind="experiment", verdict: Judgement | None = None,
-               plan: Plan | None = None, slot: int | None = None, base: str | None = None,
+               plan: VerdictPlan | None = None, slot: int | None = None, base: str | None = None,
                skip: SkipCause | None = None) -> ExperimentRecord:
         metrics = list(verdict.metrics) if verdict else []
         rec = ExperimentRecord(

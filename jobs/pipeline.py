@@ -42,7 +42,7 @@ from .runsummary import RunStopped, RunSummary
 from .sequential import slot_alpha
 from .spec import SandboxSpec
 from .stacking import Stacking, stackable
-from .verdict import Plan
+from .verdict import VerdictPlan
 
 Event = dict[str, Any]
 OnEvent = Callable[[Event], None]
@@ -217,7 +217,7 @@ class Run:
         return Measurer(self.config, self.o.run_id, self.state, self._sandbox_spec(), self.emit, self.should_stop,
                         platforms=len(self.executors), repeats=self.o.repeats, started=self.started)
 
-    def plan(self, platform: str, alpha: float) -> Plan:
+    def plan(self, platform: str, alpha: float) -> VerdictPlan:
         """The pre-registered test of one experiment on one platform (`jobs.measuring.plan_for`)."""
         return plan_for(self.config, self.state, platform, alpha, self.o.repeats)
 

@@ -29,7 +29,7 @@ def instance_type_for(platform: Platform) -> str:
 
 
 @dataclass(frozen=True)
-class Plan:
+class CostPlan:
     experiments: int                   # hypotheses to test (each on every platform)
     platforms: tuple[str, ...]
     instance_types: tuple[str, ...]
@@ -52,7 +52,7 @@ class Plan:
 
 
 def make_plan(config: TargetConfig, n_hypotheses: int, *, executor: str = "local",
-              minutes_per_experiment: float = 10.0, hourly_usd: HourlyPrice | None = None) -> Plan:
+              minutes_per_experiment: float = 10.0, hourly_usd: HourlyPrice | None = None) -> CostPlan:
     n = min(n_hypotheses, config.budget.max_experiments)
     platforms = tuple(p.name for p in config.platforms)
     if executor == "local":
@@ -63,5 +63,5 @@ def make_plan(config: TargetConfig, n_hypotheses: int, *, executor: str = "local
         raise ValueError("a cloud plan needs prices: pass hourly_usd (jobs.api.make_plan passes the catalog's)")
     runs = n + 2   # calibration (A/A) and the stack are measured too
     est = sum(runs * minutes_per_experiment / 60 * hourly_usd(t) for t in types if t)
-    return Plan(n, platforms, types, minutes_per_experiment, round(est, 2), config.budget.usd,
+    return CostPlan(n, platforms, types, minutes_per_experiment, round(est, 2), config.budget.usd,
                 config.budget.max_vms)

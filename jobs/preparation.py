@@ -21,7 +21,7 @@ from .config import ConfigError, TargetConfig, load_config
 from .errors import RunError
 from .layout import RunLayout
 from .model import Hypothesis
-from .plan import Plan
+from .plan import CostPlan
 from .plan import make_plan as _make_plan
 from .recipes import Detection, RecipeError, load_recipe_set
 from .research.offline import Research, research
@@ -35,7 +35,7 @@ class PlanError(RunError):
     """The plan cannot be made (e.g. an instance type without a price)."""
 
 
-def make_plan(config: TargetConfig, n_hypotheses: int, executor: str) -> Plan:
+def make_plan(config: TargetConfig, n_hypotheses: int, executor: str) -> CostPlan:
     """`jobs.plan.make_plan` with the shipped catalog's prices."""
     try:
         return _make_plan(config, n_hypotheses, executor=executor, hourly_usd=catalog.hourly_price)
@@ -51,7 +51,7 @@ class Preparation:
     config: TargetConfig                 # the repo's config, narrowed by the command's overrides
     research: Research | None            # None when the config says `agent: none`
     candidates: list[Path]
-    plan: Plan
+    plan: CostPlan
 
     @property
     def n_hypotheses(self) -> int:

@@ -244,7 +244,7 @@ class Rule:
 
 
 @dataclass(frozen=True)
-class Decision:
+class StopDecision:
     kind: str                         # keep | loss | futile | continue | exhausted
     n: int                            # pairs used
     at: int                           # pairs at which the decision was first reached (0: none)
@@ -294,14 +294,14 @@ def _winsorised(values: np.ndarray) -> tuple[float, float]:
     return float(np.mean(w)), max(float(np.std(w, ddof=1)), MIN_SCALE)
 
 
-def decide(y: np.ndarray, s: np.ndarray, rule: Rule, prior: Prior = Prior()) -> Decision:
+def decide(y: np.ndarray, s: np.ndarray, rule: Rule, prior: Prior = Prior()) -> StopDecision:
     """The first stopping event among keep/loss/futile at or after `min_pairs`; `continue` while
     below `max_pairs`, `exhausted` at it. A keep needs the sign-symmetric test to have rejected
     "improvement <= floor" (at any time so far: Ville's inequality bounds the running maximum) and
     the mean's lower bound (`mean_lower_bounds`) to clear the floor now."""
     n = y.size
     if n == 0:
-        return Decision(CONTINUE, 0, 0, 1.0, 1.0, 1.0)
+        return StopDecision(CONTINUE, 0, 0, 1.0, 1.0, 1.0)
     keep = log_wealth(y, s, rule.floor, "up")[0]
     loss = log_wealth(y, s, -rule.floor, "down")[0]
     fut = log_wealth(y, s, rule.futility, "down")[0]
@@ -311,13 +311,13 @@ def decide(y: np.ndarray, s: np.ndarray, rule: Rule, prior: Prior = Prior()) -> 
     mean_clears = mean_lower_bounds(y, rule.alpha_keep, prior, start=first) > rule.floor
     for i in range(rule.min_pairs - 1, n):
         if rejected[i] and mean_clears[i]:
-            return Decision(KEEP, n, i + 1, *_exp(keep[i], loss[i], fut[i]))
+            return StopDecision(KEEP, n, i + 1, *_exp(keep[i], loss[i], fut[i]))
         if loss[i] >= math.log(1 / rule.alpha_loss):
-            return Decision(LOSS, n, i + 1, *_exp(keep[i], loss[i], fut[i]))
+            return StopDecision(LOSS, n, i + 1, *_exp(keep[i], loss[i], fut[i]))
         if fut[i] >= math.log(1 / rule.alpha_futility) and running[i] > -rule.floor:
-            return Decision(FUTILE, n, i + 1, *_exp(keep[i], loss[i], fut[i]))
+            return StopDecision(FUTILE, n, i + 1, *_exp(keep[i], loss[i], fut[i]))
     kind = EXHAUSTED if n >= rule.max_pairs else CONTINUE
-    return Decision(kind, n, 0, *_exp(keep[-1], loss[-1], fut[-1]))
+    return StopDecision(kind, n, 0, *_exp(keep[-1], loss[-1], fut[-1]))
 
 
 def _exp(*logs: float) -> tuple[float, ...]:

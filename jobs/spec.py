@@ -55,7 +55,7 @@ class ExperimentSpec:
     kind: str = "experiment"          # experiment | calibration | stack | attribution
     seed: int = 0                     # draws the pair order and input seeds
     # The sequential test the runner applies to the primary after each pair: the very Rule the
-    # central verdict decides with (`jobs.verdict.Plan.rule()`), its max_pairs this spec's cap.
+    # central verdict decides with (`jobs.verdict.VerdictPlan.rule()`), its max_pairs this spec's cap.
     # None: a fixed number of pairs (calibration).
     stop: Rule | None = None
     adjust: list[str] = field(default_factory=list)   # nuisances of the primary fixed by calibration

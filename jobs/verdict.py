@@ -31,7 +31,7 @@ from .spec import RawResult
 
 
 @dataclass(frozen=True)
-class Plan:
+class VerdictPlan:
     """What calibration fixed before this experiment's first pair (pre-registered)."""
 
     alpha: float                                  # keep level of this experiment's slot
@@ -102,7 +102,7 @@ def _natural(values: list[float]) -> tuple[float, float]:
     return (float(v.mean()) if v.size else 0.0), (float(v.std(ddof=1)) if v.size > 1 else 0.0)
 
 
-def compare_metric(raw: RawResult, name: str, direction: str, plan: Plan, mde_pct: float = math.inf) -> MetricResult:
+def compare_metric(raw: RawResult, name: str, direction: str, plan: VerdictPlan, mde_pct: float = math.inf) -> MetricResult:
     """One metric's paired comparison at the plan's level: estimate, interval, verdict."""
     base, head = raw.base.values.get(name, []), raw.head.values.get(name, [])
     bm, bs = _natural(base)
@@ -180,7 +180,7 @@ def baseline_sanity(raw: RawResult, config: TargetConfig) -> str:
     return f"baseline failed its sanity check, {cause}. Found: " + "; ".join(problems)
 
 
-def candidate_problems(raw: RawResult, config: TargetConfig, plan: Plan) -> list[str]:
+def candidate_problems(raw: RawResult, config: TargetConfig, plan: VerdictPlan) -> list[str]:
     head = [i.metrics for i in raw.measured() if i.arm == "B"]
     problems = value_problems(head, [m.name for m in config.metrics], "candidate")
     problems += inverse_problems(head, config.sanity.inverse_pairs, "candidate")
@@ -201,7 +201,7 @@ def runner_view(raw: RawResult) -> dict:
             "cpu_base_s": med("A", "cpu_s"), "cpu_head_s": med("B", "cpu_s"), "steps": dict(raw.steps)}
 
 
-def judge(raw: RawResult, config: TargetConfig, plan: Plan) -> Judgement:
+def judge(raw: RawResult, config: TargetConfig, plan: VerdictPlan) -> Judgement:
     if raw.status != "ok":
         return Judgement(Status(raw.status), raw.reason, runner=runner_view(raw))
     view = runner_view(raw)
@@ -339,7 +339,7 @@ def clock_check(raw: RawResult, metric: str, clock: str, claim_lo: float, timed_
     return state, said
 
 
-def _clock_issue(raw: RawResult, config: TargetConfig, name: str, clock: str, claim_lo: float, plan: Plan) -> tuple[str, str]:
+def _clock_issue(raw: RawResult, config: TargetConfig, name: str, clock: str, claim_lo: float, plan: VerdictPlan) -> tuple[str, str]:
     """('invalid' | 'unconfirmed' | '', reason) for a keep of `name` with lower bound `claim_lo`."""
     state, said = clock_check(raw, name, clock, claim_lo, config.integrity.timed_share, plan.alpha_loss,
                               plan.alpha_loss)

@@ -23,6 +23,7 @@ Rules:
 6. No call loop the import graph cannot see: in `bot/`, a parameter named `flow` (the flow handed
    to a module it imports, which calls back into it) is annotated with a protocol of `bot.ports`
    that says what is used of it, never left bare nor `Any`.
+7. A top-level class name means one thing: no two modules of `jobs/` and `bot/` define the same one.
 """
 from __future__ import annotations
 
@@ -281,3 +282,21 @@ def test_no_jobs_module_is_over_the_limit():
     long = {m: n for m in modules() if m.startswith("jobs")
             for n in [len(modules()[m].read_text(encoding="utf-8").splitlines())] if n > MAX_JOBS_LINES}
     assert long == {}
+
+
+def top_level_classes(source: str) -> list[str]:
+    return [n.name for n in ast.parse(source).body if isinstance(n, ast.ClassDef)]
+
+
+def test_top_level_class_names_are_unique_across_jobs_and_bot():
+    # One name, one meaning: a reader who meets `Plan` (a cost plan? a test plan?) or `Lease` should
+    # not have to look at the import to know which (issue 25).
+    where: dict[str, list[str]] = {}
+    for m, path in modules().items():
+        for name in top_level_classes(path.read_text(encoding="utf-8")):
+            where.setdefault(name, []).append(m)
+    assert {n: ms for n, ms in where.items() if len(ms) > 1} == {}
+
+
+def test_the_class_name_check_sees_a_duplicate():
+    assert top_level_classes("class Plan:\n    pass\n\nclass Other(Plan):\n    class Inner: pass\n") == ["Plan", "Other"]

@@ -37,7 +37,7 @@ def lease_dir(path: Path | str | None = None) -> Path:
     return Path(env) if env else Path.home() / ".autoresearch" / "leases"
 
 
-class Lease:
+class VmLease:
     """The lease of one run, shared by its executors (acquire/release count them)."""
 
     def __init__(self, run_id: str, prefix: str, out: Path | None, directory: Path | str | None = None,

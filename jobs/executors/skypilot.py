@@ -45,7 +45,7 @@ from typing import Any, Callable
 import sky  # noqa: F401  (ImportError here means: install the cloud extra)
 
 from ..cloud import catalog, tasks
-from ..cloud.leases import Lease
+from ..cloud.leases import VmLease
 from ..config import Platform, TargetConfig
 from ..errors import ExecutorUnavailable
 from ..plan import DEFAULT_INSTANCE  # one home for the default instance types
@@ -92,7 +92,7 @@ def worst_case_seconds(spec: ExperimentSpec, options: CloudOptions) -> float:
 
 class SkyPilotExecutor:
     def __init__(self, *, platform: Platform, repo: Path, workdir: Path, config: TargetConfig, run_id: str,
-                 budget: SharedBudget, lease: Lease, sdk=None, clock: Callable[[], float] = time.monotonic,
+                 budget: SharedBudget, lease: VmLease, sdk=None, clock: Callable[[], float] = time.monotonic,
                  options: CloudOptions | None = None):
         self.platform = platform.name
         self.instance_type = platform.instance_type or DEFAULT_INSTANCE.get(platform.name)
@@ -291,7 +291,7 @@ def make_skypilot_executors(repo: Path, workdir: Path, config: TargetConfig, run
     workdir = Path(workdir)
     out = workdir.parent
     budget = budget_for_run(config.budget.usd, out)
-    lease = Lease(run_id, tasks.run_prefix(run_id), out, options.lease_dir)
+    lease = VmLease(run_id, tasks.run_prefix(run_id), out, options.lease_dir)
     executors = []
     try:
         for platform in platforms_for(config):

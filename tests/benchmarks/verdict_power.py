@@ -87,7 +87,7 @@ def one_run(kind: str, effect_pct: float, hazard: str, rng: np.random.Generator,
     from jobs.runner import stop_reason
     from jobs.sequential import pair_schedule, slot_alpha, warmup_order
     from jobs.spec import ExperimentSpec, Invocation, RawResult
-    from jobs.verdict import Plan, judge
+    from jobs.verdict import VerdictPlan, judge
     try:
         from jobs.runner import swap_coins          # this branch: arms swap folders by a coin per pair
     except ImportError:
@@ -140,7 +140,7 @@ def one_run(kind: str, effect_pct: float, hazard: str, rng: np.random.Generator,
     c = cal.metrics["m"]
     th, rp = config.thresholds, config.repeats
     floor = max(th.min_effect_pct, c.floor_pct)
-    plan = Plan(alpha=slot_alpha(th.alpha, slot, family), floor_pct=floor, target_pct=max(th.target_mde_pct, floor),
+    plan = VerdictPlan(alpha=slot_alpha(th.alpha, slot, family), floor_pct=floor, target_pct=max(th.target_mde_pct, floor),
                 max_pairs=rp.max, min_pairs=rp.min, alpha_loss=th.alpha,
                 priors={"m": tuple(tuple(p) for p in c.prior)}, adjust={"m": tuple(c.adjust)})
     rule = plan.rule()

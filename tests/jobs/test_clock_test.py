@@ -13,7 +13,7 @@ from jobs.model import Status
 from jobs.runner import stop_reason
 from jobs.sequential import KEEP, adjusted, decide, pair_schedule, slot_alpha
 from jobs.spec import ExperimentSpec, Invocation, RawResult
-from jobs.verdict import Plan, judge, metric_pairs
+from jobs.verdict import VerdictPlan, judge, metric_pairs
 
 CONFIG = parse_config("""
 build: make -s
@@ -32,9 +32,9 @@ def process(speed: float, printed_factor: float, rng, noise: float, setup_noise:
     return printed_factor * 1.0 / work, 0.03 * math.exp(rng.normal(0, setup_noise)) + work
 
 
-def clock_plan(max_pairs: int, seed: int) -> tuple[Plan, ExperimentSpec]:
+def clock_plan(max_pairs: int, seed: int) -> tuple[VerdictPlan, ExperimentSpec]:
     """The plan and the runner's spec of one experiment whose keep waits for the CPU clock's test."""
-    plan = Plan(alpha=ALPHA, floor_pct=1.0, target_pct=5.0, max_pairs=max_pairs, alpha_loss=0.05)
+    plan = VerdictPlan(alpha=ALPHA, floor_pct=1.0, target_pct=5.0, max_pairs=max_pairs, alpha_loss=0.05)
     return plan, ExperimentSpec.from_config(
         CONFIG, run_id="r", name="x", platform="local", base_commit="a", head_commit="b", n_per_arm=max_pairs,
         seed=seed, stop=plan.rule(), clock="cpu", timed_share=0.25)
@@ -80,7 +80,7 @@ def test_the_runner_samples_on_until_the_clock_decides():
         raw, j = sampled(1.0, 1.5, seed=seed, noise=0.02, setup_noise=1.0, max_pairs=20)
         assert j.status != Status.KEEP, j.reason
         y, s = adjusted(metric_pairs(raw, "mbps", "higher"))
-        decision = decide(y, s, Plan(alpha=ALPHA, floor_pct=1.0, target_pct=5.0, max_pairs=20).rule())
+        decision = decide(y, s, VerdictPlan(alpha=ALPHA, floor_pct=1.0, target_pct=5.0, max_pairs=20).rule())
         assert decision.kind == KEEP                  # the metric alone would have stopped at decision.at
         later += len(raw.pairs()) > decision.at
     assert later >= 3

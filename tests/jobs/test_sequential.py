@@ -223,7 +223,7 @@ def _aa_prior(kind: str, rng: np.random.Generator, n: int = 20, sd: float = 0.03
     return sq.Prior(tuple(sq.Pair(float(v)) for v in values))
 
 
-def _decide(ys: np.ndarray, r: sq.Rule, prior: sq.Prior) -> sq.Decision:
+def _decide(ys: np.ndarray, r: sq.Rule, prior: sq.Prior) -> sq.StopDecision:
     y, s = sq.adjusted([sq.Pair(float(v)) for v in ys], prior)
     return sq.decide(y, s, r, prior)
 

@@ -14,7 +14,7 @@ from jobs.model import Status
 from jobs.simulate import (Comparison, Guard, SimulateError, extract, floor_pct, judge_yardstick,
                            parse_cachegrind, render_section, stop_after_pair)
 from jobs.spec import Invocation, RawResult
-from jobs.verdict import Plan
+from jobs.verdict import VerdictPlan
 from summaries import run_summary
 
 # Real cachegrind 3.19 output (events/summary lines) of a small loop, as printed in the sandbox.
@@ -63,7 +63,7 @@ metrics: [{name: speed, direction: higher, primary: true}]
 editable: ["src/**"]
 simulate: {command: ./bench small, wall_tolerance_pct: 5}
 """)
-PLAN = Plan(alpha=0.01, floor_pct=1.0, target_pct=5.0, max_pairs=30)
+PLAN = VerdictPlan(alpha=0.01, floor_pct=1.0, target_pct=5.0, max_pairs=30)
 GUARD = Guard(tolerance_pct=5.0, alpha=0.05, claim_alpha=0.01)
 
 

@@ -12,7 +12,7 @@ from jobs.integrity import clock_problems, digest_problems, parser_problems, req
 from jobs.model import Status
 from jobs.sequential import pair_schedule
 from jobs.spec import Invocation, RawResult
-from jobs.verdict import Plan, judge
+from jobs.verdict import VerdictPlan, judge
 
 CONFIG = parse_config("""
 build: make
@@ -52,8 +52,8 @@ def records(n: int, head_speed: float, *, noise=0.01, seed=1, head_cpu=None, hea
     return raw
 
 
-def plan(alpha=0.0125, **kw) -> Plan:
-    return Plan(alpha=alpha, **{"floor_pct": 1.0, "target_pct": 5.0, "max_pairs": 40, "mde_pct": 4.2, **kw})
+def plan(alpha=0.0125, **kw) -> VerdictPlan:
+    return VerdictPlan(alpha=alpha, **{"floor_pct": 1.0, "target_pct": 5.0, "max_pairs": 40, "mde_pct": 4.2, **kw})
 
 
 def test_a_real_effect_below_the_floor_is_discarded_and_called_real_not_undetectable():

@@ -13,7 +13,7 @@ from conftest import git
 from fakes.sky_fake import FakeSky
 from jobs import cli
 from jobs.cloud import reaper, tasks
-from jobs.cloud.leases import Lease, live_prefixes, read_leases
+from jobs.cloud.leases import VmLease, live_prefixes, read_leases
 from jobs.executors.skypilot import make_skypilot_executors
 from synthetic import patch_for, synthetic_target
 
@@ -31,7 +31,7 @@ def lease(tmp_path, run_id, *, age_s=0.0, phase=None):
     out.mkdir(parents=True, exist_ok=True)
     if phase:
         (out / "state.json").write_text(json.dumps({"run_id": run_id, "phase": phase}))
-    lz = Lease(run_id, tasks.run_prefix(run_id), out, tmp_path / "leases")
+    lz = VmLease(run_id, tasks.run_prefix(run_id), out, tmp_path / "leases")
     lz._write_locked()
     if age_s:
         data = json.loads(lz.path.read_text())

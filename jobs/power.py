@@ -1,0 +1,71 @@
+"""What a test plan can detect on this machine: the probability of a keep for a true improvement,
+simulated pair by pair through `jobs.sequential.decide` itself (no second copy of the rule), and
+the smallest improvement kept with a given power (the MDE). Pure: numpy only.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .sequential import KEEP, MIN_SCALE, Pair, Prior, Rule, robust_scales, decide, to_pct
+
+
+@dataclass(frozen=True)
+class Power:
+    effect_pct: float
+    power: float
+    mean_pairs: float
+
+
+def simulate(residuals: Sequence[float], effect: float, rule: Rule, *, prior: Prior = Prior(),
+             n_sims: int = 400, seed: int = 0) -> tuple[float, float]:
+    """P(keep) and mean pairs used when the true improvement is `effect` (log units) and each
+    pair's noise is drawn from `residuals` (a symmetrised bootstrap of measured pair noise: this
+    machine's own tails and slow states, not a normal model)."""
+    res = np.asarray(residuals, float)
+    res = res - np.median(res)
+    if res.size == 0:
+        return 0.0, float(rule.max_pairs)
+    rng = np.random.default_rng(seed)
+    noise = rng.choice(res, size=(n_sims, rule.max_pairs)) * rng.choice([-1.0, 1.0], size=(n_sims, rule.max_pairs))
+    ys = effect + noise
+    prior_res = np.array([p.y for p in prior.pairs], float)
+    prior_res = prior_res - np.median(prior_res) if prior_res.size else res
+    scales = np.empty_like(ys)
+    for i in range(rule.max_pairs):
+        past = np.concatenate([np.broadcast_to(prior_res, (n_sims, prior_res.size)),
+                               ys[:, :i] - np.median(ys[:, :i], axis=1, keepdims=True) if i else ys[:, :0]],
+                              axis=1)
+        scales[:, i] = np.maximum(MIN_SCALE, robust_scales(past)) if past.shape[1] >= 3 else 0.05
+    # The very decision the runner and the verdict take, pair by pair (no second copy of the rule).
+    prior = prior if prior.pairs else Prior(tuple(Pair(float(v)) for v in res))
+    decisions = [decide(ys[j], scales[j], rule, prior) for j in range(n_sims)]
+    kept = np.array([d.kind == KEEP for d in decisions])
+    used = np.array([d.at or rule.max_pairs for d in decisions])
+    return float(kept.mean()), float(used.mean())
+
+
+def mde(residuals: Sequence[float], rule: Rule, *, prior: Prior = Prior(), power: float = 0.8,
+        n_sims: int = 400, seed: int = 0) -> Power:
+    """The smallest improvement kept with probability >= `power` (simulated with `simulate`, so
+    the floor, the futility stop and the cap on pairs are all priced in), by bisection on the log
+    scale; +inf when even a 10x improvement is not."""
+    top = math.log(10.0)
+    p_top, n_top = simulate(residuals, top, rule, prior=prior, n_sims=n_sims, seed=seed)
+    if p_top < power:
+        return Power(math.inf, p_top, n_top)
+    lo, hi = rule.floor, top
+    best = (hi, p_top, n_top)
+    for _ in range(14):
+        mid = (lo + hi) / 2
+        p, n = simulate(residuals, mid, rule, prior=prior, n_sims=n_sims, seed=seed)
+        if p >= power:
+            hi, best = mid, (mid, p, n)
+        else:
+            lo = mid
+        if hi - lo < 0.002:
+            break
+    return Power(to_pct(best[0]), best[1], best[2])
