@@ -37,11 +37,12 @@ system-deps:
 	@bash tests/system-deps.sh
 
 # The default suite: every test sized for a test (see README, "Tests"); slow ones are deselected.
-# TEST_WORKERS pytest-xdist workers (default: one per CPU), each test file on one worker, so a
-# file's tests keep their order and module fixtures; TEST_WORKERS=0 runs in this process.
+# TEST_WORKERS pytest-xdist workers (default: one per CPU); a worker that runs out of tests takes
+# pending ones from the other (worksteal: one file of long end-to-end tests no longer holds up the
+# end of the run); TEST_WORKERS=0 runs in this process.
 TEST_WORKERS ?= auto
 test: $(STAMP) system-deps
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 # The slow set: the README's demo run, full-size Monte-Carlo studies, the llama.cpp build and
 # op checks; see README.
