@@ -37,10 +37,11 @@ system-deps:
 	@bash tests/system-deps.sh
 
 # The default suite: every test sized for a test (see README, "Tests"); slow ones are deselected.
-# TEST_WORKERS pytest-xdist workers (default: one per CPU); a worker that runs out of tests takes
-# pending ones from the other (worksteal: one file of long end-to-end tests no longer holds up the
-# end of the run); TEST_WORKERS=0 runs in this process.
-TEST_WORKERS ?= auto
+# TEST_WORKERS: pytest-xdist workers (0: one process, the default). Measured on the 2-core VM under
+# two CPU hogs, two workers were slower than one (18+ min against 14.5): the end-to-end tests sample
+# until their sequential tests decide, and two of them side by side make each other's noise, so each
+# needs more pairs. On a machine with cores to spare, `make test TEST_WORKERS=auto` (worksteal).
+TEST_WORKERS ?= 0
 test: $(STAMP) system-deps
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
