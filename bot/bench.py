@@ -10,12 +10,12 @@ maintainer may have pushed more commits; never from a guess such as AUTORESEARCH
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from jobs import api, branches, mdsafe, secrets
 from jobs.config import ConfigError
 from jobs.errors import RunError
+from jobs.ledger import write_atomic
 
 from . import approval as ap
 from .ports import BenchFlow, Outcome, PullRequest, Reply
@@ -52,9 +52,7 @@ def bench_slot(root: Path, number: int, run_id: str) -> int:
         runs.append(run_id)
         seen[str(number)] = runs
         root.mkdir(parents=True, exist_ok=True)
-        tmp = ledger.with_suffix(".tmp")
-        tmp.write_text(json.dumps(seen), encoding="utf-8")
-        os.replace(tmp, ledger)
+        write_atomic(ledger, json.dumps(seen))
     return runs.index(run_id) + 1
 
 

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import gitops
+from . import gitops, ledger
 
 MAX_AGE_S = 6 * 3600
 FIELDS = ("build", "benchmark", "checks", "metrics", "repeats", "thresholds", "integrity", "sandbox", "simulate",
@@ -42,9 +42,7 @@ def _folder(repo: Path) -> Path:
 def store(repo: Path, k: str, entry: dict[str, Any]) -> None:
     folder = _folder(repo)
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f"{k}.json.tmp"
-    tmp.write_text(json.dumps({**entry, "created": time.time()}, default=str), encoding="utf-8")
-    tmp.replace(folder / f"{k}.json")
+    ledger.write_atomic(folder / f"{k}.json", json.dumps({**entry, "created": time.time()}, default=str))
 
 
 def lookup(repo: Path, k: str, now: float | None = None) -> dict[str, Any] | None:

@@ -71,11 +71,17 @@ def finished(out_dir: Path, kind: str = "experiment") -> dict[str, ExperimentRec
             for r in read(out_dir) if r.get("kind") == kind}
 
 
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` so a reader (or a kill) never sees half of it: a sibling temporary
+    file, then one rename."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def save_state(out_dir: Path, state: dict[str, Any]) -> None:
-    path = Path(out_dir) / STATE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(dumps(state, indent=2, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, path)   # atomic: a kill never leaves half a state file
+    write_atomic(Path(out_dir) / STATE, dumps(state, indent=2, sort_keys=True))
 
 
 def load_state(out_dir: Path) -> dict[str, Any] | None:

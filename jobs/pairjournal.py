@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
+from .ledger import write_atomic
 from .spec import ExperimentSpec, Invocation, RawResult
 
 
@@ -61,9 +61,7 @@ def save(path: Path | None, spec: ExperimentSpec, result: RawResult) -> None:
     from dataclasses import asdict
     data = {"identity": identity(spec), "name": spec.name, "platform": spec.platform,
             "invocations": [asdict(i) for i in complete_pairs(result.invocations)]}
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data))
 
 
 def forget(path: Path | None) -> None:

@@ -9,13 +9,12 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from . import safefs
+from . import ledger, safefs
 from .cloud import catalog
 from .config import ConfigError, TargetConfig, load_config
 from .errors import RunError
@@ -77,9 +76,7 @@ def prepare(layout: RunLayout, base: str, config: TargetConfig, executor: str) -
     prep = Preparation(layout, base, config, found, candidates, make_plan(config, n + len(candidates), executor))
     data = {"version": PREPARED_VERSION, "base": base, "config": config.model_dump(mode="json"),
             "candidates": [c.name for c in candidates], "research": _research_data(found) if found else None}
-    tmp = layout.prepared.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, layout.prepared)            # atomic: never half a preparation
+    ledger.write_atomic(layout.prepared, json.dumps(data, sort_keys=True))   # never half a preparation
     return prep
 
 
