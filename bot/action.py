@@ -28,6 +28,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from jobs.errors import Terminated
 from jobs.executors.registry import executor_kind
 from jobs.results import verdict_line
 
@@ -124,7 +125,7 @@ def _persist_cloud_credentials(env: dict[str, str]) -> None:
 
 
 def _interrupt(signum, frame):      # SIGTERM after SIGINT: the same cancel
-    raise KeyboardInterrupt
+    raise Terminated()
 
 
 def run_action(env: dict[str, str] | None = None) -> int:

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from . import agentkinds, gitops, preflight, runlock
 from .config import ConfigError, load_config
+from .errors import Terminated
 from .executors.registry import DEFAULT as DEFAULT_EXECUTOR
 from .executors.registry import describe_executors, executor_names
 from .ledger import LedgerError, load_state
@@ -76,7 +77,7 @@ def _terminate_as_interrupt():
     """SIGTERM ends a run like Ctrl-C: its steps are stopped, its worktrees removed, its ledger kept
     (a resume continues it). Only around a run: `serve` and `worker` handle signals their own way."""
     def on_term(signum, frame):
-        raise KeyboardInterrupt("SIGTERM")
+        raise Terminated()
     previous = signal.signal(signal.SIGTERM, on_term)
     try:
         yield
@@ -353,7 +354,7 @@ def main(argv: list[str] | None = None, extend=None) -> int:
                       style="red", markup=False, highlight=False)
         return 2
     except KeyboardInterrupt as exc:
-        how = "terminated" if str(exc) == "SIGTERM" else "interrupted"
+        how = "terminated" if isinstance(exc, Terminated) else "interrupted"
         console.print(f"[yellow]{how}; re-run with the same --run-id/--out to resume[/]")
         return 143 if how == "terminated" else 130
 

@@ -10,6 +10,7 @@ re-export their names, so existing `from jobs.pipeline import RunError` keeps wo
 - `RunCancelled`: a cancel was asked for (`should_stop`); machines were released and finished
   work stays on record.
 - `ExecutorUnavailable`: the requested executor cannot run here (missing extra, unknown name).
+- `Terminated`: SIGTERM, raised as a `KeyboardInterrupt` so it stops a run the way Ctrl-C does.
 - `cancellation(exc)`: whether an exception (or what it interrupted) is a cancel.
 """
 from __future__ import annotations
@@ -29,6 +30,18 @@ class RunCancelled(RuntimeError):
 
 class ExecutorUnavailable(RuntimeError):
     """The requested executor cannot run (unknown name, or its extra is not installed)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: ends a run like Ctrl-C (every `except KeyboardInterrupt` catches it).
+
+    A subclass rather than a bare KeyboardInterrupt on purpose: CPython remembers a bare one that
+    escapes an `exec()` of a string (a dataclass or namedtuple being created when the signal lands)
+    and, even after our handler caught it, kills the process with SIGINT at exit, so a clean
+    "terminated" exit 143 came out as "killed by SIGINT" (CI, 2026-12-01). It checks the exact type."""
+
+    def __init__(self, signal_name: str = "SIGTERM"):
+        super().__init__(signal_name)
 
 
 def cancellation(exc: BaseException | None, *, interrupts: bool = False) -> bool:

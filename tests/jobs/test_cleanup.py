@@ -140,3 +140,21 @@ def test_sigterm_ends_a_run_like_ctrl_c_and_leaves_no_worktree(tmp_path):
     assert gitops.worktrees(repo) == [] and not (out / runlock.LOCK).exists()
     assert json.loads((out / "state.json").read_text())["phase"] != "done"       # resumable, records kept
     assert os.path.isdir(out)
+
+
+def test_a_caught_sigterm_exits_143_even_when_it_landed_inside_an_exec_of_a_string(tmp_path):
+    """CPython flags a bare KeyboardInterrupt that escapes an exec() of a string (a dataclass being
+    created) and, run with -m like `python -m jobs.cli`, kills itself with SIGINT at exit even though
+    the handler caught it; SIGTERM's `Terminated` is a subclass, so the exit code stays main()'s."""
+    import os
+
+    from conftest import ROOT
+    codes = {}
+    for kind in ("Terminated", "KeyboardInterrupt"):
+        (tmp_path / f"exits_{kind}.py").write_text(
+            f"import sys\nfrom jobs.errors import Terminated\nkind = {kind}\n"
+            "try:\n    exec('raise kind()')\nexcept KeyboardInterrupt:\n    pass\nsys.exit(143)\n")
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        codes[kind] = subprocess.run([sys.executable, "-m", f"exits_{kind}"], cwd=tmp_path, env=env).returncode
+    assert codes["Terminated"] == 143
+    assert codes["KeyboardInterrupt"] == -2      # the interpreter quirk this guards against, still there
