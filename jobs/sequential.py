@@ -42,21 +42,20 @@ process can run 2.9x slower than the next and repeats inside a process are corre
 """
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .meanbound import MIN_SCALE, mixture_width, winsorised, winsorised_prefixes
+
 THETAS = np.array([0.5, 1.0, 2.0, 8.0])
 LAMBDAS = np.array([0.2, 0.5, 0.95])
 BETS = np.array([(t, lam) for t in THETAS for lam in LAMBDAS])     # (theta, lambda) grid, equal weights
-MIN_SCALE = 0.002        # log units: noise below 0.2% is never taken as known
 RIDGE = 1.0              # shrinkage (in pairs) of the nuisance fit towards no adjustment
 HUBER = 1.345            # Huber's constant: residuals beyond it (in robust sds) are down-weighted
 Q80 = 1.2816             # the 80th percentile of |N(0, 1)|
-MEAN_REACH = 5.0         # robust scales from the median beyond which a pair counts as that far in the mean bound
 KEEP, LOSS, FUTILE, CONTINUE, EXHAUSTED = "keep", "loss", "futile", "continue", "exhausted"
 
 
@@ -254,16 +253,6 @@ class StopDecision:
     wealth_futility: float
 
 
-@functools.lru_cache(maxsize=4096)
-def _mixture_width(n: int, alpha: float, t0: float = 20.0) -> float:
-    """Half-width, in standard deviations, of the normal-mixture boundary of a mean after `n`
-    observations, valid at every n at once at level `alpha` per side (Robbins' mixture; as an
-    asymptotic confidence sequence in Waudby-Smith, Arbour, Sinha, Kennedy & Ramdas, "Time-uniform
-    central limit theory", 2024), tightest near `t0` pairs, where keeps are usually decided."""
-    rho2 = (-2 * math.log(alpha) + math.log(-2 * math.log(alpha) + 1)) / t0
-    return math.sqrt(2 * (n * rho2 + 1) / (n * n * rho2) * math.log(math.sqrt(n * rho2 + 1) / alpha))
-
-
 def mean_lower_bounds(y: np.ndarray, alpha: float, prior: Prior = Prior(), start: int = 2) -> np.ndarray:
     """After each pair, a lower confidence bound (log units, oriented) of the *mean* improvement:
     the pairs winsorised at MEAN_REACH robust scales around their median, minus the time-uniform
@@ -278,45 +267,15 @@ def mean_lower_bounds(y: np.ndarray, alpha: float, prior: Prior = Prior(), start
     asymptotic; the false-keep guarantee rests on the exact test, which a keep needs as well.
     Bounds before `start` pairs are left at -inf (not computed)."""
     base = np.array([p.y for p in prior.pairs], float)
-    base_sd = _winsorised(base)[1] if base.size >= 3 else 0.0
+    base_sd = winsorised(base)[1] if base.size >= 3 else 0.0
     out = np.full(y.size, -math.inf)
     first = max(2, start)
     if first <= y.size:
         ns = np.arange(first, y.size + 1)
-        mean, sd = _winsorised_prefixes(np.asarray(y, float), ns)
-        widths = np.array([_mixture_width(int(n), alpha) for n in ns])
+        mean, sd = winsorised_prefixes(np.asarray(y, float), ns)
+        widths = np.array([mixture_width(int(n), alpha) for n in ns])
         out[first - 1:] = mean - np.maximum(sd, base_sd) * widths
     return out
-
-
-def _winsorised(values: np.ndarray) -> tuple[float, float]:
-    """Mean and sd of `values` winsorised at MEAN_REACH robust scales (MAD) around their median.
-    (The MAD only sets how far the reach goes: with slow states it can be half the gap between two
-    modes, far above the spread of what is left after winsorising.)"""
-    mean, sd = _winsorised_prefixes(np.asarray(values, float), np.array([values.size]))
-    return float(mean[0]), float(sd[0])
-
-
-def _winsorised_prefixes(y: np.ndarray, ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`_winsorised(y[:n])` for every n in `ns` (each >= 2) at once: one row per prefix, the pairs
-    past it masked out. The power simulation asks for every prefix of thousands of paths; one
-    call per prefix made the A/A calibration of a small target spend 30 s here."""
-    mask = np.arange(y.size)[None, :] < ns[:, None]                     # (len(ns), len(y))
-    values = np.where(mask, y[None, :], np.nan)
-    centre = _prefix_median(values, ns)
-    scale = np.maximum(MIN_SCALE, 1.4826 * _prefix_median(np.abs(values - centre[:, None]), ns))
-    w = np.clip(values, (centre - MEAN_REACH * scale)[:, None], (centre + MEAN_REACH * scale)[:, None])
-    w = np.where(mask, w, 0.0)
-    mean = w.sum(axis=1) / ns
-    var = np.where(mask, (w - mean[:, None]) ** 2, 0.0).sum(axis=1) / (ns - 1)
-    return mean, np.maximum(np.sqrt(var), MIN_SCALE)
-
-
-def _prefix_median(values: np.ndarray, ns: np.ndarray) -> np.ndarray:
-    """Row-wise median of the first `ns[i]` entries of row i (the rest are NaN, sorted last)."""
-    ordered = np.sort(values, axis=1)
-    rows = np.arange(ns.size)
-    return (ordered[rows, (ns - 1) // 2] + ordered[rows, ns // 2]) / 2
 
 
 def decide(y: np.ndarray, s: np.ndarray, rule: Rule, prior: Prior = Prior()) -> StopDecision:

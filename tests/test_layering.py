@@ -42,7 +42,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [   # bottom first; "x.*" is x and e
                 "jobs.gitops", "jobs.githarden", "jobs.safefs", "jobs.results", "jobs.procfs", "jobs.machine", "jobs.hostfacts",
                 "jobs.mdsafe", "jobs.limits", "jobs.operator", "jobs.agentkinds", "jobs.runsummary", "jobs.reaper",
                 "jobs.overrides", "jobs.layout")),
-    ("records and maths", ("jobs.ledger", "jobs.spec", "jobs.stats", "jobs.plan", "jobs.sequential", "jobs.power",
+    ("records and maths", ("jobs.ledger", "jobs.spec", "jobs.stats", "jobs.plan", "jobs.sequential", "jobs.meanbound", "jobs.power",
                            "jobs.integrity", "jobs.runlock", "jobs.configdoc", "jobs.yardstick", "jobs.pairjournal",
                            "jobs.drift", "jobs.runstate", "jobs.runfiles")),
     ("parts", ("jobs.verdict", "jobs.calibration", "jobs.report", "jobs.report_review", "jobs.review_facts",
@@ -74,7 +74,7 @@ IO_STDLIB = {"os", "io", "sys", "pathlib", "glob", "shutil", "tempfile", "subpro
 IO_THIRD_PARTY = {"requests", "httpx", "urllib3", "redis", "rq", "flask", "werkzeug", "gunicorn", "githubkit",
                   "anthropic", "sky", "boto3", "botocore", "selenium"}
 MUST_BE_PURE = {"jobs.branches", "bot.commands", "bot.approval", "bot.routing", "bot.status", "bot.record", "bot.dashboard.view",
-                "jobs.plan", "jobs.results", "jobs.sequential", "jobs.power", "jobs.integrity", "jobs.verdict", "jobs.calibration", "jobs.mdsafe",
+                "jobs.plan", "jobs.results", "jobs.sequential", "jobs.meanbound", "jobs.power", "jobs.integrity", "jobs.verdict", "jobs.calibration", "jobs.mdsafe",
                 "jobs.stats"}
 MAX_BOT_LINES = 400
 MAX_JOBS_LINES = 450
