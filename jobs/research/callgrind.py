@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import secrets
 import shlex
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 
 from ..simulate import CACHES, L1_WEIGHT, LL_WEIGHT
@@ -134,14 +135,26 @@ REMARK = re.compile(r"^(?P<file>[^\s:]+\.(?:c|cc|cpp|cxx|h|hpp)):(?P<line>\d+):\
                     r"(?P<msg>.*)$")
 
 
+def remark_lines(build_output: str) -> Iterator[re.Match[str]]:
+    """Every compiler remark in a build's output, one `REMARK` match per line. `REMARK` is anchored
+    at both ends and compiled without re.M, so it is only ever matched line by line: a search of the
+    whole (multi-line) output would never match."""
+    for line in build_output.splitlines():
+        m = REMARK.match(line.strip())
+        if m:
+            yield m
+
+
+def printed_remarks(build_output: str) -> bool:
+    """Did the build print any compiler remark (optimized/missed/note/remark) at all?"""
+    return next(remark_lines(build_output), None) is not None
+
+
 def remarks(build_output: str, prof: CallProfile, window: int = 3) -> list[Remark]:
     """gcc's -fopt-info-vec-missed lines about the profile's hot lines (within `window` lines)."""
     hot = [(s.where.rsplit(":", 1)[0], int(s.where.rsplit(":", 1)[1])) for s in prof.lines if s.share >= 0.005]
     out: dict[tuple[str, int, str], Remark] = {}
-    for line in build_output.splitlines():
-        m = REMARK.match(line.strip())
-        if not m:
-            continue
+    for m in remark_lines(build_output):
         f, n, msg = m["file"].removeprefix("./"), int(m["line"]), m["msg"].strip()
         if "vectoriz" not in msg and "vectoris" not in msg:   # gcc and clang spell it with a z
             continue
@@ -177,7 +190,7 @@ def measure(tree, config, run) -> CallProfile | None:
     prof = parse("\n".join(done.output.split(marker + "\n")[1:]), root=str(tree))
     prof.remarks = remarks(build.output, prof)
     prof.command, prof.flags = sim.command, flags
-    if flags and "-fopt-info" in flags and not REMARK.search(build.output):
+    if flags and "-fopt-info" in flags and not printed_remarks(build.output):
         prof.notes.append("the build printed no compiler remarks: it may not pass CFLAGS/CXXFLAGS to the compiler")
     return prof
 

@@ -73,6 +73,55 @@ def test_remarks_on_hot_lines_only():
         ("t.c:3", "couldn't vectorize loop"), ("t.c:3", "not vectorized: possible alias involving gather/scatter.")]
 
 
+def _measure_with_build_output(build_output: str):
+    """`measure` with a fake sandbox: the build prints `build_output`, the workload under callgrind
+    prints CALLGRIND after the marker it was given. No process runs."""
+    import re
+    from types import SimpleNamespace
+
+    from jobs.research.callgrind import measure
+
+    config = SimpleNamespace(
+        build="make", timeouts=SimpleNamespace(build=60),
+        simulate=SimpleNamespace(command="./t", timeout=30, profile_flags="-O2 -g -fopt-info-vec-missed"))
+
+    def run(command, cwd, timeout, extra_env=None, step=""):
+        if step == "build":
+            assert extra_env == {"CFLAGS": "-O2 -g -fopt-info-vec-missed", "CXXFLAGS": "-O2 -g -fopt-info-vec-missed"}
+            return SimpleNamespace(returncode=0, output=build_output)
+        marker = re.search(r"AUTORESEARCH-CALLGRIND-[0-9a-f]+", command)[0]
+        return SimpleNamespace(returncode=0, output=f"{marker}\n{CALLGRIND}")
+
+    return measure("/tmp/x", config, run)
+
+
+def test_a_multi_line_build_output_with_remarks_is_not_reported_as_printing_none():
+    # The check once searched the whole output with the line-anchored REMARK pattern (no re.M), so
+    # any build of more than one line was "printed no compiler remarks", right under its remarks.
+    from jobs.research.callgrind import render
+
+    build = "\n".join(["cc -O2 -g -fopt-info-vec-missed -c t.c -o t.o",
+                       "t.c:3:5: missed: couldn't vectorize loop",
+                       "t.c:3:5: missed: not vectorized: possible alias involving gather/scatter.",
+                       "t.c:40:1: note: something unrelated",
+                       "cc t.o -o t"])
+    prof = _measure_with_build_output(build)
+    assert [(r.where, r.message) for r in prof.remarks] == [
+        ("t.c:3", "couldn't vectorize loop"), ("t.c:3", "not vectorized: possible alias involving gather/scatter.")]
+    text = "\n".join(render(prof))
+    assert "`t.c:3` couldn't vectorize loop" in text
+    assert "printed no compiler remarks" not in text and prof.notes == []
+
+
+def test_a_build_output_without_remarks_says_so():
+    from jobs.research.callgrind import render
+
+    prof = _measure_with_build_output("cc -O2 -g -fopt-info-vec-missed -c t.c -o t.o\ncc t.o -o t\n")
+    assert prof.remarks == []
+    assert prof.notes == ["the build printed no compiler remarks: it may not pass CFLAGS/CXXFLAGS to the compiler"]
+    assert "- note: the build printed no compiler remarks" in "\n".join(render(prof))
+
+
 def test_hot_functions_become_leads_with_an_amdahl_bound_only_when_editable():
     prof = parse(CALLGRIND, root="/tmp/x")
     prof.remarks = remarks("t.c:3:5: missed: not vectorized: possible alias involving gather/scatter.", prof)
