@@ -40,7 +40,7 @@ from .issuestore import IssueStateStore, StateKeyError
 from .ports import Outcome, Reply, RunStore, StopFailed, Unleased
 from .record import RunRecord
 from .routing import CommentCommand, Ignored, route_workflow_event
-from .settings import Settings, SettingsError
+from .settings import Settings, SettingsError, cloud_credentials
 
 DEFAULT_LABEL = "autoresearch"
 
@@ -112,7 +112,7 @@ def outputs(o: Outcome) -> dict[str, str]:
 def _persist_cloud_credentials(env: dict[str, str]) -> None:
     """SkyPilot reads ~/.aws; the environment is scrubbed before the run (as in the App)."""
     key, secret = env.get("AWS_ACCESS_KEY_ID"), env.get("AWS_SECRET_ACCESS_KEY")
-    creds = Path.home() / ".aws" / "credentials"
+    creds = cloud_credentials()
     if not key or not secret or creds.exists():
         return
     creds.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

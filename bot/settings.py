@@ -19,6 +19,9 @@
 
 The last three are the operator's (`jobs.operator.OperatorPolicy`), read here, before the job's
 environment is scrubbed, and handed to every run (`Settings.operator`); a repository only asks.
+So are the operator's secret files, the private key and the cloud credentials (`~/.aws`, which
+SkyPilot reads and the Action writes): no path a repository declares for its sandbox may be,
+contain or lie in one, wherever the operator keeps it.
 
 The Action (`Settings.for_action`) reads the workflow's own variables instead: GITHUB_API_URL,
 GITHUB_SERVER_URL, RUNNER_TEMP, and AUTORESEARCH_EXECUTOR=auto or an executor's name.
@@ -70,7 +73,8 @@ class Settings:
         executor = env.get("AUTORESEARCH_EXECUTOR", DEFAULT_EXECUTOR)
         if executor not in EXECUTORS:
             raise SettingsError(f"AUTORESEARCH_EXECUTOR must be {' or '.join(executor_names())}")
-        # The key file is masked in every sandbox of this process: target code never reads it.
+        # The key file is masked in every sandbox of this process (inside the system directories),
+        # and named to the operator's policy, which refuses declared paths that reach it elsewhere.
         sandbox.hide(env["AUTORESEARCH_PRIVATE_KEY_PATH"])
         workdir = Path(env.get("AUTORESEARCH_WORKDIR", str(cls.workdir)))
         return cls(
@@ -85,7 +89,7 @@ class Settings:
             workdir=workdir,
             executor=executor,
             delivery_ttl=ttl,
-            operator=operator_policy(env, "app", workdir),
+            operator=operator_policy(env, "app", workdir, env["AUTORESEARCH_PRIVATE_KEY_PATH"]),
         )
 
     @classmethod
@@ -96,7 +100,7 @@ class Settings:
         folders under RUNNER_TEMP."""
         executor = env.get("AUTORESEARCH_EXECUTOR") or "auto"
         if executor == "auto":
-            has_cloud = bool(env.get("AWS_ACCESS_KEY_ID")) or (Path.home() / ".aws" / "credentials").is_file()
+            has_cloud = bool(env.get("AWS_ACCESS_KEY_ID")) or cloud_credentials().is_file()
             cloud = [k.name for k in EXECUTORS.values() if k.uses_cloud_credentials]
             executor = cloud[0] if has_cloud and cloud else DEFAULT_EXECUTOR
         if executor not in EXECUTORS:
@@ -123,10 +127,17 @@ class Settings:
         return f"{self.git_url}/{owner}/{repo}.git"
 
 
-def operator_policy(env, face: str, workdir: Path) -> OperatorPolicy:
+def cloud_credentials() -> Path:
+    """The file SkyPilot reads the operator's AWS credentials from (the Action writes it)."""
+    return Path.home() / ".aws" / "credentials"
+
+
+def operator_policy(env, face: str, workdir: Path, *secrets: str) -> OperatorPolicy:
     """The operator's decisions, from the App's (or the workflow's) own environment, never from a
-    repository; the workdir (every run's clone and files) is protected from declared caches."""
+    repository; the workdir (every run's clone and files) is protected from declared caches, and so
+    are `secrets` (the App's key) and the cloud credentials' folder (it holds config and tokens too)."""
     try:
-        return OperatorPolicy.from_env(env, face=face, protected=(str(workdir),))
+        return OperatorPolicy.from_env(env, face=face, protected=(str(workdir),),
+                                       secrets=(*secrets, str(cloud_credentials().parent)))
     except OperatorError as exc:
         raise SettingsError(str(exc)) from None

@@ -11,6 +11,9 @@ The principle: the operator decides, the maintainer approves, the repository onl
   credential-like names never, whatever both say. Reports show names, never values.
 - **Limits** (`jobs.limits.Limits`) and **protected paths** (the App's workdir: clones and run
   folders of every repository, which no declared cache may contain or lie in).
+- **Secret files** (the App's private key, cloud credentials): whoever holds one names it here,
+  and no path a repository declares for its sandbox may be, contain or lie in it
+  (`jobs.declared_paths`), wherever the operator keeps it (the cache root included).
 
 The App and the Action read this once from their own environment (`bot.settings`), before the
 job's environment is scrubbed; a CLI run reads it from the user's. Pure apart from `from_env`.
@@ -39,10 +42,11 @@ class OperatorPolicy:
     env_allow: tuple[str, ...] = ()       # names target code may be given when a repository asks
     limits: Limits = field(default_factory=Limits)
     protected: tuple[str, ...] = ()       # paths no declared cache may contain or lie in
+    secrets: tuple[str, ...] = ()         # the operator's secret files: likewise, named as secrets
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, *, face: str,
-                 protected: Iterable[str] = ()) -> "OperatorPolicy":
+                 protected: Iterable[str] = (), secrets: Iterable[str] = ()) -> "OperatorPolicy":
         env = os.environ if env is None else env
         raw_allow = env.get("AUTORESEARCH_ALLOW_UNSANDBOXED", "").strip().lower()
         if raw_allow and raw_allow not in TRUE | {"0", "false", "no", "off"}:
@@ -57,7 +61,7 @@ class OperatorPolicy:
         except ValueError as exc:
             raise OperatorError(str(exc)) from None
         return cls(face=face, allow_unsandboxed=raw_allow in TRUE, env_allow=names, limits=limits,
-                   protected=tuple(str(p) for p in protected if p))
+                   protected=tuple(str(p) for p in protected if p), secrets=tuple(str(p) for p in secrets if p))
 
     def sandbox_decision(self, repo_enabled: bool, cli_no_sandbox: bool = False) -> tuple[bool, str, str]:
         """(sandboxed, who switched it off or '', a warning or ''). Pure."""

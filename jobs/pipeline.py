@@ -148,7 +148,8 @@ class Run:
         return SandboxSpec(enabled=self.sandboxed, caches=list(sb.caches), read_only=list(sb.read_only),
                            env=list(self.env_names), repo_key=repo_key(self.o.repo_identity or str(self.repo)),
                            limits=self.operator.limits.to_dict(),
-                           protect=[str(self.repo), str(self.out), *self.operator.protected])
+                           protect=[str(self.repo), str(self.out), *self.operator.protected],
+                           secrets=list(self.operator.secrets))
 
     def _init_state(self) -> None:
         self._check_isolation()

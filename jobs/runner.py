@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import pairjournal, sandbox
+from . import declared_paths, pairjournal, sandbox
 from .locations import Locations
 from .hostfacts import cpu_model, load_now, machine_facts  # noqa: F401  (cpu_model: jobs.runner's own name)
 from .integrity import EXCLUDED, UNDECIDED, digest_problems, value_problems
@@ -57,10 +57,6 @@ def backings(view: str | Path) -> list[Path]:
     return sorted(p for p in (root / NAMESPACES).glob(f"*/*/{rel}") if p.exists())
 
 
-def _overlaps(a: Path, b: Path) -> bool:
-    return a == b or a in b.parents or b in a.parents
-
-
 @dataclass(frozen=True)
 class Isolation:
     """The sandbox settings of a run, resolved on the machine that runs the target.
@@ -80,12 +76,15 @@ class Isolation:
 
     @classmethod
     def from_spec(cls, spec: SandboxSpec, protect: tuple[str | Path, ...] = ()) -> "Isolation":
-        """Resolve and check the declared paths: under the cache root, never the root itself, never
-        its namespaces, never anything that contains or lies in a protected path (the run's tree,
-        its out folder, the App's workdir). `protect` adds to the spec's own."""
+        """Resolve and check the declared paths (`jobs.declared_paths`): under the cache root, never
+        the root itself, never its namespaces, never anything that is, contains or lies in a
+        protected path (the run's tree, its out folder, the App's workdir; `protect` adds to the
+        spec's own) or a secret file of the operator's (the spec's, and every path `sandbox.hide`
+        masks in this process, so no caller can forget the App's key)."""
         root = sandbox.cache_root().expanduser().resolve()
         spaces = root / NAMESPACES
-        guarded = [Path(p).expanduser().resolve() for p in (*spec.protect, *protect) if p]
+        guarded = [str(Path(p).expanduser().resolve()) for p in (*spec.protect, *protect) if p]
+        secrets = [str(Path(p).expanduser().resolve()) for p in (*spec.secrets, *sandbox.hidden()) if p]
         limits = Limits.from_dict(spec.limits)
         namespace = spaces / (spec.repo_key or repo_key("unnamed"))
         resolved: dict[str, list[str]] = {"caches": [], "read_only": []}
@@ -95,17 +94,10 @@ class Isolation:
                 real = (path.parent.resolve() / path.name) if kind == "caches" else path.resolve()
                 if kind == "read_only" and not path.exists():
                     raise IsolationError(f"sandbox.{kind}: {raw} does not exist on this machine")
-                if root not in real.parents:
-                    where = "the cache root itself" if real == root else f"outside the cache root {root}"
-                    raise IsolationError(f"sandbox.{kind}: {raw} is {where}; declared paths must be folders or "
-                                         "files under it ($AUTORESEARCH_CACHE_ROOT)")
-                if real == spaces or spaces in real.parents:
-                    raise IsolationError(f"sandbox.{kind}: {raw} lies in the per-repository cache namespaces "
-                                         f"({spaces}); declare a path of your own under {root} instead")
-                hit = next((g for g in guarded if _overlaps(real, g)), None)
-                if hit is not None:
-                    raise IsolationError(f"sandbox.{kind}: {raw} contains or lies in {hit}, which holds the run's "
-                                         "trees or the App's own files; declare a separate folder under the cache root")
+                why = declared_paths.refusal(kind, raw, str(real), root=str(root), namespaces=str(spaces),
+                                             protected=guarded, secrets=secrets)
+                if why:
+                    raise IsolationError(why)
                 resolved[kind].append(str(real))
         isolation = cls(spec.enabled, tuple(resolved["caches"]), tuple(resolved["read_only"]), tuple(spec.env),
                         str(namespace), limits)

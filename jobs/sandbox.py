@@ -102,7 +102,9 @@ _HIDDEN: set[str] = set()
 
 def hide(*paths: str | Path) -> None:
     """Mask these files or folders in every sandbox of this process (called by whoever holds a
-    secret file, e.g. the App's settings with its private key's path)."""
+    secret file, e.g. the App's settings with its private key's path). The mask covers the system
+    directories; anywhere else a sandbox sees only its tree and declared paths, and
+    `jobs.runner.Isolation.from_spec` refuses a declared path that is, contains or lies in one."""
     _HIDDEN.update(os.path.realpath(p) for p in paths if p)
 
 

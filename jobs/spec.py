@@ -30,6 +30,7 @@ class SandboxSpec:
     repo_key: str = ""                                    # the repository's cache namespace (runner.repo_key)
     limits: dict[str, int] = field(default_factory=dict)  # jobs.limits.Limits.to_dict(); {} = defaults
     protect: list[str] = field(default_factory=list)      # paths no declared one may contain or lie in
+    secrets: list[str] = field(default_factory=list)      # the operator's secret files, likewise (jobs.declared_paths)
 
 
 @dataclass

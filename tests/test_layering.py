@@ -40,7 +40,7 @@ PACKAGES = ("jobs", "bot")
 FLOORS: list[tuple[str, tuple[str, ...]]] = [   # bottom first; "x.*" is x and everything under it
     ("ground", ("jobs", "jobs.branches", "jobs.errors", "jobs.secrets", "jobs.model", "jobs.config", "jobs.metrics", "jobs.recipes",
                 "jobs.gitops", "jobs.githarden", "jobs.safefs", "jobs.results", "jobs.procfs", "jobs.machine", "jobs.hostfacts",
-                "jobs.mdsafe", "jobs.limits", "jobs.operator", "jobs.agentkinds", "jobs.runsummary", "jobs.reaper",
+                "jobs.mdsafe", "jobs.limits", "jobs.operator", "jobs.declared_paths", "jobs.agentkinds", "jobs.runsummary", "jobs.reaper",
                 "jobs.overrides", "jobs.layout")),
     ("records and maths", ("jobs.ledger", "jobs.spec", "jobs.stats", "jobs.plan", "jobs.sequential", "jobs.meanbound", "jobs.power",
                            "jobs.integrity", "jobs.runlock", "jobs.configdoc", "jobs.yardstick", "jobs.pairjournal",

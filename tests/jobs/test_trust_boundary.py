@@ -199,6 +199,97 @@ def test_a_cache_declared_as_the_cache_root_no_longer_reaches_the_clones_hooks(t
     assert not hook.exists() and not (tmp_path / "pwned").exists()
 
 
+
+# -- the operator's secret files (the App's key) are never a declared path, wherever they live -----
+def test_a_declared_path_that_is_contains_or_lies_in_an_operator_secret_is_refused():
+    """Pure: the rule alone, on resolved paths. The key kept under the cache root (which the
+    default layouts never do, but an operator may) is refused as the file, its folder, any folder
+    above it, and a secret folder (~/.aws) as anything inside it; siblings stay allowed."""
+    from jobs.declared_paths import refusal, relation
+    where = dict(root="/c", namespaces="/c/repos", protected=["/c/bot"],
+                 secrets=["/c/keys/app.pem", "/c/aws", "/c/bot/app.pem"])
+    for field, raw, how, secret in [("read_only", "/c/keys/app.pem", "is", "/c/keys/app.pem"),
+                                    ("read_only", "/c/keys", "contains", "/c/keys/app.pem"),
+                                    ("caches", "/c/aws/sso", "lies in", "/c/aws"),
+                                    ("read_only", "/c/bot", "contains", "/c/bot/app.pem")]:   # named as the key
+        why = refusal(field, raw, raw, **where)
+        assert why.startswith(f"sandbox.{field}: {raw} {how} {secret}, a secret file of the operator's"), why
+        assert "cache root" in why                               # and what to do instead
+    assert "that is /c/keys" in refusal("read_only", "/c/link", "/c/keys", **where)   # a link, judged by its target
+    for fine in ("/c/keys2", "/c/keys.pem", "/c/models", "/c/aws-models"):           # prefixes are not folders
+        assert refusal("read_only", fine, fine, **where) == "", fine
+    assert relation("/c/keys", "/c/keys/app.pem") == "contains" and relation("/c/k", "/c/keys") == ""
+    assert relation("/c", "/") == "lies in" and relation("/", "/c") == "contains"
+
+
+def test_the_apps_settings_name_its_secret_files_to_every_run(tmp_path, monkeypatch):
+    from bot.settings import Settings
+    from jobs.pipeline import Run, RunOptions
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    key = tmp_path / "cache" / "keys" / "app.pem"
+    s = Settings.from_env({"AUTORESEARCH_APP_ID": "1", "AUTORESEARCH_PRIVATE_KEY_PATH": str(key),
+                           "AUTORESEARCH_WEBHOOK_SECRET": "s", "AUTORESEARCH_WORKDIR": str(tmp_path / "work")})
+    try:
+        aws = str(tmp_path / "home" / ".aws")
+        assert s.operator.secrets == (str(key), aws)
+        assert Settings.for_action({}).operator.secrets == (aws,)
+        t = synthetic_target(tmp_path / "t")
+        spec = Run(RunOptions(target=t, out=tmp_path / "out", run_id="k", agent="none", operator=s.operator))._sandbox_spec()
+        assert spec.secrets == [str(key), aws]
+    finally:
+        sandbox._HIDDEN.discard(os.path.realpath(key))          # Settings masks it process-wide
+
+
+@needs_bwrap
+def test_an_app_key_kept_under_the_cache_root_is_refused_and_never_read_by_target_code(tmp_path, cache_root):
+    """The audit's residual gap, with real bwrap: the key at <cache root>/keys/app.pem, a repository
+    declaring it (or its folder) `read_only`. Refused both ways the key is known (the operator's
+    policy, a run through `jobs.api`; the process's masks, a bare `Isolation`), and target code with
+    an allowed declaration beside it still cannot find it. The canary is in no output."""
+    from jobs import api
+    from jobs.errors import RunError
+    canary = f"-----BEGIN PRIVATE KEY----- keygap-canary-{os.getpid()}"
+    keys = cache_root / "keys"
+    keys.mkdir()
+    key = keys / "app.pem"
+    key.write_text(canary + "\n")
+    (cache_root / "models").mkdir()
+    layout = api.RunLayout(cache_root / "bot", "octo", "synth", "keygap")
+    t = synthetic_target(layout.clone)
+    (t / "build.sh").write_text(f"cat {key}; cat {key} > {cache_root}/models/stolen\n" + (t / "build.sh").read_text())
+    cfg = t / ".github" / "autoresearch.yml"
+    base_cfg = cfg.read_text()
+    operator = OperatorPolicy(face="app", secrets=(str(key),))      # what bot.settings hands every run
+    said = []
+    for declared in (key, keys):
+        cfg.write_text(base_cfg + f"sandbox: {{read_only: ['{declared}']}}\n")
+        git(t, "commit", "-qam", f"declare {declared.name} read-only")
+        with pytest.raises(RunError) as err:
+            api.start(api.prepare_candidates(layout, git(t, "rev-parse", "HEAD"), [], "local"), executor="local",
+                      agent="none", operator=operator)
+        said.append(str(err.value))
+        assert f"sandbox.read_only: {declared} " in said[-1] and f"{key}, a secret file" in said[-1], said[-1]
+    assert not (cache_root / "models" / "stolen").exists()             # no build ran
+    # The same declarations through a bare Isolation, the key known only as a masked path.
+    sandbox.hide(key)
+    try:
+        for declared in (key, keys):
+            with pytest.raises(IsolationError, match=f"sandbox.read_only: {declared} .*secret file") as err:
+                Isolation.from_spec(SandboxSpec(read_only=[str(declared)], repo_key=repo_key("mallory/evil")))
+            said.append(str(err.value))
+        allowed = Isolation.from_spec(SandboxSpec(read_only=[str(cache_root / "models")],
+                                                  repo_key=repo_key("mallory/evil")))
+        looked = run_step(f"cat {key} {keys}/* 2>&1; ls -laR {cache_root} 2>&1", tree(tmp_path), 60, isolation=allowed)
+        said.append(looked.output)
+    finally:
+        sandbox._HIDDEN.discard(os.path.realpath(key))
+    assert "No such file" in looked.output
+    for text in said:
+        assert canary not in text and "keygap-canary" not in text, text
+    for path in (cache_root / "bot").rglob("*"):
+        if path.is_file():
+            assert b"keygap-canary" not in path.read_bytes(), path
+
 @needs_bwrap
 def test_the_init_cannot_be_replaced(tmp_path, cache_root):
     """N2: a build writes a fake init everywhere it can (the sandbox's own /.autoresearch-init, the
