@@ -27,27 +27,30 @@ def winsorised(values: np.ndarray) -> tuple[float, float]:
     """Mean and sd of `values` winsorised at MEAN_REACH robust scales (MAD) around their median.
     (The MAD only sets how far the reach goes: with slow states it can be half the gap between two
     modes, far above the spread of what is left after winsorising.)"""
-    mean, sd = winsorised_prefixes(np.asarray(values, float), np.array([values.size]))
-    return float(mean[0]), float(sd[0])
+    mean, sd = winsorised_prefixes(np.asarray(values, float)[None, :], np.array([values.size]))
+    return float(mean[0, 0]), float(sd[0, 0])
 
 
-def winsorised_prefixes(y: np.ndarray, ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`winsorised(y[:n])` for every n in `ns` (each >= 2) at once: one row per prefix, the pairs
-    past it masked out. The power simulation asks for every prefix of thousands of paths; one
-    call per prefix made the A/A calibration of a small target spend 30 s here."""
-    mask = np.arange(y.size)[None, :] < ns[:, None]                     # (len(ns), len(y))
-    values = np.where(mask, y[None, :], np.nan)
+def winsorised_prefixes(rows: np.ndarray, ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`winsorised(row[:n])` for every row of `rows` and every n in `ns` (each >= 2) at once,
+    shape (rows, len(ns)): one slice per prefix, the pairs past it masked out. The power
+    simulation asks for every prefix of hundreds of paths; one call per prefix made the A/A
+    calibration of a small target spend 25 s here."""
+    mask = np.arange(rows.shape[1])[None, :] < ns[:, None]             # (len(ns), n)
+    values = np.where(mask, rows[:, None, :], np.nan)                  # (rows, len(ns), n)
     centre = _prefix_median(values, ns)
-    scale = np.maximum(MIN_SCALE, 1.4826 * _prefix_median(np.abs(values - centre[:, None]), ns))
-    w = np.clip(values, (centre - MEAN_REACH * scale)[:, None], (centre + MEAN_REACH * scale)[:, None])
+    scale = np.maximum(MIN_SCALE, 1.4826 * _prefix_median(np.abs(values - centre[..., None]), ns))
+    w = np.clip(values, (centre - MEAN_REACH * scale)[..., None], (centre + MEAN_REACH * scale)[..., None])
     w = np.where(mask, w, 0.0)
-    mean = w.sum(axis=1) / ns
-    var = np.where(mask, (w - mean[:, None]) ** 2, 0.0).sum(axis=1) / (ns - 1)
+    mean = w.sum(axis=-1) / ns
+    var = np.where(mask, (w - mean[..., None]) ** 2, 0.0).sum(axis=-1) / (ns - 1)
     return mean, np.maximum(np.sqrt(var), MIN_SCALE)
 
 
 def _prefix_median(values: np.ndarray, ns: np.ndarray) -> np.ndarray:
-    """Row-wise median of the first `ns[i]` entries of row i (the rest are NaN, sorted last)."""
-    ordered = np.sort(values, axis=1)
-    rows = np.arange(ns.size)
-    return (ordered[rows, (ns - 1) // 2] + ordered[rows, ns // 2]) / 2
+    """Median of the first `ns[i]` entries along the last axis of slice i (the rest are NaN,
+    which sorts last)."""
+    ordered = np.sort(values, axis=-1)
+    low = np.take_along_axis(ordered, np.broadcast_to(((ns - 1) // 2)[:, None], ordered.shape[:-1] + (1,)), -1)
+    high = np.take_along_axis(ordered, np.broadcast_to((ns // 2)[:, None], ordered.shape[:-1] + (1,)), -1)
+    return ((low + high) / 2)[..., 0]

@@ -1,5 +1,5 @@
 """What a test plan can detect on this machine: the probability of a keep for a true improvement,
-simulated pair by pair through `jobs.sequential.decide` itself (no second copy of the rule), and
+simulated pair by pair through `jobs.sequential.decide_paths`, the rule `decide` itself runs (no second copy of the rule), and
 the smallest improvement kept with a given power (the MDE). Pure: numpy only.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .sequential import KEEP, MIN_SCALE, Pair, Prior, Rule, robust_scales, decide, to_pct
+from .sequential import KEEP, MIN_SCALE, Pair, Prior, Rule, decide_paths, robust_scales, to_pct
 
 
 @dataclass(frozen=True)
@@ -42,10 +42,8 @@ def simulate(residuals: Sequence[float], effect: float, rule: Rule, *, prior: Pr
         scales[:, i] = np.maximum(MIN_SCALE, robust_scales(past)) if past.shape[1] >= 3 else 0.05
     # The very decision the runner and the verdict take, pair by pair (no second copy of the rule).
     prior = prior if prior.pairs else Prior(tuple(Pair(float(v)) for v in res))
-    decisions = [decide(ys[j], scales[j], rule, prior) for j in range(n_sims)]
-    kept = np.array([d.kind == KEEP for d in decisions])
-    used = np.array([d.at or rule.max_pairs for d in decisions])
-    return float(kept.mean()), float(used.mean())
+    kinds, at, _ = decide_paths(ys, scales, rule, prior)
+    return float(np.mean(kinds == KEEP)), float(np.mean(np.where(at > 0, at, rule.max_pairs)))
 
 
 def mde(residuals: Sequence[float], rule: Rule, *, prior: Prior = Prior(), power: float = 0.8,

@@ -201,14 +201,15 @@ def adjusted(pairs: Sequence[Pair], prior: Prior = Prior()) -> tuple[np.ndarray,
 
 def log_wealth(y: np.ndarray, s: np.ndarray, d0: np.ndarray | float, side: str) -> np.ndarray:
     """Running log wealth (one value per pair) of the mixture bet against H0: improvement <= d0
-    (`side="up"`) or >= d0 (`side="down"`), for each null value in `d0`. Shape (len(d0), n)."""
+    (`side="up"`) or >= d0 (`side="down"`), for each null value in `d0`. Shape (len(d0), n); for
+    pairs given as rows (paths, n), shape (paths, len(d0), n)."""
     d0 = np.atleast_1d(np.asarray(d0, float))
     sign = 1.0 if side == "up" else -1.0
-    u = sign * (y[None, :] - d0[:, None]) / s[None, :]                 # (m, n)
-    factors = 1.0 + BETS[:, 1][None, None, :] * np.tanh(BETS[:, 0][None, None, :] * u[:, :, None])
-    paths = np.cumsum(np.log(np.maximum(factors, 1e-300)), axis=1)     # (m, n, k)
-    top = paths.max(axis=2, keepdims=True)
-    return (top + np.log(np.mean(np.exp(paths - top), axis=2, keepdims=True)))[:, :, 0]
+    u = sign * (y[..., None, :] - d0[:, None]) / s[..., None, :]       # (..., m, n)
+    factors = 1.0 + BETS[:, 1] * np.tanh(BETS[:, 0] * u[..., None])
+    paths = np.cumsum(np.log(np.maximum(factors, 1e-300)), axis=-2)   # (..., m, n, k)
+    top = paths.max(axis=-1, keepdims=True)
+    return (top + np.log(np.mean(np.exp(paths - top), axis=-1, keepdims=True)))[..., 0]
 
 
 @dataclass(frozen=True)
@@ -268,14 +269,15 @@ def mean_lower_bounds(y: np.ndarray, alpha: float, prior: Prior = Prior(), start
     Bounds before `start` pairs are left at -inf (not computed)."""
     base = np.array([p.y for p in prior.pairs], float)
     base_sd = winsorised(base)[1] if base.size >= 3 else 0.0
-    out = np.full(y.size, -math.inf)
+    rows = np.atleast_2d(np.asarray(y, float))
+    out = np.full(rows.shape, -math.inf)
     first = max(2, start)
-    if first <= y.size:
-        ns = np.arange(first, y.size + 1)
-        mean, sd = winsorised_prefixes(np.asarray(y, float), ns)
+    if first <= rows.shape[1]:
+        ns = np.arange(first, rows.shape[1] + 1)
+        mean, sd = winsorised_prefixes(rows, ns)
         widths = np.array([mixture_width(int(n), alpha) for n in ns])
-        out[first - 1:] = mean - np.maximum(sd, base_sd) * widths
-    return out
+        out[:, first - 1:] = mean - np.maximum(sd, base_sd) * widths
+    return out if np.ndim(y) == 2 else out[0]
 
 
 def decide(y: np.ndarray, s: np.ndarray, rule: Rule, prior: Prior = Prior()) -> StopDecision:
@@ -286,22 +288,34 @@ def decide(y: np.ndarray, s: np.ndarray, rule: Rule, prior: Prior = Prior()) -> 
     n = y.size
     if n == 0:
         return StopDecision(CONTINUE, 0, 0, 1.0, 1.0, 1.0)
-    keep = log_wealth(y, s, rule.floor, "up")[0]
-    loss = log_wealth(y, s, -rule.floor, "down")[0]
-    fut = log_wealth(y, s, rule.futility, "down")[0]
-    running = np.cumsum(y) / np.arange(1, n + 1)
-    rejected = np.maximum.accumulate(keep) >= math.log(1 / rule.alpha_keep)
-    first = max(int(np.argmax(rejected)) + 1, rule.min_pairs) if rejected.any() else n + 1
-    mean_clears = mean_lower_bounds(y, rule.alpha_keep, prior, start=first) > rule.floor
-    for i in range(rule.min_pairs - 1, n):
-        if rejected[i] and mean_clears[i]:
-            return StopDecision(KEEP, n, i + 1, *_exp(keep[i], loss[i], fut[i]))
-        if loss[i] >= math.log(1 / rule.alpha_loss):
-            return StopDecision(LOSS, n, i + 1, *_exp(keep[i], loss[i], fut[i]))
-        if fut[i] >= math.log(1 / rule.alpha_futility) and running[i] > -rule.floor:
-            return StopDecision(FUTILE, n, i + 1, *_exp(keep[i], loss[i], fut[i]))
-    kind = EXHAUSTED if n >= rule.max_pairs else CONTINUE
-    return StopDecision(kind, n, 0, *_exp(keep[-1], loss[-1], fut[-1]))
+    kinds, at, wealth = decide_paths(y[None, :], s[None, :], rule, prior)
+    i = (at[0] or n) - 1
+    return StopDecision(str(kinds[0]), n, int(at[0]), *_exp(*(float(w[0, i]) for w in wealth)))
+
+
+def decide_paths(ys: np.ndarray, ss: np.ndarray, rule: Rule,
+                 prior: Prior = Prior()) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+    """`decide` for many paths of equal length at once (rows of `ys`, their scales in `ss`): each
+    path's kind, the pairs at which it was reached (0: none) and the running log wealths (keep,
+    loss, futility). The one copy of the rule: `decide` is this on one row, and the power
+    simulation runs it on all of its paths in one pass."""
+    n = ys.shape[1]
+    keep = log_wealth(ys, ss, rule.floor, "up")[:, 0]
+    loss = log_wealth(ys, ss, -rule.floor, "down")[:, 0]
+    fut = log_wealth(ys, ss, rule.futility, "down")[:, 0]
+    running = np.cumsum(ys, axis=1) / np.arange(1, n + 1)
+    rejected = np.maximum.accumulate(keep, axis=1) >= math.log(1 / rule.alpha_keep)
+    clears = mean_lower_bounds(ys, rule.alpha_keep, prior) > rule.floor
+    events = np.stack([rejected & clears,                                    # checked in this order
+                       loss >= math.log(1 / rule.alpha_loss),
+                       (fut >= math.log(1 / rule.alpha_futility)) & (running > -rule.floor)])
+    events[:, :, :rule.min_pairs - 1] = False
+    stopped = events.any(axis=0)
+    at = np.where(stopped.any(axis=1), np.argmax(stopped, axis=1) + 1, 0)
+    first = np.argmax(events[:, np.arange(ys.shape[0]), np.maximum(at - 1, 0)], axis=0)
+    undecided = EXHAUSTED if n >= rule.max_pairs else CONTINUE
+    kinds = np.where(at > 0, np.array([KEEP, LOSS, FUTILE])[first], undecided)
+    return kinds, at, (keep, loss, fut)
 
 
 def _exp(*logs: float) -> tuple[float, ...]:

@@ -281,3 +281,24 @@ def test_an_effect_of_twice_the_floor_is_not_stopped_as_futile(sims):
                 for _ in range(sims)]
     assert outcomes.count(sq.FUTILE) / sims <= r.alpha_futility + 0.05
     assert outcomes.count(sq.KEEP) / sims >= 0.06
+
+
+def test_the_power_simulations_batch_decides_every_path_as_decide_does_alone():
+    """`decide_paths` is the rule the power simulation runs on all its paths at once; each row's
+    kind, stopping pair and wealth must be what `decide` gives that path alone (any drift between
+    the two would make the printed MDE describe a rule the runner does not apply)."""
+    rng = np.random.default_rng(7)
+    prior = sq.Prior(tuple(sq.Pair(float(v)) for v in rng.normal(0, 0.01, 12)))
+    seen: set[str] = set()
+    for r in (rule(), rule(alpha=0.05, min_pairs=1, max_pairs=25)):
+        for effect in (0.0, 0.015, 0.05, -0.05):
+            ys = effect + np.vstack([noise(kind, rng, r.max_pairs) for kind in ("quiet", "heavy", "states") * 20])
+            ss = np.full_like(ys, 0.02)
+            kinds, at, wealth = sq.decide_paths(ys, ss, r, prior)
+            seen |= set(kinds)
+            for j in range(ys.shape[0]):
+                alone = sq.decide(ys[j], ss[j], r, prior)
+                i = (alone.at or r.max_pairs) - 1
+                assert (kinds[j], at[j]) == (alone.kind, alone.at)
+                assert math.isclose(math.exp(min(wealth[0][j, i], 700.0)), alone.wealth_keep, rel_tol=1e-12)
+    assert {"keep", "loss", "futile"} <= seen          # every branch of the rule was compared
