@@ -20,7 +20,8 @@ Parsing is bounded (issue 20, N14: a 65 KB comment of `[` took seconds in the Co
 in the web process): a comment without the prefix is not parsed at all; one longer than
 `MAX_COMMENT_CHARS` is not parsed either, but answered with help if a line of it starts with the
 prefix (post the command in a comment of its own); and the parser runs without its link, image
-and emphasis rules, the ones whose bracket and delimiter matching is superlinear. So a command is
+and emphasis rules, whose bracket and delimiter matching made the pathological bodies dear (with
+markdown-it-py 4.3 the cost grows about linearly but ~10x more per character). So a command is
 a plain line: one wrapped in emphasis or link brackets keeps its `*` or `[` and is not a command.
 `tests/bot/parse_cost.py` prints the cost before and after.
 

@@ -1,6 +1,6 @@
 """N14: reading a comment for commands is bounded. Without the prefix nothing is parsed; over
 `MAX_COMMENT_CHARS` nothing is parsed and a command line is answered with help (post it alone);
-within the bound the parser runs without its superlinear rules. Through the App: a 65 KB
+within the bound the parser runs without its link, image and emphasis rules (the dear ones). Through the App: a 65 KB
 pathological comment is accepted and answered, not parsed. (Costs: tests/bot/parse_cost.py.)
 
 Within the bound, what holds the rules off is counted, not timed (this host is noisy): the parser
