@@ -72,6 +72,14 @@ def duration(seconds: float) -> str:
     return f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
+def branch_line(summary: dict) -> str:
+    """What the run left, as the CLI's closing lines say it: a summary names its branch even when
+    the branch was deleted (nothing kept), so `branch_left` decides, never the name alone."""
+    if summary.get("branch_left", True) and summary.get("branch"):
+        return f"branch {summary['branch']}"
+    return f"no branch left: {summary.get('branch_note') or 'nothing was kept'}"
+
+
 def step_of(message: str) -> str:
     """The step a progress message belongs to: `pair 3/20` and `pair 4/20` are one step."""
     return message.split(" ", 1)[0] if message.startswith("pair ") else message
@@ -160,8 +168,7 @@ class PlainView:
         elif kind == "resume":
             self.line(f"resuming run at phase {event['phase']}")
         elif kind == "done":
-            s = event.get("summary") or {}
-            self.line("report written" + (f": branch {s['branch']}" if s.get("branch") else ": no branch left"))
+            self.line("report written: " + branch_line(event.get("summary") or {}))
         elif kind == "cancelled":
             self.line("cancelled")
 

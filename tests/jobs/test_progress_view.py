@@ -1,4 +1,5 @@
-"""The CLI's progress rows (jobs.cli.ProgressView): one row per phase and experiment, one per calibration."""
+"""The CLI's progress: rich rows (jobs.cli.ProgressView), one per phase, experiment and calibration; and
+the plain lines of a piped run (jobs.progress_view.PlainView), which must never say what is not so."""
 from __future__ import annotations
 
 import io
@@ -68,3 +69,28 @@ def test_plain_lines_per_phase_step_and_verdict_with_heartbeat_and_eta():
     assert lines[7].startswith("a: pair 4/10 (step running 1m00s, at most ~") and "left at the pair cap" in lines[7]
     assert lines[8:] == ["experiment a: keep: score +30%"]
     assert out.getvalue().splitlines()[2].startswith("[ 2m05s] ")
+
+
+def plain(events: list[dict], clock: FakeClock, *, then_minutes: int = 0) -> tuple[list[str], "PlainView"]:
+    """The PlainView's lines (without their time stamps) for `events`, then `then_minutes` minutes
+    of heartbeats."""
+    from jobs.progress_view import PlainView
+    out = io.StringIO()
+    view = PlainView(out, heartbeat=60, clock=clock)
+    for event in events:
+        clock.now += 5
+        view(event)
+    for _ in range(then_minutes):
+        clock.now += 60
+        view.beat()
+    return [line.split("] ", 1)[1] for line in out.getvalue().splitlines()], view
+
+
+
+def test_report_written_names_a_branch_only_when_one_was_left():
+    # A run that kept nothing still names `autoresearch/<run-id>` in its summary, but deleted it.
+    none_left = {"branch": "autoresearch/r1", "branch_left": False, "branch_note": "nothing was kept"}
+    lines, _ = plain([{"type": "done", "summary": none_left}], FakeClock())
+    assert lines == ["report written: no branch left: nothing was kept"]
+    lines, _ = plain([{"type": "done", "summary": {**none_left, "branch_left": True, "branch_note": ""}}], FakeClock())
+    assert lines == ["report written: branch autoresearch/r1"]
