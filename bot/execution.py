@@ -46,7 +46,8 @@ def execute(flow: RunFlow, rec: RunRecord, prep: api.Preparation, lease: HeldLea
                                 operator=flow.place.operator,   # the operator's, not the repo's
                                 on_event=Progress(flow.store, flow.refresh_status, rec, prep.layout.out,
                                                   prep.config.primary.name),
-                                should_stop=lambda: lease.lost or flow.store.cancel_requested(flow.repo, run_id))
+                                should_stop=lambda: lease.lost or flow.store.cancel_requested(flow.repo, run_id),
+                                published=flow.published(rec, prep))
         except ends_run as exc:
             if lease.lost:
                 return lost

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from jobs import api
+from jobs import api, branches
 from jobs.config import Overrides, TargetConfig
 from jobs.runsummary import RunStopped, RunSummary
 
@@ -313,6 +313,22 @@ class Flow:
         """The pipeline of a run this process holds, then its publication (`bot.execution`)."""
         return execution.execute(self, rec, prep, lease)
 
+    def push_place(self, rec: RunRecord, prep: api.Preparation, own_branch: str) -> tuple[str, str, str]:
+        """(owner, name, branch) the run's result is pushed to: `push_target`'s repository, and the
+        issue's existing PR's branch (a rerun updates that PR), else the run's own branch."""
+        existing = self.store.issue_pr(self.repo, rec.issue)
+        return (*push_target(self.place.fork_owner, prep.config, rec.owner, rec.name),
+                existing["branch"] if existing else own_branch)
+
+    def published(self, rec: RunRecord, prep: api.Preparation) -> api.Published:
+        """Where a maintainer fetches this run's result, told to the run before it starts so that
+        its report's Reproduce block names the repository's URL and the branch's, never the worker's
+        clone (the same place `publish` pushes to)."""
+        owner, name, branch = self.push_place(rec, prep, branches.run_branch(rec.run_id))
+        return api.Published(clone_url=self.place.clone_url(self.gh.owner, self.gh.repo),   # what the run cloned
+                             head_url=self.place.clone_url(owner, name), head_branch=branch,
+                             candidates=api.candidates_in_repo(prep))
+
     def publish(self, rec: RunRecord, prep: api.Preparation, summary: RunSummary | RunStopped) -> dict:
         """Push the run's branch and open (or update) the issue's draft PR; or report without a PR.
         Returns the record fields to set. `summary` comes from `api.start`, which returns only once
@@ -329,9 +345,8 @@ class Flow:
             self.gh.comment(rec.issue, (f"autoresearch run `{rec.run_id}`: no change was kept, so no pull request "
                                         f"was opened. The report:\n\n{report}")[:COMMENT_LIMIT])
             return {"message": "no change was kept; the report is in a comment below"}
+        fork_owner, fork_name, branch = self.push_place(rec, prep, summary.branch)
         existing = self.store.issue_pr(self.repo, rec.issue)
-        branch = existing["branch"] if existing else summary.branch
-        fork_owner, fork_name = push_target(self.place.fork_owner, prep.config, rec.owner, rec.name)
         self.git.push(self.place.clone_url(fork_owner, fork_name), prep.layout.clone,
                       f"refs/heads/{summary.branch}", branch, self.token)
         body = pr_body(report, rec.issue, prep.config.agent, kept)[:COMMENT_LIMIT]

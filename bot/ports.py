@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Protocol
 
-from jobs.api import Preparation, RunLayout
+from jobs.api import Preparation, Published, RunLayout
 from jobs.operator import OperatorPolicy
 from jobs.runsummary import RunStopped, RunSummary
 
@@ -233,5 +233,7 @@ class RunFlow(PlanningFlow, Protocol):
     def refresh_status(self, run_id: str) -> None: ...
 
     def finish(self, rec: RunRecord, event: str, **fields: Any) -> None: ...
+
+    def published(self, rec: RunRecord, prep: Preparation) -> Published: ...
 
     def publish(self, rec: RunRecord, prep: Preparation, summary: dict) -> dict: ...

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Callable
 
 from . import branches, gitops
+from .branches import Published
 from .layout import PREPARED, RunLayout  # noqa: F401  (the bot's names for them)
 from .operator import OperatorPolicy
 from .pipeline import Run, RunOptions
-from .preparation import (CANDIDATES_DIR, PlanError, Preparation, load_preparation, make_plan,  # noqa: F401
-                          prepare, prepare_candidates)
+from .preparation import (CANDIDATES_DIR, PlanError, Preparation, candidates_in_repo,  # noqa: F401
+                          load_preparation, make_plan, prepare, prepare_candidates)
 from .reaper import ended_processes
 from .runfiles import (RunFiles, finished_experiments, list_runs, read_records, read_run,  # noqa: F401
                        spent_usd)
@@ -29,19 +30,22 @@ from .runsummary import RunStopped, RunSummary
 
 def start(prep: Preparation, *, executor: str, agent: str | None = None,
           on_event: Callable[[dict], None] | None = None, should_stop: Callable[[], bool] | None = None,
-          operator: OperatorPolicy | None = None, slots_spent: int = 0) -> RunSummary | RunStopped:
+          operator: OperatorPolicy | None = None, slots_spent: int = 0,
+          published: Published | None = None) -> RunSummary | RunStopped:
     """Run the pipeline on the prepared clone (resuming whatever `prep.layout.out` already holds),
     with the preparation's config, candidates and research, under the operator's decisions
     (`bot.settings` reads them; None: the strict defaults: always sandboxed, no variable passed
     through, the default limits). The workdir of every run is protected.
-    `slots_spent`: keep slots earlier runs of the same question used (a bench's re-runs)."""
+    `slots_spent`: keep slots earlier runs of the same question used (a bench's re-runs).
+    `published`: where the result branch will be pushed, so the report's Reproduce block fetches it
+    from there and not from this worker's clone (jobs.branches.Published)."""
     layout = prep.layout
     operator = operator or OperatorPolicy(face="app")
     operator = replace(operator, protected=(*operator.protected, str(layout.workdir)))
     options = RunOptions(target=layout.clone, out=layout.out, run_id=layout.run_id, agent=agent,
                          candidates=list(prep.candidates), executor=executor, config=prep.config,
                          research=prep.research, operator=operator, repo_identity=layout.full_name,
-                         slots_spent=slots_spent)
+                         slots_spent=slots_spent, published=published)
     with ended_processes():
         return Run(options, on_event=on_event, should_stop=should_stop).execute()
 

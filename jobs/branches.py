@@ -4,8 +4,11 @@
 `autoresearch/<run-id>-exp/<hypothesis>` holds one implemented hypothesis, so a resumed run does
 not implement it again. The pipeline makes them, `jobs.cleanup` and `jobs.api` find and delete
 them, the bot pushes them and tells its pull requests' branches by them: all through here.
+`Published` says where the bot pushes a run's result, so its report can say where to fetch it.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 PREFIX = "autoresearch/"
 EXPERIMENTS = "-exp/"
@@ -40,3 +43,15 @@ def run_of(branch: str) -> str:
     if not is_run_made(branch):
         raise ValueError(f"{branch!r} is not a branch an autoresearch run makes")
     return branch[len(PREFIX):].split(EXPERIMENTS, 1)[0]
+
+
+@dataclass(frozen=True)
+class Published:
+    """Where a maintainer gets what a bot run (the App, the Action) measured, from their own machine:
+    the run's clone lives on a worker, so a report naming its path (or its `origin/<branch>`, absent
+    when the branch went to a fork) cannot be followed. The CLI's runs have none: their user has the
+    target folder at hand. All of it is known before the run starts; none of it holds a token."""
+    clone_url: str                        # the repository, as a maintainer clones it
+    head_url: str                         # where the result branch is pushed: a fork, or clone_url
+    head_branch: str                      # its name there (a rerun pushes to its PR's existing branch)
+    candidates: tuple[str, ...] = ()      # the run's maintainer patches, as paths inside the repository

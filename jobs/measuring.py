@@ -106,7 +106,18 @@ class Measurer:
             self.emit({"type": "progress", "name": label, "message": message, "fraction": fraction})
         if self.should_stop():
             raise RunCancelled(f"run {self.run_id} cancelled")
-        raw = ex.run(spec, progress)
+        ended = "error"
+        try:
+            raw = ex.run(spec, progress)
+            ended = raw.status
+        except RunCancelled:
+            ended = "cancelled"
+            raise
+        finally:
+            # The step's end, said once and in one place, whatever way it ended: a view retires the
+            # step here rather than by knowing every step name (a second calibration batch was left
+            # "running" in the heartbeat for the rest of a run).
+            self.emit({"type": "step_done", "name": label, "status": ended})
         with self.state.lock:
             self.state.save(cost_usd=round(self.state.get("cost_usd", 0.0) + raw.cost_usd, 4))
             if raw.machine:       # where it ran (ISA, kernel, compiler) and the load seen while it ran

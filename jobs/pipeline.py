@@ -26,6 +26,7 @@ from typing import Any, Callable
 from . import agentkinds, branches, cleanup, gitops, ledger, runlock, sandbox, yardstick
 from .agent import make_agent
 from .agent.offline import NotImplementable
+from .branches import Published
 from .calibrating import Calibrating
 from .config import TargetConfig, load_config
 from .errors import RunCancelled, RunError  # noqa: F401  (re-exported: jobs.pipeline.RunError)
@@ -64,6 +65,8 @@ class RunOptions:
     # own environment; None: this process's environment, as the CLI's user is the operator.
     operator: OperatorPolicy | None = None
     repo_identity: str | None = None          # whose cache namespace (`owner/name`); None: the target's path
+    # The bot's: where its result branch is pushed, for the report's Reproduce block (jobs.branches).
+    published: Published | None = None
     # The config to run by, as is: a `jobs.api.Preparation`'s, read once and narrowed once by the
     # command's overrides (`/autoresearch optimize cpu metric=tg128 budget=30`) before the plan was
     # made. None: the target's own `.github/autoresearch.yml`, read here.
@@ -345,7 +348,7 @@ class Run:
     def report_phase(self, results: list[ExperimentRecord], stacks: dict[str, ExperimentRecord]) -> RunSummary:
         reporting = Reporting(self.o.run_id, self.config, self.repo, self.out, self.state,
                               [ex.platform for ex in self.executors], self.o.agent, self.o.executor, self.o.repeats,
-                              list(self.o.candidates))
+                              list(self.o.candidates), self.o.published)
         summary = reporting.summary(results, stacks, time.monotonic() - self.started)
         reporting.write(summary)
         self._save(phase="done")

@@ -80,6 +80,12 @@ def prepare(layout: RunLayout, base: str, config: TargetConfig, executor: str) -
     return prep
 
 
+def candidates_in_repo(prep: Preparation) -> tuple[str, ...]:
+    """The candidates of a run `prepare` made, as paths inside the repository: it copies each from
+    CANDIDATES_DIR under its own name (a report names them where a maintainer finds them)."""
+    return tuple(f"{CANDIDATES_DIR}/{c.name}" for c in prep.candidates)
+
+
 def load_preparation(layout: RunLayout, executor: str) -> Preparation | None:
     """What `prepare` saved for this run, with its plan made again (for today's executor and
     prices, so an approval given for another plan does not hold); None when there is nothing

@@ -52,6 +52,9 @@ class ProgressView:
         elif kind == "progress":
             task = self._task(event["name"], event["name"])
             self.p.update(task, completed=event["fraction"], description=f"{event['name']}: {event['message']}")
+        elif kind == "step_done":         # a measured step ended (a failed build sends no 1.0 itself)
+            if event["name"] in self.tasks:
+                self.p.update(self.tasks[event["name"]], completed=1.0)
         elif kind == "experiment_done":
             task = self._task(event["name"], event["name"])
             tag = " (resumed)" if event.get("resumed") else ""
@@ -70,6 +73,14 @@ def duration(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60}m{s % 60:02d}s"
     return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+def branch_line(summary: dict) -> str:
+    """What the run left, as the CLI's closing lines say it: a summary names its branch even when
+    the branch was deleted (nothing kept), so `branch_left` decides, never the name alone."""
+    if summary.get("branch_left", True) and summary.get("branch"):
+        return f"branch {summary['branch']}"
+    return f"no branch left: {summary.get('branch_note') or 'nothing was kept'}"
 
 
 def step_of(message: str) -> str:
@@ -96,6 +107,7 @@ class PlainView:
         self.clock = clock
         self.started = clock()
         self.active: dict[str, _Step] = {}
+        self.ended: dict[str, str] = {}          # name -> the last line of a step that finished
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
@@ -128,24 +140,34 @@ class PlainView:
             if event["phase"] == "research":
                 self.active["research"] = _Step("scan", 0.0, now)
         elif kind == "progress":
-            name, message = event["name"], event["message"]
+            name, message, fraction = event["name"], event["message"], event["fraction"]
+            if fraction >= 1.0 and self.ended.get(name) == message:
+                return                    # a remote log's heartbeat repeating a step's last line
+            self.ended.pop(name, None)
             st = self.active.get(name)
             if st is None or step_of(st.message) != step_of(message):
-                self.active[name] = st = _Step(message, event["fraction"], now, st.task_started if st else None)
+                self.active[name] = st = _Step(message, fraction, now, st.task_started if st else None)
                 self.line(f"{name}: {message}")
                 st.printed = now
             else:
-                st.message, st.fraction = message, event["fraction"]
+                st.message, st.fraction = message, fraction
                 if now - st.printed >= self.heartbeat:
                     self.line(self._status(name, st, now))
                     st.printed = now
+            if fraction >= 1.0:           # the step says it is finished ("measured (...)"): retire it
+                self.active.pop(name, None)
+                self.ended[name] = message
+        elif kind == "step_done":
+            # Every measured step's explicit end (jobs.measuring.Measurer.execute), however it ended:
+            # no step can go on "running" in the heartbeat because nobody cleared its name.
+            st = self.active.pop(event["name"], None)
+            if st is not None:            # it ended without a final line of its own (a failed build)
+                self.line(f"{event['name']}: ended ({event.get('status', 'unknown')})")
         elif kind == "research_done":
             self.active.pop("research", None)
             self.line(f"research done: {len(event['hypotheses'])} hypotheses"
                       + (f" ({', '.join(event['hypotheses'])})" if event["hypotheses"] else ""))
-        elif kind == "calibrated":
-            self.active.pop("calibration", None)
-            self.active.pop(f"calibration@{event.get('platform', '')}", None)
+        elif kind == "calibrated":         # its batches ended with their own step_done events
             self.line("calibration done" + (f" on {event['platform']}" if event.get("platform") not in
                                             (None, "", "local") else ""))
         elif kind == "experiment_start":
@@ -160,8 +182,7 @@ class PlainView:
         elif kind == "resume":
             self.line(f"resuming run at phase {event['phase']}")
         elif kind == "done":
-            s = event.get("summary") or {}
-            self.line("report written" + (f": branch {s['branch']}" if s.get("branch") else ": no branch left"))
+            self.line("report written: " + branch_line(event.get("summary") or {}))
         elif kind == "cancelled":
             self.line("cancelled")
 

@@ -200,10 +200,14 @@ def noise_section(records: list[dict[str, Any]]) -> list[str]:
 # -- re-measure from scratch ---------------------------------------------------------------------------
 
 def reproduce_lines(repo: str, base: str, branch: str | None, env: list[str], repeats: int | None,
-                    agent: str, candidates: list[str] | tuple[str, ...] = ()) -> list[str]:
-    """Shell lines that measure base against head again from a fresh clone: the branch's diff
-    becomes one candidate (`--agent none --candidate`), calibrated and judged like the run's own.
-    Without a branch (nothing kept) they run the whole loop again on the base commit."""
+                    agent: str, candidates: list[str] | tuple[str, ...] = (), *, branch_url: str = "",
+                    candidates_in_repo: bool = False) -> list[str]:
+    """Shell lines that measure base against head again from a fresh clone of `repo`: the branch's
+    diff becomes one candidate (`--agent none --candidate`), calibrated and judged like the run's own.
+    Without a branch (nothing kept) they run the whole loop again on the base commit.
+    `branch_url`: where `branch` is fetched from when the clone's `origin` does not have it (the
+    bot pushes to a fork); `candidates_in_repo`: the candidates are paths inside the repository
+    (the bot's `.github/autoresearch/candidates/`), taken from the fresh clone."""
     q = shlex.quote
     # The variables by name only, taken from the reader's shell: values never reach a report (issue 20, N8).
     env_prefix = "".join(f'{k}="${k}" ' for k in sorted(env) if k.replace("_", "a").isalnum())
@@ -212,10 +216,15 @@ def reproduce_lines(repo: str, base: str, branch: str | None, env: list[str], re
              f"git clone -q {q(repo)} \"$work/target\"",
              f"git -C \"$work/target\" checkout -q --detach {base}"]
     if branch:
-        lines += [f"git -C \"$work/target\" diff --binary {base} origin/{branch} > \"$work/head.patch\"",
+        head = f"origin/{branch}"
+        if branch_url:
+            lines.append(f"git -C \"$work/target\" fetch -q {q(branch_url)} {q(branch)}")
+            head = "FETCH_HEAD"
+        lines += [f"git -C \"$work/target\" diff --binary {base} {head} > \"$work/head.patch\"",
                   f"{env_prefix}autoresearch run \"$work/target\" --agent none --candidate \"$work/head.patch\" "
                   f"--out \"$work/run\"{cap}"]
     else:
-        given = "".join(f" --candidate {q(c)}" for c in candidates)
+        where = "\"$work/target\"/" if candidates_in_repo else ""
+        given = "".join(f" --candidate {where}{q(c)}" for c in candidates)
         lines += [f"{env_prefix}autoresearch run \"$work/target\" --agent {agent}{given} --out \"$work/run\"{cap}"]
     return lines + ["cat \"$work/run/pr.md\""]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from . import ledger
+from .branches import Published
 from .config import TargetConfig
 from .machine import summarise_load
 from .measuring import plan_for
@@ -35,6 +36,7 @@ class Reporting:
     executor: str
     repeats: int | None
     candidates: list[Path]
+    published: Published | None = None   # the bot's: where a maintainer fetches the result; None: the CLI's
 
     def summary(self, results: list[ExperimentRecord], stacks: dict[str, ExperimentRecord],
                 wall_seconds: float) -> RunSummary:
@@ -67,17 +69,31 @@ class Reporting:
             branch_left=state.get("branch_left", True), branch_note=state.get("branch_note", ""),
             floor_pct={p: plan_for(self.config, state, p, 0, self.repeats).floor_pct for p in measured
                        if p in state["calibration"]},
-            # A fresh measurement of base vs head (jobs.report_review.reproduce_lines), and the
-            # command that re-prints or resumes this very run.
-            reproduce=reproduce_lines(str(self.repo), state["base_commit"], state["branch"] if confirmed else None,
-                                      state.get("bench_env_names") or [], self.repeats, self.agent,
-                                      [str(Path(c).resolve()) for c in self.candidates]),
-            resume=(env_prefix(state.get("bench_env_names") or [])
-                    + f"autoresearch run {self.repo} --run-id {self.run_id} --out {self.out}"
-                    + (f" --executor {self.executor}" if self.executor != "local" else "")
-                    + (f" --repeats {self.repeats}" if self.repeats else "")))
+            reproduce=self.reproduce(state["base_commit"], state["branch"] if confirmed else None),
+            resume=self.resume_command())
         # Non-finite numbers (an untrusted result's infinite interval) are null in the file and here alike.
         return RunSummary.from_json(ledger.strict_json(built.to_json()))
+
+    def reproduce(self, base: str, branch: str | None) -> list[str]:
+        """A fresh measurement of base vs head (jobs.report_review.reproduce_lines): from the target
+        folder on the CLI; for the bot, from the repository's URL and where the branch was pushed,
+        since the worker's clone is nowhere a maintainer can reach."""
+        env, pub = self.state.get("bench_env_names") or [], self.published
+        if pub is None:
+            return reproduce_lines(str(self.repo), base, branch, env, self.repeats, self.agent,
+                                   [str(Path(c).resolve()) for c in self.candidates])
+        return reproduce_lines(pub.clone_url, base, pub.head_branch if branch else None, env, self.repeats,
+                               self.agent, pub.candidates, branch_url=pub.head_url, candidates_in_repo=True)
+
+    def resume_command(self) -> str:
+        """The command that re-prints or resumes this very run, from its folder: none for the bot's
+        runs, whose folder is on a worker (the bot resumes them itself)."""
+        if self.published is not None:
+            return ""
+        return (env_prefix(self.state.get("bench_env_names") or [])
+                + f"autoresearch run {self.repo} --run-id {self.run_id} --out {self.out}"
+                + (f" --executor {self.executor}" if self.executor != "local" else "")
+                + (f" --repeats {self.repeats}" if self.repeats else ""))
 
     def write(self, summary: RunSummary) -> None:
         data = summary.to_json()

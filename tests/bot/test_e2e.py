@@ -272,6 +272,19 @@ def test_fork_push_and_bench_on_the_bot_pr(bot_env, tmp_path, monkeypatch):
     assert pr["head"] == f"forker:autoresearch/{rec.run_id}" and pr["draft"]
     assert git(fork, "rev-parse", "--verify", "-q", f"refs/heads/autoresearch/{rec.run_id}")
     assert not git(bot_env.git_root / f"{REPO}.git", "branch", "--list", "autoresearch/*")   # upstream untouched
+    # The PR's Reproduce block runs on the maintainer's machine: it clones the repository by its URL
+    # and fetches the branch from the fork it went to, never the worker's clone (nor its `origin/`).
+    script = pr["body"].split("## Reproduce")[1].split("```sh\n")[1].split("\n```")[0]
+    git_url = bot_env.env["AUTORESEARCH_GIT_URL"]
+    assert f'git clone -q {git_url}/{REPO}.git "$work/target"' in script, script
+    assert f"fetch -q {git_url}/forker/synth.git autoresearch/{rec.run_id}" in script, script
+    assert str(bot_env.workdir) not in script and "origin/" not in script
+    # Its git steps, run as written: the patch it measures is the kept change.
+    lines = script.splitlines()
+    steps = lines[:next(i for i, line in enumerate(lines) if "autoresearch run" in line)]
+    patch = subprocess.run(["bash", "-e", "-c", "\n".join(steps) + '\ncat "$work/head.patch"'], cwd=tmp_path,
+                           env={**os.environ, "TMPDIR": str(tmp_path)}, capture_output=True, text=True, check=True)
+    assert "+++ b/src/speed.txt" in patch.stdout and "+130" in patch.stdout, patch.stdout + patch.stderr
 
     # `/autoresearch bench` on that PR re-measures its head against its base.
     assert bot_env.comment(REPO, 100, "bob", "/autoresearch bench", pr=True).status == 202

@@ -1,12 +1,15 @@
-"""The CLI's progress rows (jobs.cli.ProgressView): one row per phase and experiment, one per calibration."""
+"""The CLI's progress: rich rows (jobs.cli.ProgressView), one per phase, experiment and calibration; and
+the plain lines of a piped run (jobs.progress_view.PlainView), which must never say what is not so."""
 from __future__ import annotations
 
 import io
 
+import pytest
 from rich.console import Console
 from rich.progress import Progress
 
 from jobs.cli import ProgressView
+from jobs.progress_view import PlainView
 
 
 def rows(events: list[dict]) -> list[str]:
@@ -43,7 +46,6 @@ class FakeClock:
 
 
 def test_plain_lines_per_phase_step_and_verdict_with_heartbeat_and_eta():
-    from jobs.progress_view import PlainView
     out, clock = io.StringIO(), FakeClock()
     view = PlainView(out, heartbeat=60, clock=clock)
     view({"type": "phase", "phase": "research"})
@@ -68,3 +70,103 @@ def test_plain_lines_per_phase_step_and_verdict_with_heartbeat_and_eta():
     assert lines[7].startswith("a: pair 4/10 (step running 1m00s, at most ~") and "left at the pair cap" in lines[7]
     assert lines[8:] == ["experiment a: keep: score +30%"]
     assert out.getvalue().splitlines()[2].startswith("[ 2m05s] ")
+
+
+def plain(events: list[dict], clock: FakeClock, *, then_minutes: int = 0) -> tuple[list[str], PlainView]:
+    """The PlainView's lines (without their time stamps) for `events`, then `then_minutes` minutes
+    of heartbeats."""
+    out = io.StringIO()
+    view = PlainView(out, heartbeat=60, clock=clock)
+    for event in events:
+        clock.now += 5
+        view(event)
+    for _ in range(then_minutes):
+        clock.now += 60
+        view.beat()
+    return [line.split("] ", 1)[1] for line in out.getvalue().splitlines()], view
+
+
+def batch(name: str, n: int) -> list[dict]:
+    """One measured step as the runner reports it (jobs/runner.py), then Measurer.execute's end."""
+    return ([{"type": "progress", "name": name, "message": "building candidate", "fraction": 0.05}]
+            + [{"type": "progress", "name": name, "message": f"pair {i + 1}/{n}", "fraction": 0.2 + 0.8 * i / n}
+               for i in range(n)]
+            + [{"type": "progress", "name": name, "message": "measured (fixed)", "fraction": 1.0},
+               {"type": "step_done", "name": name, "status": "ok"}])
+
+
+def test_no_step_reports_running_after_it_ended_including_the_second_calibration_batch():
+    # The demo's piped log: `calibration-more: measured (fixed) (step running …)` once a minute
+    # for 14 minutes after that batch had ended, because only `calibrated` cleared steps, by name.
+    events = ([{"type": "phase", "phase": "calibrate", "platform": "local"}] + batch("calibration", 10)
+              + batch("calibration-more", 10)
+              + [{"type": "calibrated", "platform": "local", "calibration": {}},
+                 {"type": "phase", "phase": "experiments", "total": 1},
+                 {"type": "experiment_start", "name": "a"},
+                 {"type": "progress", "name": "a", "message": "pair 1/60", "fraction": 0.2}])
+    lines, view = plain(events, FakeClock(), then_minutes=5)
+    assert "calibration-more: measured (fixed)" in lines
+    assert list(view.active) == ["a"]
+    running = [line for line in lines if "step running" in line]
+    assert running and all(line.startswith("a: pair 1/60 (step running") for line in running)
+
+
+def test_a_step_ends_by_its_final_line_or_by_its_end_event_alone():
+    clock = FakeClock()
+    # Its final line (fraction 1.0) ends it, and a remote log's heartbeat repeating it is silent.
+    lines, view = plain([{"type": "progress", "name": "s", "message": "pair 1/4", "fraction": 0.2},
+                         {"type": "progress", "name": "s", "message": "measured (keep)", "fraction": 1.0},
+                         {"type": "progress", "name": "s", "message": "measured (keep)", "fraction": 1.0}],
+                        clock, then_minutes=3)
+    assert lines == ["s: pair 1/4", "s: measured (keep)"] and not view.active
+    # A build that failed sends no final line: the end event retires it and says how it ended.
+    lines, view = plain([{"type": "progress", "name": "b", "message": "building candidate", "fraction": 0.05},
+                         {"type": "step_done", "name": "b", "status": "build_failed"}], clock, then_minutes=3)
+    assert lines == ["b: building candidate", "b: ended (build_failed)"] and not view.active
+
+
+def test_the_rich_rows_finish_on_the_end_event():
+    progress = Progress(console=Console(file=io.StringIO()))
+    view = ProgressView(progress)
+    for event in [{"type": "progress", "name": "calibration-more", "message": "building candidate", "fraction": 0.05},
+                  {"type": "step_done", "name": "calibration-more", "status": "build_failed"}]:
+        view(event)
+    assert [t.finished for t in progress.tasks] == [True]
+
+
+def test_report_written_names_a_branch_only_when_one_was_left():
+    # A run that kept nothing still names `autoresearch/<run-id>` in its summary, but deleted it.
+    none_left = {"branch": "autoresearch/r1", "branch_left": False, "branch_note": "nothing was kept"}
+    lines, _ = plain([{"type": "done", "summary": none_left}], FakeClock())
+    assert lines == ["report written: no branch left: nothing was kept"]
+    lines, _ = plain([{"type": "done", "summary": {**none_left, "branch_left": True, "branch_note": ""}}], FakeClock())
+    assert lines == ["report written: branch autoresearch/r1"]
+
+
+def test_every_measured_step_sends_its_end_however_it_ended(tmp_path):
+    from types import SimpleNamespace
+
+    from jobs.errors import RunCancelled
+    from jobs.measuring import Measurer
+    from jobs.runstate import RunState
+    from jobs.spec import RawResult
+    events: list[dict] = []
+    bench = Measurer(None, "r1", RunState(tmp_path), None, events.append, lambda: False, platforms=1)
+
+    class Failing:
+        platform = "local"
+
+        def run(self, spec, progress):
+            progress("building candidate", 0.05)
+            return RawResult(status="build_failed")
+
+    class Cancelled(Failing):
+        def run(self, spec, progress):
+            raise RunCancelled("stop")
+
+    assert bench.execute(Failing(), SimpleNamespace(name="calibration-more")).status == "build_failed"
+    with pytest.raises(RunCancelled):
+        bench.execute(Cancelled(), SimpleNamespace(name="x"))
+    ends = [e for e in events if e["type"] == "step_done"]
+    assert ends == [{"type": "step_done", "name": "calibration-more", "status": "build_failed"},
+                    {"type": "step_done", "name": "x", "status": "cancelled"}]

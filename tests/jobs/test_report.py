@@ -160,3 +160,34 @@ def test_how_sure_names_the_yardstick_when_simulated_cycles_decided():
     assert _how_sure(wall, {"alpha": 0.05}).startswith("How sure: a change is kept when")
     assert "decided on simulated cycles" in _how_sure(run_summary(platform="local", primary="x",
                                                                   simulate={"local": {}}), {"alpha": 0.05})
+
+
+def test_a_bot_runs_reproduce_block_fetches_from_where_it_pushed_never_from_the_workers_clone():
+    from pathlib import Path
+
+    from jobs.branches import Published
+    from jobs.reporting import Reporting
+    worker = Path("/srv/autoresearch/octo/synth/r1/repo")        # the App's clone (jobs.layout)
+
+    def reporting(published):
+        return Reporting("r1", None, worker, worker.parent / "out", {"bench_env_names": ["OMP"]}, ["local"],
+                         "offline", "local", 12, [worker.parent / "candidates" / "faster.patch"], published)
+    bot = reporting(Published(clone_url="https://github.com/octo/synth.git",
+                              head_url="https://github.com/forker/synth.git", head_branch="autoresearch/r0",
+                              candidates=(".github/autoresearch/candidates/faster.patch",)))
+    kept = "\n".join(bot.reproduce("a" * 40, "autoresearch/r1"))
+    assert kept.splitlines()[1] == 'git clone -q https://github.com/octo/synth.git "$work/target"'
+    # The branch went to a fork, under the issue's existing PR's branch: fetched from there by name.
+    assert ('git -C "$work/target" fetch -q https://github.com/forker/synth.git autoresearch/r0\n'
+            f'git -C "$work/target" diff --binary {"a" * 40} FETCH_HEAD > "$work/head.patch"') in kept
+    assert "/srv/" not in kept and "origin/" not in kept
+    assert 'OMP="$OMP" autoresearch run "$work/target" --agent none --candidate "$work/head.patch"' in kept
+    # Nothing kept: the maintainer's candidates are taken from the fresh clone, where the repo keeps them.
+    again = "\n".join(bot.reproduce("a" * 40, None))
+    assert '--candidate "$work/target"/.github/autoresearch/candidates/faster.patch' in again and "/srv/" not in again
+    assert bot.resume_command() == ""           # the run's folder is on the worker: nothing to re-print here
+    # The CLI's run: its user has the target folder at hand, so the block stays as it was.
+    cli = reporting(None)
+    local = "\n".join(cli.reproduce("a" * 40, "autoresearch/r1"))
+    assert f'git clone -q {worker} "$work/target"' in local and f"{'a' * 40} origin/autoresearch/r1 >" in local
+    assert "fetch" not in local and f"--run-id r1 --out {worker.parent / 'out'}" in cli.resume_command()
