@@ -7,6 +7,9 @@ from pathlib import Path
 
 from conftest import make_repo
 
+# repeats.max 60: the runner's clock must exclude the hidden 1.5x clock cheat's claim, and under two
+# CPU hogs 30 pairs of the whole tree's CPU time could neither confirm nor exclude it (2026-12-01).
+# An honest or refused candidate still decides in a few pairs; only the undecided ones pay.
 CONFIG = """\
 name: minicomp
 build: make -s
@@ -16,7 +19,7 @@ metrics:
   - {{name: mbps, direction: higher, primary: true, unit: MB/s, clock: cpu}}
 editable: {editable}
 timeouts: {{build: 60, benchmark: 20, checks: 60}}
-repeats: {{min: 3, max: 30, warmup: 1, calibration: {calibration}}}
+repeats: {{min: 3, max: 60, warmup: 1, calibration: {calibration}}}
 budget: {{max_experiments: 4}}
 """
 
