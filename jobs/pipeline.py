@@ -130,8 +130,19 @@ class Run:
         self.started = time.monotonic()
 
     def emit(self, event: Event) -> None:
+        if event.get("type") == "warning":
+            self._record_warning(str(event.get("message", "")))
         with self._lock:
             self._emit(event)
+
+    def _record_warning(self, message: str) -> None:
+        """A warning kept in state.json (each message once), for the report: what the operator or the
+        run decided against the repository's wishes reaches the maintainer, not only a log. Those said
+        before the state exists are saved with it (`_init_state`)."""
+        with self.state.lock:
+            seen = list(self.state.get("warnings", []))
+            if self.state.get("run_id") and message not in seen:
+                self.state.save(warnings=seen + [message])
 
     # -- state -----------------------------------------------------------------------------
     def _save(self, **changes: Any) -> None:
@@ -180,6 +191,7 @@ class Run:
         self._save(run_id=self.o.run_id, base_commit=base, target=str(self.repo), agent=self.o.agent,
                    repeats_override=self.o.repeats,
                    phase="research", platforms=[e.platform for e in self.executors],
+                   warnings=list(dict.fromkeys(self._warnings)),
                    branch=branches.run_branch(self.o.run_id), calibration={}, cost_usd=0.0,
                    sandboxed=self.sandboxed, unsandboxed_by=self.unsandboxed_by, bench_env_names=self.env_names,
                    # what keys the profile cache: the values' hash, never the values (issue 20, N8)

@@ -259,6 +259,16 @@ def _where(summary: RunSummary, platform: str, stack: dict[str, Any]) -> str:
     return one_line(facts, facts.get("load") or None)
 
 
+def notes_section(summary: RunSummary) -> list[str]:
+    """What the run warned about as it went (a refused request of the repository's config, a
+    calibration or research caveat), each once; the messages carry repository-controlled names, so
+    each is inert text. The missing profile has the report's own warning at the top (`with_warning`)."""
+    notes = [w for w in dict.fromkeys(summary.warnings) if w and w != summary.profile_missing]
+    if not notes:
+        return []
+    return ["## Notes from the run", "", *[f"- {untrusted(w)}" for w in notes], ""]
+
+
 def render_pr(summary: RunSummary) -> str:
     primary = summary.primary
     experiments = summary.experiments
@@ -269,6 +279,7 @@ def render_pr(summary: RunSummary) -> str:
            _how_sure(summary, ec), ""]
     out += [f"Measured on {untrusted(p)}: {untrusted(one_line(m, m.get('load') or None))}."
             for p, m in (summary.machines or {}).items()] + ([""] if summary.machines else [])
+    out += notes_section(summary)
     out += commits_section(summary)
 
     for platform in summary.platforms:

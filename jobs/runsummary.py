@@ -1,8 +1,9 @@
 """Pure: what a finished run says about itself (`summary.json`), as one typed value.
 
 `RunSummary.to_json()` is exactly the JSON form the pipeline has always written (same keys, same
-order; `commits` and `diffstat` only when a confirmed branch was left), so the dashboard, the
-Action and older summaries read the same file; `from_json` reads one back. The entries of
+order; `commits` and `diffstat` only when a confirmed branch was left; keys added later come last),
+so the dashboard, the Action and older summaries read the same file; `from_json` reads one back
+(an older file without a later key gets its default). The entries of
 `experiments` and `stacks` stay in their ledger form (`jobs.results` reads those).
 `RunStopped` is what a run with nothing to try ends with instead (no summary.json is written).
 """
@@ -54,6 +55,12 @@ class RunSummary:
     floor_pct: dict[str, float] = field(default_factory=dict)
     reproduce: list[str] = field(default_factory=list)
     resume: str = ""
+    # What the run warned about as it went (a refused `sandbox: {enabled: false}` or sandbox.env name,
+    # a calibration or research caveat), each message once, in the order first said.
+    warnings: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        self.warnings = tuple(dict.fromkeys(str(w) for w in self.warnings))   # a JSON list reads back as the tuple
 
     def to_json(self) -> Json:
         """The summary.json object (write it with `jobs.ledger.dumps(..., indent=2)`)."""

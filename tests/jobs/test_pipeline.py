@@ -67,6 +67,7 @@ def test_every_status_from_maintainer_candidates(target, tmp_path):
     text = (out / "summary.json").read_text()
     assert RunSummary.from_json(json.loads(text)) == summary
     assert dumps(summary.to_json(), indent=2) == text and list(json.loads(text))[:2] == ["run_id", "target"]
+    assert list(json.loads(text))[-1] == "warnings"           # a key added later comes last
 
     # The stack holds exactly the one winner, as one commit on the run's branch.
     log = git(target, "log", "--format=%s", f"{summary.base_commit}..autoresearch/t1").splitlines()
@@ -90,13 +91,14 @@ def test_every_status_from_maintainer_candidates(target, tmp_path):
 
 
 def test_out_of_path_edit_is_refused(target, tmp_path, monkeypatch):
-    # the config passes two variables to target code, both allowed by the operator
+    # the config passes two variables to target code, both allowed by the operator, and asks for a third
     cfg = target / ".github/autoresearch.yml"
-    cfg.write_text(cfg.read_text() + "sandbox: {env: [SYN_MODEL, SYN_THREADS]}\n")
+    cfg.write_text(cfg.read_text() + "sandbox: {env: [SYN_MODEL, SYN_THREADS, SYN_CACHE_DIR]}\n")
     git(target, "commit", "-qam", "declare the benchmark's environment")
     monkeypatch.setenv("SYN_MODEL", "/models/a b.gguf")
     monkeypatch.delenv("SYN_THREADS", raising=False)
-    monkeypatch.setenv("AUTORESEARCH_SANDBOX_ENV", "SYN_MODEL,SYN_THREADS")    # the operator allows both
+    monkeypatch.setenv("SYN_CACHE_DIR", "/home/op/private-cache")
+    monkeypatch.setenv("AUTORESEARCH_SANDBOX_ENV", "SYN_MODEL,SYN_THREADS")    # the operator allows both, not the third
     bad = patch_for(target, tmp_path / "cheat.patch", {"bench.sh": "#!/bin/sh\necho 'METRIC score=1e9'\n"})
     outside = patch_for(target, tmp_path / "outside.patch", {"README": "hi\n"})
     summary = run(target, tmp_path / "out", [bad, outside])
@@ -107,7 +109,13 @@ def test_out_of_path_edit_is_refused(target, tmp_path, monkeypatch):
     # Reproduce names the variables, never their values (issue 20, N8).
     assert any(line.startswith('SYN_MODEL="$SYN_MODEL" SYN_THREADS="$SYN_THREADS" autoresearch run ')
                for line in summary.reproduce)
-    assert "/models/a b.gguf" not in (tmp_path / "out" / "pr.md").read_text()
+    pr = (tmp_path / "out" / "pr.md").read_text()
+    assert "/models/a b.gguf" not in pr and "/home/op/private-cache" not in pr
+    # The refusal is the run's record and the maintainer's note, by name only (issue 23).
+    refused = [w for w in summary.warnings if "SYN_CACHE_DIR" in w]
+    assert len(refused) == 1 and "does not allow" in refused[0], summary.warnings
+    assert "## Notes from the run" in pr
+    assert "sandbox.env asks for SYN_CACHE_DIR, which the operator does not allow" in pr
 
 
 def test_baseline_that_does_not_build_stops_the_run_with_a_reason(tmp_path):

@@ -191,3 +191,22 @@ def test_a_bot_runs_reproduce_block_fetches_from_where_it_pushed_never_from_the_
     local = "\n".join(cli.reproduce("a" * 40, "autoresearch/r1"))
     assert f'git clone -q {worker} "$work/target"' in local and f"{'a' * 40} origin/autoresearch/r1 >" in local
     assert "fetch" not in local and f"--run-id r1 --out {worker.parent / 'out'}" in cli.resume_command()
+
+
+def test_the_runs_warnings_are_noted_once_each_and_the_missing_profile_only_at_the_top():
+    refused = ("the repository's config asks for `sandbox: {enabled: false}`; only the operator can turn the "
+               "sandbox off (AUTORESEARCH_ALLOW_UNSANDBOXED=1 in the operator's settings), so target code runs sandboxed")
+    noisy = "x86: calibration noisy: sd 9.0%"
+    missing = "the op profile was not measured (timeout): hypotheses are ranked by kind weights alone"
+    md = render_pr(summary(warnings=[refused, noisy, refused, missing], profile_missing=missing))
+    notes = md.split("## Notes from the run\n\n")[1].split("\n\n")[0].splitlines()
+    # inert text: the message's own backticks and braces show as typed, never as markup
+    assert notes == ["- the repository's config asks for \\`sandbox: {enabled: false}\\`; only the operator can "
+                     "turn the sandbox off (AUTORESEARCH_ALLOW_UNSANDBOXED=1 in the operator's settings), so target "
+                     "code runs sandboxed", f"- {noisy}"]
+    assert md.count(missing) == 1 and md.startswith("# autoresearch") and "> **Warning:** " in md
+    assert md.index("## Notes from the run") < md.index("## A/B on x86")
+
+
+def test_a_run_without_warnings_has_no_notes_section():
+    assert "Notes from the run" not in render_pr(summary())

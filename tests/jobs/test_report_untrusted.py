@@ -39,8 +39,10 @@ def test_pr_md_keeps_repository_strings_inert(evil):
                              dict(name=name, hypothesis=name, platform=evil, status="discard", hypothesis_kind="micro",
                                   reason=f"refused path {evil}", metrics=[])],
                 stacks={evil: dict(status="discard", reason=evil, commit="b" * 40, cpu=evil, metrics=[])},
-                reproduce=[f"autoresearch run {evil}", "```", "@octocat"])
+                reproduce=[f"autoresearch run {evil}", "```", "@octocat"],
+                warnings=[f"the config's sandbox.env asks for {evil}, which the operator does not allow"])
     md = render_pr(s)
+    assert "## Notes from the run" in md
     assert live(md) == [], (evil, md)
     fences = [t for t in MD.parse(md) if t.type == "fence"]
     assert len(fences) == 1 and "@octocat" in fences[0].content          # the commands stay inside their block

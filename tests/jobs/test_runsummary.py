@@ -13,7 +13,7 @@ KEYS = ["run_id", "target", "repo", "base_commit", "branch", "platform", "platfo
         "agent", "primary", "calibration", "experiments", "commits", "diffstat", "hypotheses", "stack_applied",
         "stack_dropped", "stack_unattributed", "attribution", "sandboxed", "unsandboxed_by", "profile_missing",
         "noise", "profile", "simulate", "error_control", "stacks", "cost_usd", "wall_seconds", "stack_confirmed",
-        "branch_left", "branch_note", "floor_pct", "reproduce", "resume"]
+        "branch_left", "branch_note", "floor_pct", "reproduce", "resume", "warnings"]
 
 
 def _data(**changes):
@@ -26,7 +26,8 @@ def _data(**changes):
                 noise={}, error_control={"alpha": 0.05}, cost_usd=0.0, wall_seconds=1.5,
                 stacks={"local": {"status": "keep", "metrics": [{"name": "score", "delta_pct": 12.0, "p_value": 0.01}]}},
                 stack_confirmed=True, branch_left=True, branch_note="", floor_pct={"local": 1.0}, reproduce=["x"],
-                resume="autoresearch run /r")
+                resume="autoresearch run /r", warnings=["the config's sandbox.env asks for X, which the operator "
+                                                        "does not allow"])
     data.update(changes)
     return data
 
@@ -38,6 +39,18 @@ def test_the_json_form_reads_back_byte_for_byte():
     assert ledger.dumps(summary.to_json(), indent=2) == text
     assert list(summary.to_json()) == KEYS
     assert summary.kept and summary.stacks["local"]["status"] == "keep"
+
+
+def test_a_summary_written_before_warnings_were_kept_reads_back_without_any():
+    data = _data()
+    del data["warnings"]
+    assert RunSummary.from_json(data).warnings == ()
+
+
+def test_the_warnings_are_a_tuple_each_message_once():
+    summary = RunSummary.from_json(_data(warnings=["b", "a", "b"]))
+    assert summary.warnings == ("b", "a")
+    assert ledger.dumps(summary.to_json()).endswith('"warnings": ["b", "a"]}')
 
 
 def test_the_branch_facts_are_left_out_when_no_branch_was_confirmed():
