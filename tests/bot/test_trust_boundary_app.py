@@ -70,6 +70,11 @@ def test_a_repository_cannot_switch_the_sandbox_off_nor_take_the_operators_varia
     pr = bot_env.github.pulls[(REPO, 100)]
     assert "WITHOUT a sandbox" not in pr["body"] and 'SYN_MODEL="$SYN_MODEL"' in pr["body"]
     assert "/models/m.gguf" not in pr["body"]
+    # The maintainer is told what was refused, by name, never with a value (issue 23, issue 20).
+    notes = pr["body"].split("## Notes from the run\n")[1].split("\n## ")[0]
+    assert "only the operator can turn the sandbox off" in notes and "so target code runs sandboxed" in notes, notes
+    assert "sandbox.env asks for DATABASE_URL, which the operator does not allow" in notes, notes
+    assert CANARY not in notes and "SYN_MODEL" not in notes
 
     captured = capfd.readouterr()
     needles = [line for line in key_path.read_text().splitlines() if line and not line.startswith("-----")][:3]
