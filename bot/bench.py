@@ -66,6 +66,13 @@ def level_note(experiments: list[dict], slot: int) -> str:
             "all benches of it together keep a no-change candidate with probability at most the config's alpha)")
 
 
+def published(clone_url: str, head_url: str, head_ref: str) -> api.Published:
+    """Where a maintainer re-measures what the bench measured: the repository's URL and the pull
+    request's head where it lives, never the worker's clone (its path means nothing to a reader).
+    The head is the bench's candidate, so Reproduce measures it whether or not it was kept."""
+    return api.Published(clone_url=clone_url, head_url=head_url, head_branch=head_ref, head_is_candidate=True)
+
+
 def request(flow: BenchFlow, cmd: CommentCommand) -> Outcome:
     """The comment: check the pull request is the bot's (author and branch) and the commenter's
     permission, then queue the bench."""
@@ -99,7 +106,8 @@ def run(flow: BenchFlow, cmd: CommentCommand) -> Outcome:
     secrets.scrub_environment()
     try:
         prep = api.prepare_candidates(layout, pull.base_sha, [patch], flow.place.executor)
-        summary = api.start(prep, executor=flow.place.executor, agent="none", slots_spent=slot - 1)
+        summary = api.start(prep, executor=flow.place.executor, agent="none", slots_spent=slot - 1,
+                            published=published(url, flow.place.clone_url(head_owner, head_name), pull.head_ref))
     except (RunError, ConfigError) as exc:
         flow.gh.comment(cmd.issue_number, f"autoresearch bench failed: {mdsafe.prose(str(exc), 1500)}\n")
         return Outcome(ap.FAILED, layout.run_id, error=exc)

@@ -55,3 +55,6 @@ class Published:
     head_url: str                         # where the result branch is pushed: a fork, or clone_url
     head_branch: str                      # its name there (a rerun pushes to its PR's existing branch)
     candidates: tuple[str, ...] = ()      # the run's maintainer patches, as paths inside the repository
+    # The head branch is what the run measured, not what it will push (`/autoresearch bench`: the pull
+    # request's diff is its one candidate): Reproduce measures base against it whatever was kept.
+    head_is_candidate: bool = False

@@ -9,7 +9,7 @@ from typing import Any
 
 from .model import Hypothesis
 from .machine import one_line
-from .report_review import (commits_section, failures_section, fenced, interval, noise_section, paired_table,
+from .report_review import (HEAD_PATCH, commits_section, failures_section, fenced, interval, noise_section, paired_table,
                             rule_sentence, untrusted, untrusted_code, untrusted_html)
 from .results import metric
 from .runsummary import RunSummary
@@ -357,7 +357,7 @@ def _reproduce(summary: RunSummary) -> list[str]:
     lines = summary.reproduce
     what = ("Measures base against this branch again from a fresh clone: the branch's diff is one candidate, "
             "calibrated and judged like this run's own experiments (`--repeats N` bounds the pairs, and so "
-            "the time)." if summary.branch_left and summary.stack_confirmed
+            "the time)." if any(HEAD_PATCH in line for line in lines)    # what the lines do (a bench: always)
             else "Runs the whole loop again from a fresh clone of the base commit (`--repeats N` bounds the "
                  "pairs, and so the time).")
     out = ["## Reproduce", "", what, ""] + fenced("\n".join(lines), "sh") + [""]

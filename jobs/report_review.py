@@ -199,6 +199,9 @@ def noise_section(records: list[dict[str, Any]]) -> list[str]:
 
 # -- re-measure from scratch ---------------------------------------------------------------------------
 
+HEAD_PATCH = '"$work/head.patch"'       # where Reproduce puts a branch's diff, to measure it as the one candidate
+
+
 def reproduce_lines(repo: str, base: str, branch: str | None, env: list[str], repeats: int | None,
                     agent: str, candidates: list[str] | tuple[str, ...] = (), *, branch_url: str = "",
                     candidates_in_repo: bool = False) -> list[str]:
@@ -220,8 +223,8 @@ def reproduce_lines(repo: str, base: str, branch: str | None, env: list[str], re
         if branch_url:
             lines.append(f"git -C \"$work/target\" fetch -q {q(branch_url)} {q(branch)}")
             head = "FETCH_HEAD"
-        lines += [f"git -C \"$work/target\" diff --binary {base} {head} > \"$work/head.patch\"",
-                  f"{env_prefix}autoresearch run \"$work/target\" --agent none --candidate \"$work/head.patch\" "
+        lines += [f"git -C \"$work/target\" diff --binary {base} {head} > {HEAD_PATCH}",
+                  f"{env_prefix}autoresearch run \"$work/target\" --agent none --candidate {HEAD_PATCH} "
                   f"--out \"$work/run\"{cap}"]
     else:
         where = "\"$work/target\"/" if candidates_in_repo else ""

@@ -82,7 +82,8 @@ class Reporting:
         if pub is None:
             return reproduce_lines(str(self.repo), base, branch, env, self.repeats, self.agent,
                                    [str(Path(c).resolve()) for c in self.candidates])
-        return reproduce_lines(pub.clone_url, base, pub.head_branch if branch else None, env, self.repeats,
+        head = pub.head_branch if branch or pub.head_is_candidate else None
+        return reproduce_lines(pub.clone_url, base, head, env, self.repeats,
                                self.agent, pub.candidates, branch_url=pub.head_url, candidates_in_repo=True)
 
     def resume_command(self) -> str:
@@ -110,6 +111,16 @@ class Reporting:
             facts["commits"] = commit_facts(self.repo, base, head, self.state.get("stack_survivors", []))
             facts["diffstat"] = branch_diffstat(self.repo, base, head) if len(facts["commits"]) > 1 else ""
         hyps = {h["id"]: h for h in self.state.get("hypotheses", [])}
-        facts["hypotheses"] = {c["hypothesis"]: hyps[c["hypothesis"]] for c in facts.get("commits", [])
+        facts["hypotheses"] = {c["hypothesis"]: self._public(hyps[c["hypothesis"]]) for c in facts.get("commits", [])
                                if c["hypothesis"] in hyps}
         return facts
+
+    def _public(self, hypothesis: dict[str, Any]) -> dict[str, Any]:
+        """A bot run's hypothesis as a maintainer can follow it: a candidate's patch file named where
+        the repository keeps it (or by its name alone, a bench's diff), never by the worker's path."""
+        if self.published is None:
+            return hypothesis
+        in_repo = {c.rsplit("/", 1)[-1]: c for c in self.published.candidates}
+        evidence = [{**e, "where": in_repo.get(Path(e["where"]).name, Path(e["where"]).name)}
+                    if e.get("note") == "patch file" else e for e in hypothesis.get("evidence", [])]
+        return {**hypothesis, "evidence": evidence}

@@ -278,7 +278,7 @@ def test_fork_push_and_bench_on_the_bot_pr(bot_env, tmp_path, monkeypatch):
     git_url = bot_env.env["AUTORESEARCH_GIT_URL"]
     assert f'git clone -q {git_url}/{REPO}.git "$work/target"' in script, script
     assert f"fetch -q {git_url}/forker/synth.git autoresearch/{rec.run_id}" in script, script
-    assert str(bot_env.workdir) not in script and "origin/" not in script
+    assert str(bot_env.workdir) not in pr["body"] and "origin/" not in script
     # Its git steps, run as written: the patch it measures is the kept change.
     lines = script.splitlines()
     steps = lines[:next(i for i, line in enumerate(lines) if "autoresearch run" in line)]
@@ -294,6 +294,12 @@ def test_fork_push_and_bench_on_the_bot_pr(bot_env, tmp_path, monkeypatch):
     assert "may not start a bench" in replies[0]
     report = next(b for b in replies if b.startswith("autoresearch bench of"))
     assert "| score |" in report and "kept" in report, report
+    # Its Reproduce block too clones the repository by its URL and fetches the pull request's head
+    # from the fork it lives in: no worker path anywhere in the reply.
+    bench_script = report.split("## Reproduce")[1].split("```sh\n")[1].split("\n```")[0]
+    assert f'git clone -q {git_url}/{REPO}.git "$work/target"' in bench_script, bench_script
+    assert f"fetch -q {git_url}/forker/synth.git autoresearch/{rec.run_id}" in bench_script, bench_script
+    assert str(bot_env.workdir) not in report and "origin/" not in bench_script
     _no_token_on_disk(bot_env)
 
 

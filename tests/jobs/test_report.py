@@ -186,6 +186,19 @@ def test_a_bot_runs_reproduce_block_fetches_from_where_it_pushed_never_from_the_
     again = "\n".join(bot.reproduce("a" * 40, None))
     assert '--candidate "$work/target"/.github/autoresearch/candidates/faster.patch' in again and "/srv/" not in again
     assert bot.resume_command() == ""           # the run's folder is on the worker: nothing to re-print here
+    # A kept candidate's evidence names the patch where the repository keeps it, not the worker's copy.
+    hyp = {"id": "faster", "evidence": [{"where": str(worker.parent / "candidates" / "faster.patch"), "note": "patch file"},
+                                        {"where": "src/a.c:3", "note": "hot loop"}]}
+    assert [e["where"] for e in bot._public(hyp)["evidence"]] == [".github/autoresearch/candidates/faster.patch", "src/a.c:3"]
+    assert reporting(None)._public(hyp) == hyp                  # the CLI's user has their own path at hand
+    # A bench: the pull request's head is the candidate, so it is measured again even when not kept.
+    bench = reporting(Published(clone_url="https://github.com/octo/synth.git", head_url="https://github.com/forker/synth.git",
+                                head_branch="autoresearch/r0", head_is_candidate=True))
+    for branch in ("autoresearch/r1", None):
+        lines = "\n".join(bench.reproduce("a" * 40, branch))
+        assert "fetch -q https://github.com/forker/synth.git autoresearch/r0" in lines and "/srv/" not in lines
+        md = render_pr(summary(reproduce=lines.splitlines(), stack_confirmed=False))
+        assert "Measures base against this branch again" in md and "Runs the whole loop" not in md
     # The CLI's run: its user has the target folder at hand, so the block stays as it was.
     cli = reporting(None)
     local = "\n".join(cli.reproduce("a" * 40, "autoresearch/r1"))
