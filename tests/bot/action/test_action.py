@@ -73,10 +73,13 @@ def parse_outputs(text: str) -> dict[str, str]:
 def _shape(body: str) -> list[str]:
     """What two runs of the same experiments must share in their PR body, whatever the noise:
     the sections, the tables' columns, each experiment's row (name, platform, kind, status), the
-    AI disclosure and the closing line. (Means, p-values and the drift flag vary run to run.)"""
+    AI disclosure and the closing line. (Means, p-values, the drift flag and the run's warnings,
+    such as a floor raised by the A/A bias, vary run to run: "Notes from the run" is left out.)"""
     out, stable = [], []  # stable: indexes of the current experiment table's noise-free columns
     for line in body.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("## Notes from the run"):
+            continue
         if line.startswith("#"):
             out.append(line)
         elif line.startswith("| metric") or line.startswith("| experiment"):
