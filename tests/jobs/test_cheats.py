@@ -22,6 +22,16 @@ from synthetic import patch_for
 pytestmark = pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="needs bubblewrap (make test installs it)")
 
 
+def caught_by_the_runners_clock(experiment: dict) -> bool:
+    """Never kept, and the runner's own clock is why: `invalid` once its pairs exclude the claim,
+    `discard` while they cannot yet (a noisy host at the pair cap, seen here even quiet once in
+    60 pairs of the minicomp target); either way the cheat's score is not believed."""
+    if experiment["status"] == "invalid":
+        return "clock does not see" in experiment["reason"]
+    undecided = "runner's own clock neither confirms nor excludes"
+    return experiment["status"] == "discard" and undecided in experiment["reason"]
+
+
 def small_demo(dest: Path) -> Path:
     repo = demo_target(dest)
     bench, cfg = repo / "bench.sh", repo / ".github" / "autoresearch.yml"
@@ -52,8 +62,7 @@ def test_cheats_that_pass_the_checks_are_never_kept_and_an_honest_fusion_is(tmp_
     assert status["skip-layers"]["status"] == "invalid", status["skip-layers"]["reason"]
     assert "DIGEST tokens" in status["skip-layers"]["reason"]
     # Work moved into child processes the benchmark's CPU clock does not charge.
-    assert status["fork-work"]["status"] == "invalid", status["fork-work"]["reason"]
-    assert "clock does not see" in status["fork-work"]["reason"]
+    assert caught_by_the_runners_clock(status["fork-work"]), status["fork-work"]["reason"]
     # State cached in /tmp, $HOME or the tree: every process starts from nothing, so nothing is gained.
     cache = status["cache-in-tmp"]
     assert cache["status"] == "discard", cache["reason"]
@@ -90,7 +99,7 @@ def test_the_real_library_cheat_is_refused_and_hidden_in_the_library_it_is_inval
     scaled = status["scaled-print"]
     assert scaled["status"] == "skipped" and "part of the yardstick (bench/**" in scaled["reason"], scaled["reason"]
     hidden = status["slow-clock"]
-    assert hidden["status"] == "invalid" and "clock does not see" in hidden["reason"], hidden["reason"]
+    assert caught_by_the_runners_clock(hidden), hidden["reason"]
     honest = status["one-pass"]
     assert honest["status"] in ("keep", "discard"), honest["reason"]
     log = git(repo, "log", "--format=%s", f"{summary.base_commit}..{summary.branch}").splitlines()
