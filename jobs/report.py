@@ -262,8 +262,9 @@ def _where(summary: RunSummary, platform: str, stack: dict[str, Any]) -> str:
 def notes_section(summary: RunSummary) -> list[str]:
     """What the run warned about as it went (a refused request of the repository's config, a
     calibration or research caveat), each once; the messages carry repository-controlled names, so
-    each is inert text. The missing profile has the report's own warning at the top (`with_warning`)."""
-    notes = [w for w in dict.fromkeys(summary.warnings) if w and w != summary.profile_missing]
+    each is inert text (`RunSummary` already holds each once). The missing profile has the report's
+    own warning at the top (`with_warning`)."""
+    notes = [w for w in summary.warnings if w and w != summary.profile_missing]
     if not notes:
         return []
     return ["## Notes from the run", "", *[f"- {untrusted(w)}" for w in notes], ""]
