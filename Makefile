@@ -42,7 +42,10 @@ system-deps:
 # until their sequential tests decide, and two of them side by side make each other's noise, so each
 # needs more pairs. On a machine with cores to spare, `make test TEST_WORKERS=auto` (worksteal).
 TEST_WORKERS ?= 0
-test: $(STAMP) system-deps
+# The Python packages (pip) and the Debian ones (apt, npm) install side by side: on a fresh machine
+# each is mostly download time, and neither needs the other.
+test:
+	@$(MAKE) --no-print-directory -j2 $(STAMP) system-deps
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 # The slow set: the README's demo run, full-size Monte-Carlo studies, the llama.cpp build and

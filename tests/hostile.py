@@ -11,7 +11,7 @@ from pathlib import Path
 import redis
 
 from conftest import git
-from synthetic import patch_for, synthetic_target
+from synthetic import FASTER, patch_for, synthetic_target
 
 # What the build tries (in the first build of the run), each attempt reported in one line to
 # `attempts.txt`, in the one place outside its tree a sandboxed build may write: a cache directory
@@ -93,7 +93,7 @@ def hostile_target(tmp_path: Path, secret: Path, redis_port: int) -> Hostile:
     report = Path.home() / ".cache" / "autoresearch" / f"hostile-{marker}"
     report.mkdir(parents=True)
     t = synthetic_target(tmp_path / "target")
-    patch = patch_for(t, tmp_path / "faster.patch", {"src/speed.txt": "130\n"})
+    patch = patch_for(t, tmp_path / "faster.patch", {"src/speed.txt": FASTER})
     (t / "build.sh").write_text(HOSTILE_BUILD.format(report=report, secret=secret, secret_name=secret.name,
                                                      redis_port=redis_port, marker=marker)
                                 + (t / "build.sh").read_text())

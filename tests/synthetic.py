@@ -5,10 +5,18 @@ from pathlib import Path
 
 from conftest import git, make_repo
 
+# The speed a "faster" candidate writes to src/speed.txt: double the base's 100. Every keep also waits
+# for the runner's CPU clock to confirm that the process did less work, and on a loaded host the CPU
+# time of this tiny process tree varies by ~17% per process: a +30% candidate (the awk loop 23% shorter,
+# bash's start-up unchanged) took 16-22 pairs to confirm, a doubling takes the ~9 the score needs (6 in
+# the stack), so each end-to-end test measures about half as many pairs. Tests about small effects
+# write their own speeds (e.g. 101-104).
+FASTER = "200\n"
+
 # repeats.max 40: a keep waits for the runner's CPU clock to confirm it, and on a loaded 2-core host
 # (two CPU hogs, or the suite's other worker) the whole tree's CPU time of a ~20 ms process varies so
-# much that 24 pairs sometimes could neither confirm nor exclude a real +30% (seen in CI-like runs).
-# A quiet host still decides in ~9 pairs; only a noisy one pays for the extra pairs.
+# much that 24 pairs sometimes could neither confirm nor exclude a real +30% (seen in CI-like runs;
+# hence FASTER above). A quiet host decides in ~9 pairs; only a noisy one pays for the extra pairs.
 CONFIG = """\
 name: synthetic
 build: bash build.sh

@@ -16,7 +16,7 @@ from bot.jobqueue import COMMANDS, RUNS
 from jobs.runner import backings
 from botfixtures import BOT_LOGIN, app_key, bot_env, webhook_examples  # noqa: F401  (fixtures)
 from conftest import ROOT, git
-from synthetic import patch_for, synthetic_target
+from synthetic import FASTER, patch_for, synthetic_target
 
 REPO = "octo/synth"
 
@@ -28,7 +28,7 @@ def _target(tmp_path: Path, *, candidate: bool = True, bench_sleep: float = 0.0,
         # A maintainer candidate: the bot evaluates .github/autoresearch/candidates/*.patch as hypotheses.
         cand = t / ".github" / "autoresearch" / "candidates"
         cand.mkdir(parents=True)
-        patch_for(t, tmp_path / "faster.patch", {"src/speed.txt": "130\n"})
+        patch_for(t, tmp_path / "faster.patch", {"src/speed.txt": FASTER})
         (cand / "faster.patch").write_text((tmp_path / "faster.patch").read_text())
     if env_dump:       # the target's own build script records the environment it was given, in the
         # one place outside its tree a sandboxed build may write: a cache its config declares.
@@ -284,7 +284,7 @@ def test_fork_push_and_bench_on_the_bot_pr(bot_env, tmp_path, monkeypatch):
     steps = lines[:next(i for i, line in enumerate(lines) if "autoresearch run" in line)]
     patch = subprocess.run(["bash", "-e", "-c", "\n".join(steps) + '\ncat "$work/head.patch"'], cwd=tmp_path,
                            env={**os.environ, "TMPDIR": str(tmp_path)}, capture_output=True, text=True, check=True)
-    assert "+++ b/src/speed.txt" in patch.stdout and "+130" in patch.stdout, patch.stdout + patch.stderr
+    assert "+++ b/src/speed.txt" in patch.stdout and "+" + FASTER.strip() in patch.stdout, patch.stdout + patch.stderr
 
     # `/autoresearch bench` on that PR re-measures its head against its base.
     assert bot_env.comment(REPO, 100, "bob", "/autoresearch bench", pr=True).status == 202

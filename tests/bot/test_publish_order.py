@@ -11,7 +11,7 @@ from pathlib import Path
 from jobs import api, reaper
 from jobs.operator import OperatorPolicy
 from conftest import alive, git
-from synthetic import patch_for, synthetic_target
+from synthetic import FASTER, patch_for, synthetic_target
 
 
 def wait_for(path: Path, timeout: float = 10.0) -> int:
@@ -52,7 +52,7 @@ def test_start_returns_only_after_a_detached_daemon_of_an_unsandboxed_target_is_
     cfg.write_text(cfg.read_text() + "sandbox: {enabled: false}\n")
     git(target, "add", "-A")
     git(target, "commit", "-qm", "a build that leaves a daemon behind")
-    patch = patch_for(target, tmp_path / "faster.patch", {"src/speed.txt": "130\n"})
+    patch = patch_for(target, tmp_path / "faster.patch", {"src/speed.txt": FASTER})
     # A repository's opt-out counts only where the operator allows it (issue 20, F1a).
     prep = api.prepare_candidates(layout, git(target, "rev-parse", "HEAD"), [patch], "local")
     summary = api.start(prep, executor="local", agent="none", operator=OperatorPolicy(allow_unsandboxed=True))

@@ -22,7 +22,7 @@ from bot.store import Store
 from botfixtures import app_key, bot_env, webhook_examples  # noqa: F401  (fixtures)
 from conftest import ROOT, alive, git
 from jobs import api, reaper
-from synthetic import patch_for, synthetic_target
+from synthetic import FASTER, patch_for, synthetic_target
 
 REPO = "octo/synth"
 LEASE_S, SWEEP_S = 3, 0.5
@@ -73,7 +73,7 @@ def start_a_run_in_a_worker(bot_env, tmp_path):
     build.write_text("[ -e src/slow-build ] && sleep 3\n" + build.read_text())
     git(target, "commit", "-qam", "a build that can be slow")
     patches = {name: patch_for(target, tmp_path / f"{name}.patch", change).read_text() for name, change in
-               (("1-faster", {"src/speed.txt": "130\n"}),
+               (("1-faster", {"src/speed.txt": FASTER}),
                 ("2-same", {"src/slow-build": "same speed, slower to build\n"}))}
     cand = target / ".github" / "autoresearch" / "candidates"
     cand.mkdir(parents=True)

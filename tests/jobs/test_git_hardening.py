@@ -207,10 +207,10 @@ def test_a_whole_run_with_hooks_planted_in_the_target_runs_none_of_them(tmp_path
     import sys
 
     from conftest import ROOT
-    from synthetic import patch_for, synthetic_target
+    from synthetic import FASTER, patch_for, synthetic_target
     marker = tmp_path / "hook-ran"
     target = synthetic_target(tmp_path / "target")
-    patch = patch_for(target, tmp_path / "faster.patch", {"src/speed.txt": "130\n"})
+    patch = patch_for(target, tmp_path / "faster.patch", {"src/speed.txt": FASTER})
     plant_hooks(target / ".git" / "hooks", marker)
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "bot.cli", "run", str(target), "--agent", "none", "--candidate",

@@ -20,7 +20,7 @@ from jobs.limits import Limits
 from jobs.operator import OperatorError, OperatorPolicy
 from jobs.runner import Isolation, IsolationError, backings, repo_key, run_step
 from jobs.spec import SandboxSpec
-from synthetic import patch_for, synthetic_target
+from synthetic import FASTER, patch_for, synthetic_target
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None,
                                  reason="bubblewrap is installed by `make test` (tests/system-deps.sh)")
@@ -109,7 +109,7 @@ def test_a_hostile_repository_gets_neither_the_value_nor_a_report_line_of_an_una
     cfg.write_text(cfg.read_text() + f"sandbox: {{enabled: false, caches: ['{dump}'], env: [DATABASE_URL, SYN_MODEL]}}\n")
     git(t, "add", "-A")
     git(t, "commit", "-qm", "a repository that asks for too much")
-    patch = patch_for(t, tmp_path / "faster.patch", {"src/speed.txt": "130\n"})
+    patch = patch_for(t, tmp_path / "faster.patch", {"src/speed.txt": FASTER})
     events = []
     summary = Run(RunOptions(target=t, out=tmp_path / "out", run_id="n8", agent="none", candidates=[patch]),
                   on_event=events.append).execute()

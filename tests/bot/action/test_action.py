@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the bot helper'
 
 from botfixtures import BOT_LOGIN, app_key, bot_env, webhook_examples  # noqa: E402,F401  (fixtures)
 from conftest import ROOT, git  # noqa: E402
-from synthetic import patch_for, synthetic_target  # noqa: E402
+from synthetic import FASTER, patch_for, synthetic_target  # noqa: E402
 
 APP_REPO = "octo/synth"
 ACTION_REPO = "octo/synth-action"
@@ -26,7 +26,7 @@ def _target(tmp_path: Path) -> Path:
     t = synthetic_target(tmp_path / "target")
     cand = t / ".github" / "autoresearch" / "candidates"
     cand.mkdir(parents=True)
-    patch_for(t, tmp_path / "faster.patch", {"src/speed.txt": "130\n"})
+    patch_for(t, tmp_path / "faster.patch", {"src/speed.txt": FASTER})
     (cand / "faster.patch").write_text((tmp_path / "faster.patch").read_text())
     git(t, "add", "-A")
     git(t, "commit", "-qm", "action test setup")

@@ -16,7 +16,7 @@ from fakes.sky_fake import FakeClock, FakeSky
 from jobs.ledger import load_state, read
 from jobs.pipeline import Run, RunCancelled, RunError, RunOptions
 from jobs.executors.skypilot import make_skypilot_executors
-from synthetic import patch_for, synthetic_target
+from synthetic import FASTER, patch_for, synthetic_target
 
 
 def cloud_target(tmp_path, **overrides):
@@ -47,7 +47,7 @@ def test_x86_and_arm_results_land_in_their_own_tables(tmp_path):
     fake = FakeSky(tmp_path / "fake")
     patches = tmp_path / "patches"
     patches.mkdir()
-    faster = patch_for(repo, patches / "faster.patch", {"src/speed.txt": "130\n"})
+    faster = patch_for(repo, patches / "faster.patch", {"src/speed.txt": FASTER})
     same = patch_for(repo, patches / "same.patch", {"src/code.c": "int main(void) { return 0; } /* x */\n"})
     run, out, executors = start(repo, tmp_path, fake, [faster, same])
     summary = run.execute()
@@ -114,7 +114,7 @@ def test_cancel_mid_run_tears_everything_down(tmp_path):
     fake = FakeSky(tmp_path / "fake", job="canned")
     patches = tmp_path / "patches"
     patches.mkdir()
-    faster = patch_for(repo, patches / "faster.patch", {"src/speed.txt": "130\n"})
+    faster = patch_for(repo, patches / "faster.patch", {"src/speed.txt": FASTER})
     flag = {"stop": False}
 
     def should_stop():
@@ -135,7 +135,7 @@ def test_calibration_that_cannot_get_a_vm_stops_the_run_cleanly(tmp_path):
     fake.inject("provision_error", match="-calibration-x86-", times=10)
     patches = tmp_path / "patches"
     patches.mkdir()
-    faster = patch_for(repo, patches / "faster.patch", {"src/speed.txt": "130\n"})
+    faster = patch_for(repo, patches / "faster.patch", {"src/speed.txt": FASTER})
     run, out, _ = start(repo, tmp_path, fake, [faster], clock=fake.clock, max_vm_retries=1)
     with pytest.raises(RunError, match="no usable c6i.2xlarge VM"):
         run.execute()

@@ -14,7 +14,7 @@ from jobs.agent.offline import NotImplementable
 from jobs.config import load_config
 from jobs.model import Evidence, Hypothesis
 from jobs.pipeline import RunError
-from synthetic import synthetic_target
+from synthetic import FASTER, synthetic_target
 
 H = Hypothesis(id="faster-speed", title="Raise the speed constant", kind="micro",
                rationale="the synthetic target's speed lives in src/speed.txt",
@@ -50,7 +50,7 @@ def agent_for(fake, target, **kw):
     return claude.make({}, config, client=fake.client(), **kw), config
 
 
-EDIT = {"path": "src/speed.txt", "old": "100\n", "new": "130\n"}
+EDIT = {"path": "src/speed.txt", "old": "100\n", "new": FASTER}
 
 
 def test_tool_loop_survives_529_malformed_input_and_refused_edits(target):
@@ -74,7 +74,7 @@ def test_tool_loop_survives_529_malformed_input_and_refused_edits(target):
     assert not fake.errors, fake.errors
     assert len(fake.requests) == 11                   # 10 turns + one SDK retry of the 529
     assert git(target, "show", "--name-only", "--format=", commit).split() == ["src/speed.txt"]
-    assert (target / "src/speed.txt").read_text() == "130\n"
+    assert (target / "src/speed.txt").read_text() == FASTER
     assert not (target / "notes").exists()
     assert git(target, "status", "--porcelain", "--", "bench.sh") == ""
     assert "Agent summary: Raised the speed constant" in git(target, "log", "-1", "--format=%B")

@@ -11,7 +11,7 @@ from fake_anthropic import FakeMessagesAPI, result_text, text, tool_results, too
 from jobs.agent import claude
 from jobs.config import load_config
 from jobs.pipeline import Run, RunOptions
-from synthetic import synthetic_target
+from synthetic import FASTER, synthetic_target
 
 
 def hyp(id_, title):
@@ -44,7 +44,7 @@ def test_claude_agent_runs_a_full_local_experiment(tmp_path):
     script = [
         research_turn,
         tool_use("read_file", {"path": "src/speed.txt"}),
-        after("1: 100", tool_use("apply_edit", {"path": "src/speed.txt", "old": "100\n", "new": "130\n"})),
+        after("1: 100", tool_use("apply_edit", {"path": "src/speed.txt", "old": "100\n", "new": FASTER})),
         after("edited", tool_use("build", {})),
         after("build exit 0", tool_use("quick_check", {})),
         after("checks exit 0", text("Speed constant raised; builds and passes checks.")),

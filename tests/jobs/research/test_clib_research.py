@@ -176,11 +176,11 @@ def test_nothing_to_try_stops_before_calibration(tmp_path):
 def test_a_recent_calibration_of_the_same_base_is_reused(tmp_path):
     import json
     from jobs.pipeline import Run, RunOptions
-    from synthetic import patch_for, synthetic_target
+    from synthetic import FASTER, patch_for, synthetic_target
     target = synthetic_target(tmp_path / "target")
     first = Run(RunOptions(target=target, out=tmp_path / "cal", run_id="c1", agent="none",
                            calibrate_only=True, repeats=3)).execute()
-    patch = patch_for(target, tmp_path / "faster.patch", {"src/speed.txt": "130\n"})
+    patch = patch_for(target, tmp_path / "faster.patch", {"src/speed.txt": FASTER})
     Run(RunOptions(target=target, out=tmp_path / "run", run_id="r1", agent="none", candidates=[patch],
                       repeats=3)).execute()
     ledger = [json.loads(line) for line in (tmp_path / "run" / "experiments.jsonl").read_text().splitlines()]
