@@ -67,12 +67,17 @@ def test_an_identical_binary_under_a_location_bias_larger_than_the_floor_is_neve
         f"case \"$PWD\" in */exp-null*) s=$(awk -v s=$s 'BEGIN {{ print s * {LOCATION_BIAS} }}');; esac\n")
     assert bench != FILES["bench.sh"]
     repo = make_repo(tmp_path / "t", {**FILES, "bench.sh": bench})
+    # Two nulls at 20 pairs each (three at 40 cost 3x more). Without the swap, 20 pairs already see the
+    # bias as a real +6% (not kept only because the runner's clock does not confirm it); with it, the
+    # score shows no difference at all.
     candidates = [patch_for(repo, tmp_path / f"null{k}.patch",
-                            {"src/code.c": FILES["src/code.c"] + f"/* a comment only: {k} */\n"}) for k in range(3)]
+                            {"src/code.c": FILES["src/code.c"] + f"/* a comment only: {k} */\n"}) for k in range(2)]
     summary = Run(RunOptions(target=repo, out=tmp_path / "out", run_id="where", agent="none",
-                             candidates=candidates)).execute()
+                             candidates=candidates, repeats=20)).execute()
     status = {e["name"]: e for e in summary.experiments}
-    assert {n: status[f"null{n}"]["status"] for n in range(3)} == {n: "discard" for n in range(3)}, \
-        [status[f"null{n}"]["reason"] for n in range(3)]
+    assert {n: status[f"null{n}"]["status"] for n in range(2)} == {n: "discard" for n in range(2)}, \
+        [status[f"null{n}"]["reason"] for n in range(2)]
+    assert all("no detectable difference" in status[f"null{n}"]["reason"] for n in range(2)), \
+        [status[f"null{n}"]["reason"] for n in range(2)]
     assert summary.calibration["local"]["score"]["floor_pct"] < 100 * (LOCATION_BIAS - 1)
     assert not list((tmp_path / "out" / "work").glob("*.[AB]"))
