@@ -29,6 +29,7 @@ static uint32_t next_u32(void) {
 
 int main(void) {
     (void) ggml_compute_forward_flash_attn_ext_f16_one_chunk;
+    (void) ggml_fa_mask_row_f16;                       // fa-tile-pack's other helper, tested by its own harness
     const int KV = 64;
     long checked = 0, failures = 0;
     const int64_t dks[] = {1, 7, 8, 40, 64, 128, 257};
