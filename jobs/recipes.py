@@ -141,7 +141,8 @@ def detect(recipe: Recipe, tree: Path) -> Detection:
         hit = _first_match(tree, probe)
         if not hit:
             return Detection(recipe.id, "not_found", evidence,
-                             f"unfused form not found: /{probe.pattern}/ in {probe.file}")
+                             f"unfused form not found: /{probe.pattern}/ in {probe.file}"
+                             + (f" ({probe.note})" if probe.note else ""))
         evidence.append(hit)
     return Detection(recipe.id, "applicable", evidence, "the tree still has the unfused form")
 

@@ -10,6 +10,9 @@ touched ops with test-backend-ops, and A/B llama-bench on a synthetic TinyLlama-
     python tests/kernels/llama_ab.py --only neon                      # AArch64 cross build, checks under qemu
     python tests/kernels/llama_ab.py --only ops --isa avx2            # the AVX2 (or x86-64 scalar) paths
     python tests/kernels/llama_ab.py --shape qwen3 --layers 28 --fa 1 # A/B on the Qwen3-0.6B shape
+    python tests/kernels/llama_ab.py --only sim --shape qwen3 --layers 2 --sim-prompt 64 \
+        --sim-arms "base=;tile-pack=fa-tile-pack;k-once=fa-tile-pack,fa-k-pack-once"
+                                                                      # cachegrind cycles per recipe stack
 
 Steps (each reuses what a previous run left in --workdir):
 1. source: the llama.cpp tree vendored by the llama-cpp-python sdist (llama_tree.py, cached);
@@ -130,7 +133,24 @@ def stage_variant(tree: Path, workdir: Path, variant: str, recipes: list, extras
     shutil.copytree(tree / "ggml", stage / "ggml", ignore=SKIP_DIRS)
     shutil.copytree(tree / "tests", stage / "tests")
     applied, statuses, touched = [], {}, set()
-    for r in [*recipes, *extras]:
+    # recipes in passes until none applies: one that stacks on another (fa-k-pack-once on
+    # fa-tile-pack) applies in the pass after the one it needs; the extras come last, once
+    pending = list(recipes)
+    while True:
+        now = []
+        for r in pending:
+            d = detect(r, stage)
+            statuses[r.id] = {"status": d.status, "evidence": d.evidence, "reason": d.reason}
+            if d.status == "applicable":
+                for rel, text in planned_edits(r, stage).items():
+                    (stage / rel).write_text(text, encoding="utf-8")
+                    touched.add(rel)
+                applied.append(r.id)
+                now.append(r)
+        pending = [r for r in pending if r not in now]
+        if not now:
+            break
+    for r in extras:
         d = detect(r, stage)
         statuses[r.id] = {"status": d.status, "evidence": d.evidence, "reason": d.reason}
         if d.status == "applicable":
@@ -193,7 +213,7 @@ def _ccache(workdir: Path) -> tuple[dict[str, str], list[str]]:
     return env, ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
 
 
-def build(workdir: Path, variant: str, jobs: int = 2, isa: str = "native") -> Path:
+def build(workdir: Path, variant: str, jobs: int = 2, isa: str = "native", targets: tuple[str, ...] = TARGETS) -> Path:
     src = workdir / variant / "src"
     bld = workdir / variant / ("build" if isa == "native" else f"build-{isa}")
     env, launcher = _ccache(workdir)
@@ -206,7 +226,7 @@ def build(workdir: Path, variant: str, jobs: int = 2, isa: str = "native") -> Pa
         log(f"configure {variant} ({isa})")
         _run(cmd, env, bld.parent / f"configure-{isa}.log")
     t0 = time.time()
-    _run(["cmake", "--build", str(bld), "-j", str(jobs), "--target", *TARGETS], env, bld.parent / f"build-{isa}.log")
+    _run(["cmake", "--build", str(bld), "-j", str(jobs), "--target", *targets], env, bld.parent / f"build-{isa}.log")
     log(f"built {variant} ({isa}) in {time.time() - t0:.0f}s")
     return bld / "bin"
 
@@ -687,6 +707,60 @@ def check_neon(prep: dict, shapes: list[str], jobs: int = 2, layers: int = 2) ->
     return {"ok": all(r["ok"] for r in ops), "ops": ops, "logits": logits}
 
 
+# ---------------------------------------------------------------------------- 9. simulated cycles
+
+def parse_arms(spec: str) -> dict[str, list[str]]:
+    """"base=;k=fa-tile-pack,fa-k-pack-once" -> {"base": [], "k": ["fa-tile-pack", "fa-k-pack-once"]}."""
+    arms: dict[str, list[str]] = {}
+    for part in [p.strip() for p in spec.split(";") if p.strip()]:
+        name, sep, ids = part.partition("=")
+        if not sep or not name.strip() or name.strip() in arms:
+            raise ValueError(f"bad arm {part!r} (want NAME=recipe,recipe; NAME= for none)")
+        arms[name.strip()] = [r.strip() for r in ids.split(",") if r.strip()]
+    if not arms:
+        raise ValueError("no arms")
+    return arms
+
+
+def simulate_arms(tree: Path, workdir: Path, arms: dict[str, list[str]], model: Path, prompt: int,
+                  threads: int = 1, jobs: int = 2, isa: str = "avx2", fa: int = 1) -> dict:
+    """The project's deterministic yardstick (jobs/simulate.py: cachegrind with a fixed cache
+    geometry, simulated cycles = Ir + 10 L1 misses + 100 LL misses) on one llama-bench process per
+    arm, each arm a stack of recipes built for `isa` (Valgrind 3.19 has no AVX-512: avx2)."""
+    from jobs.recipes import load_recipe_set
+    from jobs import simulate
+
+    by_id = {r.id: r for r in load_recipe_set("llama.cpp")}
+    out: dict = {"model": str(model), "prompt": prompt, "threads": threads, "isa": isa, "fa": fa,
+                 "model_text": simulate.MODEL, "arms": {}}
+    marker = "=== autoresearch cachegrind ==="
+    for name, ids in arms.items():
+        unknown = [i for i in ids if i not in by_id]
+        if unknown:
+            raise ValueError(f"arm {name}: unknown recipes {unknown}")
+        variant = f"sim-{name}"
+        applied, statuses, _ = stage_variant(tree, workdir, variant, [by_id[i] for i in ids], [])
+        missing = [i for i in ids if i not in applied]
+        if missing:
+            raise RuntimeError(f"arm {name}: {missing} did not apply: {[statuses[i]['reason'] for i in missing]}")
+        bins = build(workdir, variant, jobs, isa, targets=("llama-bench",))
+        cmd = (f"{bins / 'llama-bench'} -m {model} -p {prompt} -n 0 -r 1 -t {threads} -fa {fa} -o json")
+        t0 = time.time()
+        proc = subprocess.run(["bash", "-c", simulate.wrapped_command(cmd, marker)], capture_output=True,
+                              text=True, timeout=7200)
+        if proc.returncode != 0:
+            raise RuntimeError(f"arm {name}: cachegrind run failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+        counts = simulate.extract(proc.stdout, marker)
+        out["arms"][name] = {"recipes": applied, "command": cmd, **counts.to_dict(),
+                             "seconds": round(time.time() - t0, 1)}
+        log(f"sim {name}: Ir {counts.get('Ir'):,} cycles {counts.cycles:,} ({time.time() - t0:.0f}s)")
+    first = next(iter(out["arms"].values()))
+    for arm in out["arms"].values():
+        arm["cycles_delta_pct"] = 100.0 * (arm["cycles"] - first["cycles"]) / first["cycles"]
+        arm["ir_delta_pct"] = 100.0 * (arm["Ir"] - first["Ir"]) / first["Ir"]
+    return out
+
+
 def _result_dict(r) -> dict:
     if hasattr(r, "model_dump"):
         return r.model_dump()
@@ -719,7 +793,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fa", default="0,1")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--jobs", type=int, default=2, help="parallel compile jobs")
-    ap.add_argument("--only", choices=["ops", "perf", "bench", "logits", "profile", "neon"], default=None)
+    ap.add_argument("--only", choices=["ops", "perf", "bench", "logits", "profile", "neon", "sim"], default=None)
     ap.add_argument("--shape", default="tinyllama", help=f"model for bench: {', '.join(SHAPES)}")
     ap.add_argument("--shapes", default=",".join(SHAPES), help="models for --only logits/profile")
     ap.add_argument("--logit-layers", type=int, default=4, help="blocks of the logits-check models")
@@ -728,6 +802,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="x86 build for --only ops/logits: native (-march=native), avx2, x86-64 (scalar paths)")
     ap.add_argument("--perf-rounds", type=int, default=4, help="test-backend-ops perf processes per arm")
     ap.add_argument("--ops-baseline", action="store_true", help="also run test-backend-ops on the baseline")
+    ap.add_argument("--sim-arms", default="base=;tile-pack=fa-tile-pack;k-once=fa-tile-pack,fa-k-pack-once",
+                    help="--only sim: NAME=recipe,recipe;... (the first arm is the reference; use --threads 1: "
+                         "cachegrind serialises threads and a spinning thread pool would count its waits)")
+    ap.add_argument("--sim-prompt", type=int, default=64, help="--only sim: llama-bench -p (with -n 0)")
     args = ap.parse_args(argv)
 
     tree = llama_tree.ensure_llama_tree(args.version)
@@ -745,6 +823,15 @@ def main(argv: list[str] | None = None) -> int:
         result["neon"] = check_neon(prep, shapes, args.jobs)
     if args.only == "profile":
         result["profile"] = profile_report(prep, shapes, args.profile_layers or None, args.threads, args.jobs)
+    if args.only == "sim":
+        result["sim"] = simulate_arms(tree, args.workdir, parse_arms(args.sim_arms), make_shape(args.shape, args.layers),
+                                      args.sim_prompt, args.threads, args.jobs, "avx2" if args.isa == "native" else args.isa)
+        print(f"\n{result['sim']['model_text']}\n")
+        print("| arm | recipes | Ir | D1mr+D1mw | DLmr+DLmw | simulated cycles | vs first |")
+        print("|---|---|---|---|---|---|---|")
+        for name, a in result["sim"]["arms"].items():
+            print(f"| {name} | {', '.join(a['recipes']) or '-'} | {a['Ir']:,} | {a['D1mr'] + a['D1mw']:,} | "
+                  f"{a['DLmr'] + a['DLmw']:,} | {a['cycles']:,} | {a['cycles_delta_pct']:+.3f}% (Ir {a['ir_delta_pct']:+.3f}%) |")
     if args.only in (None, "bench"):
         model = make_shape(args.shape, args.layers)
         result["bench"] = ab_bench(prep, model, args.rounds, [int(f) for f in args.fa.split(",")],

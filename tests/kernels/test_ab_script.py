@@ -128,3 +128,11 @@ def test_logits_reader_rejects_a_truncated_dump(tmp_path):
     path.write_bytes(path.read_bytes()[:-4])
     with pytest.raises(ValueError, match="header says 2 x 2"):
         ab.read_logits(path)
+
+
+def test_sim_arms_parse_recipe_stacks_and_reject_bad_specs():
+    assert ab.parse_arms("base=; k-once = fa-tile-pack, fa-k-pack-once ;") == {
+        "base": [], "k-once": ["fa-tile-pack", "fa-k-pack-once"]}
+    for bad in ("", "base", "=fa-tile-pack", "a=;a=fa-tile-pack"):
+        with pytest.raises(ValueError):
+            ab.parse_arms(bad)

@@ -43,7 +43,11 @@ EXPECTED = {
     "fuse-mul-mat-glu": "applicable",
     "vectorize-rmsnorm-sumsq": "applicable",
     "fa-tile-pack": "applicable",
+    # needs fa-tile-pack's vector K pack (it caches what that pack fills): not on the base tree
+    "fa-k-pack-once": "not_found",
 }
+# recipes that apply on top of another one (its applied form is what they detect and edit)
+STACKED_ON = {"fa-k-pack-once": "fa-tile-pack"}
 # recipes that add a node fusion to the CPU graph executor: the reference path is the executor's
 # own early return (use_ref, GGML_CPU_DISABLE_FUSION) ahead of every fusion in ggml_cpu_try_fuse_ops
 GRAPH_FUSIONS = {"fuse-rmsnorm-mul-add", "fuse-rmsnorm-mul-rope", "fuse-mul-mat-glu"}
@@ -107,18 +111,20 @@ def test_detection_matches_the_tree(tree, recipes):
     assert "ggml_cpu_try_fuse_ops" in (tree / CPU_DIR / "ggml-cpu.c").read_text()
 
 
-@pytest.mark.parametrize("rid", [r for r, s in EXPECTED.items() if s == "applicable"])
+@pytest.mark.parametrize("rid", [r for r, s in EXPECTED.items() if s == "applicable"] + sorted(STACKED_ON))
 def test_recipe_applies_keeps_reference_path_and_compiles(tree, recipes, rid, tmp_path):
     if CXX is None:
         pytest.skip("no C++ compiler")
     work = _copy_ggml(tree, tmp_path)
     recipe = recipes[rid]
+    if rid in STACKED_ON:
+        _apply(recipes[STACKED_ON[rid]], work)
     assert detect(recipe, work).status == "applicable"
     changed = _apply(recipe, work)
     assert sorted(changed) == touched_files(recipe)
     assert detect(recipe, work).status == "already_present", "applied recipe must detect itself"
     text = "".join((work / f).read_text() for f in changed)
-    if rid in ("fuse-fa-kq-tile", "fa-tile-pack"):
+    if rid in ("fuse-fa-kq-tile", "fa-tile-pack", "fa-k-pack-once"):
         # reference mode never takes the tiled path, so test-backend-ops compares against one_chunk
         assert "use_tiled = !use_ref" in (work / CPU_DIR / "ops.cpp").read_text()
     elif rid in GRAPH_FUSIONS:
@@ -134,12 +140,25 @@ def test_recipe_applies_keeps_reference_path_and_compiles(tree, recipes, rid, tm
         assert "warning:" not in err, f"the patched file compiles with warnings:\n{err}"
 
 
+def _apply_all(recipes, work: Path) -> list[str]:
+    """Every recipe that applies, in passes until none does (a stacked recipe applies once the
+    one it stacks on has), as the slow script stages its patched tree."""
+    applied: list[str] = []
+    while True:
+        now = [rid for rid, recipe in recipes.items() if detect(recipe, work).status == "applicable"]
+        if not now:
+            return applied
+        for rid in now:
+            if detect(recipes[rid], work).status == "applicable":
+                _apply(recipes[rid], work)
+                applied.append(rid)
+
+
 @pytest.fixture(scope="module")
 def stacked(tree, recipes, tmp_path_factory) -> Path:
     work = _copy_ggml(tree, tmp_path_factory.mktemp("llama-stacked"))
-    for rid, recipe in recipes.items():
-        if detect(recipe, work).status == "applicable":
-            _apply(recipe, work)
+    applied = _apply_all(recipes, work)
+    assert set(applied) == {r for r, s in EXPECTED.items() if s == "applicable"} | set(STACKED_ON)
     return work
 
 
@@ -218,16 +237,20 @@ def test_recipes_stack_by_cherry_pick_like_the_loop(tree, recipes, tmp_path):
     _git(work, "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A")
     _git(work, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "base")
     commits = {}
-    for rid, recipe in recipes.items():
-        if EXPECTED[rid] != "applicable":
-            continue
-        _git(work, "checkout", "-q", "-B", rid, "base")
+    for rid in [r for r in recipes if EXPECTED[r] == "applicable"] + sorted(STACKED_ON):
+        # a stacked recipe is committed on its prerequisite's commit, as a run whose base has
+        # that recipe would commit it
+        below = STACKED_ON.get(rid)
+        _git(work, "checkout", "-q", "-B", rid, commits[below] if below else "base")
+        start = _copy_ggml(tree, tmp_path / f"t-{rid}")
+        if below:
+            _apply(recipes[below], start)
         # the recipes may only touch the four files copied above
-        for rel, text in planned_edits(recipe, _copy_ggml(tree, tmp_path / f"t-{rid}")).items():
+        for rel, text in planned_edits(recipes[rid], start).items():
             (work / rel).write_text(text)
         _git(work, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", rid)
         commits[rid] = _git(work, "rev-parse", "HEAD").stdout.strip()
-    order = sorted(commits)
+    order = sorted(r for r in commits if r not in STACKED_ON) + sorted(STACKED_ON)
     _git(work, "checkout", "-q", "-B", "stack", "base")
     for rid in order:
         pick = _git(work, "-c", "user.email=t@t", "-c", "user.name=t", "cherry-pick", commits[rid])
@@ -283,3 +306,22 @@ def test_research_names_the_recipe_for_each_gap_it_closes(tree, recipes):
         assert f"Implementation: recipe `{rid}`" in md
     gap_titles = [h.title for h in found.hypotheses if h.recipe is None]
     assert not any(f"Fuse {'+'.join(ops)} on the CPU" in t for ops in GAPS_CLOSED for t in gap_titles)
+
+
+def test_research_offers_a_stacked_recipe_once_its_base_recipe_is_in_the_tree(tree, recipes, tmp_path):
+    """fa-k-pack-once edits fa-tile-pack's applied form: on the base tree the research notes why
+    it is not applicable (naming the recipe it stacks on); on a tree that has fa-tile-pack (a
+    run whose base merged that kept commit) it is a ranked hypothesis with its probe evidence."""
+    from jobs.config import parse_config
+    from jobs.research.offline import merge_sources, research
+    config = parse_config((Path(__file__).resolve().parents[2] / "examples" / "llama.cpp" / "autoresearch.yml").read_text())
+    work = _copy_ggml(tree, tmp_path)
+    for rid, below in STACKED_ON.items():
+        before = merge_sources(research(work, config), None, config)
+        assert rid not in {h.recipe for h in before.hypotheses}
+        assert any(n.startswith(f"{rid}: not applicable") and below in n for n in before.notes), before.notes
+        _apply(recipes[below], work)
+        after = merge_sources(research(work, config), None, config)   # recipes get the slots first
+        hyp = next(h for h in after.hypotheses if h.recipe == rid)
+        assert any("ops.cpp" in e.where for e in hyp.evidence)
+        assert f"{below}: already present" in " ".join(after.notes)
