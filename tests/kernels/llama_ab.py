@@ -133,31 +133,26 @@ def stage_variant(tree: Path, workdir: Path, variant: str, recipes: list, extras
     shutil.copytree(tree / "ggml", stage / "ggml", ignore=SKIP_DIRS)
     shutil.copytree(tree / "tests", stage / "tests")
     applied, statuses, touched = [], {}, set()
+
+    def apply(r) -> bool:
+        """Apply `r` to the stage if it detects its unfused form there; record what detect said."""
+        d = detect(r, stage)
+        statuses[r.id] = {"status": d.status, "evidence": d.evidence, "reason": d.reason}
+        if d.status != "applicable":
+            return False
+        for rel, text in planned_edits(r, stage).items():
+            (stage / rel).write_text(text, encoding="utf-8")
+            touched.add(rel)
+        applied.append(r.id)
+        return True
+
     # recipes in passes until none applies: one that stacks on another (fa-k-pack-once on
     # fa-tile-pack) applies in the pass after the one it needs; the extras come last, once
     pending = list(recipes)
-    while True:
-        now = []
-        for r in pending:
-            d = detect(r, stage)
-            statuses[r.id] = {"status": d.status, "evidence": d.evidence, "reason": d.reason}
-            if d.status == "applicable":
-                for rel, text in planned_edits(r, stage).items():
-                    (stage / rel).write_text(text, encoding="utf-8")
-                    touched.add(rel)
-                applied.append(r.id)
-                now.append(r)
+    while now := [r for r in pending if apply(r)]:
         pending = [r for r in pending if r not in now]
-        if not now:
-            break
     for r in extras:
-        d = detect(r, stage)
-        statuses[r.id] = {"status": d.status, "evidence": d.evidence, "reason": d.reason}
-        if d.status == "applicable":
-            for rel, text in planned_edits(r, stage).items():
-                (stage / rel).write_text(text, encoding="utf-8")
-                touched.add(rel)
-            applied.append(r.id)
+        apply(r)
     candidates = {e.file for r in [*load_recipe_set("llama.cpp"), *_extras()] for e in r.edits
                   if (tree / e.file).is_file()}
     changed = [rel for rel in sorted(candidates) if _sync_file(stage / rel, src / rel)]
