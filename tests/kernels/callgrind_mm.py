@@ -132,6 +132,24 @@ def reachable(prof: Profile, roots: list[str]) -> set[str]:
     return seen
 
 
+def exclusive_to(prof: Profile, roots: list[str]) -> set[str]:
+    """The roots and every function called only (directly or not) from them: the functions whose
+    own costs all belong to the roots' work. A callee shared with other callers (memset, malloc)
+    stays out; its part is the cost of the call edges from inside (`calls`)."""
+    callers: dict[str, set[str]] = {}
+    for caller, callee in prof.calls:
+        callers.setdefault(callee, set()).add(caller)
+    own = set(roots)
+    grew = True
+    while grew:
+        grew = False
+        for callee, who in callers.items():
+            if callee not in own and who <= own:
+                own.add(callee)
+                grew = True
+    return own
+
+
 def find_functions(prof: Profile, pattern: str) -> list[str]:
     rx = re.compile(pattern)
     return sorted({f for f in prof.self_fn if rx.search(f)} | {c for _, c in prof.calls if rx.search(c)})

@@ -791,18 +791,21 @@ def parse_workloads(spec: str) -> list[tuple[int, int]]:
 
 def mm_macs(spec: dict, layers: int, prompt: int, gen: int) -> dict[str, int]:
     """Multiply-adds of the weight matmuls of one llama-bench process (-r 1: a warm-up run and the
-    timed run; a prompt computes the output row of its last token only, generation one row per
-    token, and the warm-up of generation is one token)."""
+    timed run). A prompt outputs its last token only, so the last layer's FFN (after the
+    out_ids GET_ROWS, past the attention output projection) and the output matrix see one row:
+    those go to the gemv kernel, the rest to the gemm. Generation is all gemv (its warm-up is one
+    token)."""
     d, ff = spec["n_embd"], spec["n_ff"]
     hd = spec.get("head_dim") or d // spec["n_head"]
     q, kv = spec["n_head"] * hd, spec["n_head_kv"] * hd
-    per_token = layers * (d * q + 2 * d * kv + q * d + 3 * d * ff)
-    out_row = 32000 * d            # make_model's vocabulary
+    attn, ffn, out_row = d * q + 2 * d * kv + q * d, 3 * d * ff, 32000 * d     # make_model's vocabulary
+    per_token = attn + ffn
     if prompt:
-        rows, out_rows = 2 * prompt, 2
+        gemm = 2 * prompt * ((layers - 1) * per_token + attn)
+        gemv = 2 * (ffn + out_row)
     else:
-        rows, out_rows = gen + 1, gen + 1
-    return {"layer_macs": rows * per_token, "output_macs": out_rows * out_row, "per_token": per_token}
+        gemm, gemv = 0, (gen + 1) * (layers * per_token + out_row)
+    return {"gemm_macs": gemm, "gemv_macs": gemv, "per_token": per_token}
 
 
 def mm_summary(cg_file: Path, binary: Path) -> dict:
@@ -818,10 +821,27 @@ def mm_summary(cg_file: Path, binary: Path) -> dict:
     graph = cm.find_functions(prof, r"^ggml_graph_compute_thread")
     roots = cm.find_functions(prof, r"^(ggml_cpu_extra_compute_forward|ggml_compute_forward_mul_mat)$")
     fa = cm.find_functions(prof, r"^ggml_compute_forward_flash_attn_ext$")
-    tot = lambda fns: {e: sum(counts(cm.inclusive(prof, f))[e] for f in fns) for e in ev}  # noqa: E731
-    under = cm.reachable(prof, roots) - set(roots)
-    funcs = sorted(({"fn": f, **counts(prof.self_fn.get(f, []))} for f in under | set(roots)),
-                   key=lambda r: -r["Ir"])
+    # callgrind's inclusive costs (call edges) missed 8 Ir per inner-loop pass of the gemm kernel
+    # here (its own cost exceeds its one call edge), so an op is the sum of the own costs of the
+    # functions only it calls (these sum exactly to the program total) plus its calls into shared ones
+    def op(rts: list[str]) -> tuple[set, dict, dict]:
+        """An op's own functions, their summed own costs, and its calls into shared functions."""
+        own = cm.exclusive_to(prof, rts)
+        shared: dict[str, list[int]] = {}
+        for (caller, callee), c in prof.calls.items():
+            if caller in own and callee not in own:
+                row = shared.setdefault(callee, [0] * len(prof.events))
+                for i, x in enumerate(c):
+                    row[i] += x
+        total = {e: sum(counts(prof.self_fn.get(f, []))[e] for f in own) + sum(counts(c)[e] for c in shared.values())
+                 for e in ev}
+        return own, total, shared
+
+    own, mm_total, shared = op(roots)
+    graph_total = op(graph)[1]
+    fa_total = op(fa)[1]
+    funcs = sorted(({"fn": f, **counts(prof.self_fn.get(f, []))} for f in own), key=lambda r: -r["Ir"])
+    shared_rows = sorted(({"fn": f, **counts(c)} for f, c in shared.items()), key=lambda r: -r["Ir"])
     hot = funcs[0]["fn"]
     rows = [(fn, a) for (fn, a) in prof.self_instr if fn == hot]
     lo = min(a for _, a in rows)
@@ -836,13 +856,14 @@ def mm_summary(cg_file: Path, binary: Path) -> dict:
         if all(a - off in mnem for _, a in rows):
             break
     lines = cm.by_line(prof, hot)
-    return {"file": str(cg_file), "events": ev, "total": counts(prof.summary), "graph": tot(graph),
-            "mul_mat": tot(roots), "flash_attn": tot(fa), "functions": funcs[:25], "hot": hot,
+    return {"file": str(cg_file), "events": ev, "total": counts(prof.summary), "graph": graph_total,
+            "mul_mat": mm_total, "flash_attn": fa_total, "functions": funcs[:25], "shared": shared_rows[:8],
+            "hot": hot,
             "mnemonics": cm.by_mnemonic(prof, hot, mnem), "lines": lines[:40]}
 
 
 def profile_mm(workdir: Path, shape: str, layers: int, workloads: list[tuple[int, int]], threads: int = 1,
-               jobs: int = 2, isa: str = "avx2", fa: int = 1) -> dict:
+               jobs: int = 2, isa: str = "avx2", fa: int = 1, reuse: bool = False) -> dict:
     """callgrind (--dump-instr=yes, --cache-sim=yes with jobs/simulate.py's cache geometry) of one
     llama-bench process per workload on the base tree, built for `isa` with -g at Release's -O3."""
     from jobs import simulate
@@ -857,9 +878,10 @@ def profile_mm(workdir: Path, shape: str, layers: int, workloads: list[tuple[int
         cmd = ["valgrind", "--tool=callgrind", "--dump-instr=yes", "--cache-sim=yes", *simulate.CACHES,
                f"--callgrind-out-file={cg}", *bench]
         t0 = time.time()
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=7200)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-2000:]}")
+        if not (reuse and cg.is_file()):
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=7200)
+            if proc.returncode != 0:
+                raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-2000:]}")
         summary = mm_summary(cg, bins / "llama-bench")
         summary.update(command=" ".join(cmd), seconds=round(time.time() - t0, 1),
                        macs=mm_macs(SHAPES[shape], layers, prompt, gen))
@@ -874,13 +896,16 @@ def print_mm(result: dict) -> None:
         g, mm = r["graph"]["Ir"], r["mul_mat"]["Ir"]
         print(f"\n## {tag}: MUL_MAT {mm:,} Ir = {100 * mm / g:.1f}% of graph compute ({g:,}); "
               f"FLASH_ATTN_EXT {r['flash_attn']['Ir']:,}; program {r['total']['Ir']:,}")
-        print(f"MACs: layers {r['macs']['layer_macs']:,}, output rows {r['macs']['output_macs']:,}\n")
+        print(f"MACs: gemm {r['macs']['gemm_macs']:,}, gemv {r['macs']['gemv_macs']:,}\n")
         print("| function (self) | " + " | ".join(r["events"]) + " | % of MUL_MAT Ir |")
         print("|---|" + "---|" * (len(r["events"]) + 1))
         for f in r["functions"]:
             if f["Ir"] * 1000 < mm:
                 continue
             print(f"| `{f['fn'][:90]}` | " + " | ".join(f"{f[e]:,}" for e in r["events"]) +
+                  f" | {100 * f['Ir'] / mm:.2f}% |")
+        for f in r["shared"]:
+            print(f"| (shared, calls from MUL_MAT) `{f['fn'][:60]}` | " + " | ".join(f"{f[e]:,}" for e in r["events"]) +
                   f" | {100 * f['Ir'] / mm:.2f}% |")
         print(f"\n{r['hot'][:90]} per mnemonic (Ir): " +
               ", ".join(f"{m} {c:,}" for m, c in list(r["mnemonics"].items())[:24]))
@@ -935,6 +960,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sim-prompt", type=int, default=64, help="--only sim: llama-bench -p (with -n 0)")
     ap.add_argument("--mm-workloads", type=parse_workloads, default="pp512",
                     help="--only profile-mm: ppN / tgN per callgrind process, e.g. pp512,pp64,tg16")
+    ap.add_argument("--mm-reuse", action="store_true",
+                    help="--only profile-mm: summarise an existing callgrind file instead of running again")
     args = ap.parse_args(argv)
 
     tree = llama_tree.ensure_llama_tree(args.version)
@@ -963,7 +990,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{a['DLmr'] + a['DLmw']:,} | {a['cycles']:,} | {a['cycles_delta_pct']:+.3f}% (Ir {a['ir_delta_pct']:+.3f}%) |")
     if args.only == "profile-mm":
         result["profile_mm"] = profile_mm(args.workdir, args.shape, args.layers, args.mm_workloads, args.threads,
-                                          args.jobs, "avx2" if args.isa == "native" else args.isa)
+                                          args.jobs, "avx2" if args.isa == "native" else args.isa,
+                                          reuse=args.mm_reuse)
         print_mm(result["profile_mm"])
     if args.only in (None, "bench"):
         model = make_shape(args.shape, args.layers)

@@ -154,12 +154,16 @@ def test_debug_build_keeps_release_optimisation_and_adds_line_tables():
     assert ab.debug_flags(False) == list(ab.NO_AMX)
 
 
-def test_mm_macs_count_the_qwen3_layer_matmuls_of_warm_up_and_timed_run():
+def test_mm_macs_split_the_qwen3_matmuls_between_gemm_and_gemv():
     m = ab.mm_macs(ab.SHAPES["qwen3"], 2, 512, 0)
-    assert m["per_token"] == 2 * (1024 * 2048 + 2 * 1024 * 1024 + 2048 * 1024 + 3 * 1024 * 3072)
-    assert m["layer_macs"] == 2 * 512 * m["per_token"] and m["output_macs"] == 2 * 32000 * 1024
+    attn = 1024 * 2048 + 2 * 1024 * 1024 + 2048 * 1024                       # q, k, v, o
+    ffn = 3 * 1024 * 3072                                                    # gate, up, down
+    assert m["per_token"] == attn + ffn
+    # warm-up + timed run; the last layer's FFN and the output matrix see the last token only
+    assert m["gemm_macs"] == 2 * 512 * (attn + ffn + attn)
+    assert m["gemv_macs"] == 2 * (ffn + 32000 * 1024)
     g = ab.mm_macs(ab.SHAPES["qwen3"], 2, 0, 16)
-    assert g["layer_macs"] == 17 * m["per_token"] and g["output_macs"] == 17 * 32000 * 1024
+    assert g["gemm_macs"] == 0 and g["gemv_macs"] == 17 * (2 * (attn + ffn) + 32000 * 1024)
 
 
 CALLGRIND = """# callgrind format
