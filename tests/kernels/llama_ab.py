@@ -13,6 +13,8 @@ touched ops with test-backend-ops, and A/B llama-bench on a synthetic TinyLlama-
     python tests/kernels/llama_ab.py --only sim --shape qwen3 --layers 2 --sim-prompt 64 \
         --sim-arms "base=;tile-pack=fa-tile-pack;k-once=fa-tile-pack,fa-k-pack-once"
                                                                       # cachegrind cycles per recipe stack
+    python tests/kernels/llama_ab.py --only profile-mm --shape qwen3 --layers 2 --threads 1 \
+        --mm-workloads pp512,pp64,tg16                                # callgrind of the base tree's MUL_MAT
 
 Steps (each reuses what a previous run left in --workdir):
 1. source: the llama.cpp tree vendored by the llama-cpp-python sdist (llama_tree.py, cached);

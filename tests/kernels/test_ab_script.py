@@ -201,6 +201,9 @@ def test_callgrind_reader_splits_self_and_call_costs_and_decompresses_positions(
     assert p.self_line[("outer", "a.c", 11)] == [2, 0]
     assert p.self_line[("inner", "h.h", 7)] == [40, 2] and p.self_instr[("inner", 0x2003)] == [40, 2]
     assert cm.reachable(p, ["outer"]) == {"outer", "inner"}
+    assert cm.exclusive_to(p, ["outer"]) == {"outer", "inner"}      # inner has no other caller
+    p.calls[("main", "inner")] = [1, 0]
+    assert cm.exclusive_to(p, ["outer"]) == {"outer"}               # now shared: only the edge counts
     assert cm.find_functions(p, "^inn") == ["inner"]
 
 
