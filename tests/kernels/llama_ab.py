@@ -13,6 +13,8 @@ touched ops with test-backend-ops, and A/B llama-bench on a synthetic TinyLlama-
     python tests/kernels/llama_ab.py --only sim --shape qwen3 --layers 2 --sim-prompt 64 \
         --sim-arms "base=;tile-pack=fa-tile-pack;k-once=fa-tile-pack,fa-k-pack-once"
                                                                       # cachegrind cycles per recipe stack
+    python tests/kernels/llama_ab.py --only profile-mm --shape qwen3 --layers 2 --threads 1 \
+        --mm-workloads pp512,pp64,tg16                                # callgrind of the base tree's MUL_MAT
 
 Steps (each reuses what a previous run left in --workdir):
 1. source: the llama.cpp tree vendored by the llama-cpp-python sdist (llama_tree.py, cached);
@@ -208,21 +210,34 @@ def _ccache(workdir: Path) -> tuple[dict[str, str], list[str]]:
     return env, ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
 
 
-def build(workdir: Path, variant: str, jobs: int = 2, isa: str = "native", targets: tuple[str, ...] = TARGETS) -> Path:
+def debug_flags(debug: bool) -> list[str]:
+    """CMAKE_C/CXX_FLAGS of a build: the AMX switches (x86) plus `-g` when `debug`. Release keeps its
+    -O3, so a debug build runs the same code with line tables (callgrind attributes inlined
+    intrinsics to their source lines); `-g` alone, not RelWithDebInfo, whose -O2 would differ."""
+    base = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" if NO_AMX else ""
+    if not debug:
+        return list(NO_AMX)
+    flags = f"{base} -g".strip()
+    return [f"-DCMAKE_C_FLAGS={flags}", f"-DCMAKE_CXX_FLAGS={flags}"]
+
+
+def build(workdir: Path, variant: str, jobs: int = 2, isa: str = "native", targets: tuple[str, ...] = TARGETS,
+          debug: bool = False) -> Path:
     src = workdir / variant / "src"
-    bld = workdir / variant / ("build" if isa == "native" else f"build-{isa}")
+    bld = workdir / variant / (("build" if isa == "native" else f"build-{isa}") + ("-g" if debug else ""))
+    tag = isa + ("-g" if debug else "")
     env, launcher = _ccache(workdir)
     if not (bld / "build.ninja").is_file() and not (bld / "Makefile").is_file():
         gen = ["-G", "Ninja"] if shutil.which("ninja") else []
         cmd = ["cmake", "-S", str(src), "-B", str(bld), *gen, "-DCMAKE_BUILD_TYPE=Release",
                *ISA_FLAGS[isa], "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=ON",
                "-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF",
-               "-DLLAMA_BUILD_APP=OFF", "-DBUILD_SHARED_LIBS=OFF", *launcher, *NO_AMX]
-        log(f"configure {variant} ({isa})")
-        _run(cmd, env, bld.parent / f"configure-{isa}.log")
+               "-DLLAMA_BUILD_APP=OFF", "-DBUILD_SHARED_LIBS=OFF", *launcher, *debug_flags(debug)]
+        log(f"configure {variant} ({tag})")
+        _run(cmd, env, bld.parent / f"configure-{tag}.log")
     t0 = time.time()
-    _run(["cmake", "--build", str(bld), "-j", str(jobs), "--target", *targets], env, bld.parent / f"build-{isa}.log")
-    log(f"built {variant} ({isa}) in {time.time() - t0:.0f}s")
+    _run(["cmake", "--build", str(bld), "-j", str(jobs), "--target", *targets], env, bld.parent / f"build-{tag}.log")
+    log(f"built {variant} ({tag}) in {time.time() - t0:.0f}s")
     return bld / "bin"
 
 
@@ -756,6 +771,144 @@ def simulate_arms(tree: Path, workdir: Path, arms: dict[str, list[str]], model: 
     return out
 
 
+# ---------------------------------------------------------------------------- 10. MUL_MAT profile
+
+def parse_workloads(spec: str) -> list[tuple[int, int]]:
+    """"pp512,pp64,tg16" -> [(512, 0), (64, 0), (0, 16)]: llama-bench (-p, -n) per profiled process."""
+    out = []
+    for part in [p.strip() for p in spec.split(",") if p.strip()]:
+        kind, num = part[:2], part[2:]
+        if kind not in ("pp", "tg") or not num.isdigit() or int(num) <= 0:
+            raise ValueError(f"bad workload {part!r} (want ppN or tgN, N > 0)")
+        out.append((int(num), 0) if kind == "pp" else (0, int(num)))
+    if not out:
+        raise ValueError("no workloads")
+    return out
+
+
+def mm_macs(spec: dict, layers: int, prompt: int, gen: int) -> dict[str, int]:
+    """Multiply-adds of the weight matmuls of one llama-bench process (-r 1: a warm-up run and the
+    timed run). A prompt outputs its last token only, so the last layer's FFN (after the
+    out_ids GET_ROWS, past the attention output projection) and the output matrix see one row:
+    those go to the gemv kernel, the rest to the gemm. Generation is all gemv (its warm-up is one
+    token)."""
+    d, ff = spec["n_embd"], spec["n_ff"]
+    hd = spec.get("head_dim") or d // spec["n_head"]
+    q, kv = spec["n_head"] * hd, spec["n_head_kv"] * hd
+    attn, ffn, out_row = d * q + 2 * d * kv + q * d, 3 * d * ff, 32000 * d     # make_model's vocabulary
+    per_token = attn + ffn
+    if prompt:
+        gemm = 2 * prompt * ((layers - 1) * per_token + attn)
+        gemv = 2 * (ffn + out_row)
+    else:
+        gemm, gemv = 0, (gen + 1) * (layers * per_token + out_row)
+    return {"gemm_macs": gemm, "gemv_macs": gemv, "per_token": per_token}
+
+
+def mm_summary(cg_file: Path, binary: Path) -> dict:
+    """Per-function costs under MUL_MAT (the repacked path, ggml_cpu_extra_compute_forward, plus
+    the plain ggml_compute_forward_mul_mat), the hottest kernel per mnemonic and per source line."""
+    import callgrind_mm as cm
+    prof = cm.parse(cg_file.read_text())
+    ev = [e for e in ("Ir", "D1mr", "D1mw", "DLmr", "DLmw") if e in prof.events]
+
+    def counts(c: list[int]) -> dict[str, int]:
+        return {e: prof.ev(c, e) for e in ev}
+
+    graph = cm.find_functions(prof, r"^ggml_graph_compute_thread")
+    roots = cm.find_functions(prof, r"^(ggml_cpu_extra_compute_forward|ggml_compute_forward_mul_mat)$")
+    fa = cm.find_functions(prof, r"^ggml_compute_forward_flash_attn_ext$")
+    # callgrind's inclusive costs (call edges) missed 8 Ir per inner-loop pass of the gemm kernel
+    # here (its own cost exceeds its one call edge), so an op is the sum of the own costs of the
+    # functions only it calls (these sum exactly to the program total) plus its calls into shared ones
+    def op(rts: list[str]) -> tuple[set, dict, dict]:
+        """An op's own functions, their summed own costs, and its calls into shared functions."""
+        own = cm.exclusive_to(prof, rts)
+        shared: dict[str, list[int]] = {}
+        for (caller, callee), c in prof.calls.items():
+            if caller in own and callee not in own:
+                row = shared.setdefault(callee, [0] * len(prof.events))
+                for i, x in enumerate(c):
+                    row[i] += x
+        total = {e: sum(counts(prof.self_fn.get(f, []))[e] for f in own) + sum(counts(c)[e] for c in shared.values())
+                 for e in ev}
+        return own, total, shared
+
+    own, mm_total, shared = op(roots)
+    graph_total = op(graph)[1]
+    fa_total = op(fa)[1]
+    funcs = sorted(({"fn": f, **counts(prof.self_fn.get(f, []))} for f in own), key=lambda r: -r["Ir"])
+    shared_rows = sorted(({"fn": f, **counts(c)} for f, c in shared.items()), key=lambda r: -r["Ir"])
+    hot = funcs[0]["fn"]
+    rows = [(fn, a) for (fn, a) in prof.self_instr if fn == hot]
+    lo = min(a for _, a in rows)
+    hi = max(a for _, a in rows)
+    mnem: dict = {}
+    for off in (0, 0x108000, 0x400000):
+        if lo - off < 0:
+            continue
+        dump = subprocess.run(["objdump", "-d", f"--start-address={lo - off:#x}", f"--stop-address={hi - off + 16:#x}",
+                               str(binary)], capture_output=True, text=True).stdout
+        mnem = cm.disassembly(dump)
+        if all(a - off in mnem for _, a in rows):
+            break
+    lines = cm.by_line(prof, hot)
+    return {"file": str(cg_file), "events": ev, "total": counts(prof.summary), "graph": graph_total,
+            "mul_mat": mm_total, "flash_attn": fa_total, "functions": funcs[:25], "shared": shared_rows[:8],
+            "hot": hot,
+            "mnemonics": cm.by_mnemonic(prof, hot, mnem), "lines": lines[:40]}
+
+
+def profile_mm(workdir: Path, shape: str, layers: int, workloads: list[tuple[int, int]], threads: int = 1,
+               jobs: int = 2, isa: str = "avx2", fa: int = 1, reuse: bool = False) -> dict:
+    """callgrind (--dump-instr=yes, --cache-sim=yes with jobs/simulate.py's cache geometry) of one
+    llama-bench process per workload on the base tree, built for `isa` with -g at Release's -O3."""
+    from jobs import simulate
+    bins = build(workdir, "baseline", jobs, isa, targets=("llama-bench",), debug=True)
+    model = make_shape(shape, layers)
+    out: dict = {"model": str(model), "isa": isa, "threads": threads, "fa": fa, "runs": {}}
+    for prompt, gen in workloads:
+        tag = f"pp{prompt}" if prompt else f"tg{gen}"
+        cg = workdir / f"callgrind-mm-{shape}-{layers}L-{tag}.out"
+        bench = [str(bins / "llama-bench"), "-m", str(model), "-p", str(prompt), "-n", str(gen), "-r", "1",
+                 "-t", str(threads), "-fa", str(fa), "-o", "json"]
+        cmd = ["valgrind", "--tool=callgrind", "--dump-instr=yes", "--cache-sim=yes", *simulate.CACHES,
+               f"--callgrind-out-file={cg}", *bench]
+        t0 = time.time()
+        if not (reuse and cg.is_file()):
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=7200)
+            if proc.returncode != 0:
+                raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-2000:]}")
+        summary = mm_summary(cg, bins / "llama-bench")
+        summary.update(command=" ".join(cmd), seconds=round(time.time() - t0, 1),
+                       macs=mm_macs(SHAPES[shape], layers, prompt, gen))
+        out["runs"][tag] = summary
+        log(f"profile-mm {tag}: MUL_MAT Ir {summary['mul_mat']['Ir']:,} of graph {summary['graph']['Ir']:,} "
+            f"({time.time() - t0:.0f}s)")
+    return out
+
+
+def print_mm(result: dict) -> None:
+    for tag, r in result["runs"].items():
+        g, mm = r["graph"]["Ir"], r["mul_mat"]["Ir"]
+        print(f"\n## {tag}: MUL_MAT {mm:,} Ir = {100 * mm / g:.1f}% of graph compute ({g:,}); "
+              f"FLASH_ATTN_EXT {r['flash_attn']['Ir']:,}; program {r['total']['Ir']:,}")
+        print(f"MACs: gemm {r['macs']['gemm_macs']:,}, gemv {r['macs']['gemv_macs']:,}\n")
+        print("| function (self) | " + " | ".join(r["events"]) + " | % of MUL_MAT Ir |")
+        print("|---|" + "---|" * (len(r["events"]) + 1))
+        for f in r["functions"]:
+            if f["Ir"] * 1000 < mm:
+                continue
+            print(f"| `{f['fn'][:90]}` | " + " | ".join(f"{f[e]:,}" for e in r["events"]) +
+                  f" | {100 * f['Ir'] / mm:.2f}% |")
+        for f in r["shared"]:
+            print(f"| (shared, calls from MUL_MAT) `{f['fn'][:60]}` | " + " | ".join(f"{f[e]:,}" for e in r["events"]) +
+                  f" | {100 * f['Ir'] / mm:.2f}% |")
+        print(f"\n{r['hot'][:90]} per mnemonic (Ir): " +
+              ", ".join(f"{m} {c:,}" for m, c in list(r["mnemonics"].items())[:24]))
+        print("\nper line (file:line Ir): " + "; ".join(f"{fl.rsplit('/', 1)[-1]}:{ln} {c:,}" for fl, ln, c in r["lines"][:20]))
+
+
 def _result_dict(r) -> dict:
     if hasattr(r, "model_dump"):
         return r.model_dump()
@@ -788,7 +941,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fa", default="0,1")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--jobs", type=int, default=2, help="parallel compile jobs")
-    ap.add_argument("--only", choices=["ops", "perf", "bench", "logits", "profile", "neon", "sim"], default=None)
+    ap.add_argument("--only", choices=["ops", "perf", "bench", "logits", "profile", "neon", "sim", "profile-mm"],
+                    default=None)
     ap.add_argument("--shape", default="tinyllama", help=f"model for bench: {', '.join(SHAPES)}")
     ap.add_argument("--shapes", default=",".join(SHAPES), help="models for --only logits/profile")
     ap.add_argument("--logit-layers", type=int, default=4, help="blocks of the logits-check models")
@@ -801,6 +955,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="--only sim: NAME=recipe,recipe;... (the first arm is the reference; use --threads 1: "
                          "cachegrind serialises threads and a spinning thread pool would count its waits)")
     ap.add_argument("--sim-prompt", type=int, default=64, help="--only sim: llama-bench -p (with -n 0)")
+    ap.add_argument("--mm-workloads", type=parse_workloads, default="pp512",
+                    help="--only profile-mm: ppN / tgN per callgrind process, e.g. pp512,pp64,tg16")
+    ap.add_argument("--mm-reuse", action="store_true",
+                    help="--only profile-mm: summarise an existing callgrind file instead of running again")
     args = ap.parse_args(argv)
 
     tree = llama_tree.ensure_llama_tree(args.version)
@@ -827,6 +985,11 @@ def main(argv: list[str] | None = None) -> int:
         for name, a in result["sim"]["arms"].items():
             print(f"| {name} | {', '.join(a['recipes']) or '-'} | {a['Ir']:,} | {a['D1mr'] + a['D1mw']:,} | "
                   f"{a['DLmr'] + a['DLmw']:,} | {a['cycles']:,} | {a['cycles_delta_pct']:+.3f}% (Ir {a['ir_delta_pct']:+.3f}%) |")
+    if args.only == "profile-mm":
+        result["profile_mm"] = profile_mm(args.workdir, args.shape, args.layers, args.mm_workloads, args.threads,
+                                          args.jobs, "avx2" if args.isa == "native" else args.isa,
+                                          reuse=args.mm_reuse)
+        print_mm(result["profile_mm"])
     if args.only in (None, "bench"):
         model = make_shape(args.shape, args.layers)
         result["bench"] = ab_bench(prep, model, args.rounds, [int(f) for f in args.fa.split(",")],

@@ -136,3 +136,85 @@ def test_sim_arms_parse_recipe_stacks_and_reject_bad_specs():
     for bad in ("", "base", "=fa-tile-pack", "a=;a=fa-tile-pack"):
         with pytest.raises(ValueError):
             ab.parse_arms(bad)
+
+
+def test_mm_workloads_parse_prompt_and_generation_and_reject_bad_specs():
+    assert ab.parse_workloads("pp512, pp64,tg16") == [(512, 0), (64, 0), (0, 16)]
+    for bad in ("", "pp", "tg0", "pp-5", "gen16", "pp512,x"):
+        with pytest.raises(ValueError):
+            ab.parse_workloads(bad)
+    with pytest.raises(SystemExit):          # the command line rejects it before any build (usage error)
+        ab.main(["--only", "profile-mm", "--mm-workloads", "tg0", "--workdir", "/nonexistent"])
+
+
+def test_debug_build_keeps_release_optimisation_and_adds_line_tables():
+    flags = ab.debug_flags(True)
+    assert all(f.endswith(" -g") or f.endswith("=-g") for f in flags) and len(flags) == 2
+    assert not any("-O" in f for f in flags)              # Release's -O3 stays in force
+    assert ab.debug_flags(False) == list(ab.NO_AMX)
+
+
+def test_mm_macs_split_the_qwen3_matmuls_between_gemm_and_gemv():
+    m = ab.mm_macs(ab.SHAPES["qwen3"], 2, 512, 0)
+    attn = 1024 * 2048 + 2 * 1024 * 1024 + 2048 * 1024                       # q, k, v, o
+    ffn = 3 * 1024 * 3072                                                    # gate, up, down
+    assert m["per_token"] == attn + ffn
+    # warm-up + timed run; the last layer's FFN and the output matrix see the last token only
+    assert m["gemm_macs"] == 2 * 512 * (attn + ffn + attn)
+    assert m["gemv_macs"] == 2 * (ffn + 32000 * 1024)
+    g = ab.mm_macs(ab.SHAPES["qwen3"], 2, 0, 16)
+    assert g["gemm_macs"] == 0 and g["gemv_macs"] == 17 * (2 * (attn + ffn) + 32000 * 1024)
+
+
+CALLGRIND = """# callgrind format
+version: 1
+positions: instr line
+events: Ir D1mr
+summary: 120 7
+
+ob=(1) /bin/x
+fl=(1) a.c
+fn=(1) outer
+0x1000 10 5
++4 * 3 1
+cfn=(2) inner
+calls=2 0x2000 20
+* * 100 6
++2 +1 2
+
+fn=(2)
+0x2000 20 60 4
+fi=(2) h.h
++3 7 40 2
+"""
+
+
+def test_callgrind_reader_splits_self_and_call_costs_and_decompresses_positions():
+    import callgrind_mm as cm
+    p = cm.parse(CALLGRIND)
+    assert p.events == ["Ir", "D1mr"] and p.positions == ["instr", "line"]
+    assert p.self_fn == {"outer": [10, 1], "inner": [100, 6]}
+    assert sum(v[0] for v in p.self_fn.values()) == 110            # the call line's 100 is not outer's own
+    assert p.calls == {("outer", "inner"): [100, 6]}
+    assert cm.inclusive(p, "outer") == [110, 7]
+    assert p.self_instr[("outer", 0x1004)] == [3, 1] and p.self_instr[("outer", 0x1006)] == [2, 0]
+    assert p.self_line[("outer", "a.c", 11)] == [2, 0]
+    assert p.self_line[("inner", "h.h", 7)] == [40, 2] and p.self_instr[("inner", 0x2003)] == [40, 2]
+    assert cm.reachable(p, ["outer"]) == {"outer", "inner"}
+    assert cm.exclusive_to(p, ["outer"]) == {"outer", "inner"}      # inner has no other caller
+    p.calls[("main", "inner")] = [1, 0]
+    assert cm.exclusive_to(p, ["outer"]) == {"outer"}               # now shared: only the edge counts
+    assert cm.find_functions(p, "^inn") == ["inner"]
+
+
+def test_mnemonics_need_every_profiled_address_on_an_instruction_start():
+    import callgrind_mm as cm
+    dump = ("  2000:\tc5 fd 6f 04 24       \tvmovdqa (%rsp),%ymm0\n"
+            "  2003:\tc4 e2 7d 04 c1       \tvpmaddubsw %ymm1,%ymm0,%ymm0\n")
+    mn = cm.disassembly(dump)
+    assert mn == {0x2000: "vmovdqa", 0x2003: "vpmaddubsw"}
+    p = cm.parse(CALLGRIND)
+    assert cm.by_mnemonic(p, "inner", mn) == {"vmovdqa": 60, "vpmaddubsw": 40}
+    assert cm.load_offset([0x10A000], {0x2000: "x"}) == 0x108000
+    with pytest.raises(ValueError, match="no instruction start"):
+        cm.load_offset([0x2001], mn)
