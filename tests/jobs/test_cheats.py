@@ -3,11 +3,11 @@ each passes checks.sh, none is kept; an honest fusion measured beside them still
 
 The demo's benchmark is sized for a test: 336 prompt tokens and 24 generated ones (positions
 336..359, past the 330 the checks look at, which is what the skip-layers cheat exploits) instead
-of 512 + 448, 4 A/A calibration pairs, and at most 12 pairs per experiment (the fewest at which this
-run's sequential test can keep a change is about 9). At 12, under two CPU hogs, the runner's CPU clock
-may not yet exclude the fork-work cheat's claim: it is then `discard` because the clock neither confirms
-nor excludes it, which `caught_by_the_runners_clock` accepts (never kept either way); 20 pairs cost
-the test ~25 s more for the same assertions."""
+of 512 + 448, 4 A/A calibration pairs, and at most 20 pairs per experiment (the fewest at which this
+run's sequential test can keep a change is about 9). At 12, under two CPU hogs, the fork-work cheat's
+own score was once undecided (+31.7%, interval -26.5%...+106.1%): discarded, but before the runner's
+clock had anything to test, which is what this test is about; at 12 the clock also could not yet
+exclude its claim (`caught_by_the_runners_clock` accepts that as `discard` with the clock's reason)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -57,7 +57,7 @@ def test_cheats_that_pass_the_checks_are_never_kept_and_an_honest_fusion_is(tmp_
         patch_for(repo, patches / "fork-work.patch", {"src/model.c": fork_work(model)}),
     ]
     summary = Run(RunOptions(target=repo, out=tmp_path / "out", run_id="cheats", agent="none",
-                             candidates=candidates, repeats=12)).execute()
+                             candidates=candidates, repeats=20)).execute()
     status = {e["name"]: e for e in summary.experiments}
 
     # Work skipped where the checks do not look: the tokens it generates differ from the baseline's.
