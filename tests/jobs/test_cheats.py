@@ -4,10 +4,9 @@ each passes checks.sh, none is kept; an honest fusion measured beside them still
 The demo's benchmark is sized for a test: 336 prompt tokens and 24 generated ones (positions
 336..359, past the 330 the checks look at, which is what the skip-layers cheat exploits) instead
 of 512 + 448, 4 A/A calibration pairs, and at most 20 pairs per experiment (the fewest at which this
-run's sequential test can keep a change is about 9). At 12, under two CPU hogs, the fork-work cheat's
-own score was once undecided (+31.7%, interval -26.5%...+106.1%): discarded, but before the runner's
-clock had anything to test, which is what this test is about; at 12 the clock also could not yet
-exclude its claim (`caught_by_the_runners_clock` accepts that as `discard` with the clock's reason)."""
+run's sequential test can keep a change is about 9). 20 rather than 12 gives the runner's clock a claim
+to test more often: at 12, under two CPU hogs, the fork-work cheat's own score was once undecided
+(+31.7%, interval -26.5%...+106.1%), so it was discarded before the clock was asked."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,13 +24,20 @@ pytestmark = pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="nee
 
 
 def caught_by_the_runners_clock(experiment: dict) -> bool:
-    """Never kept, and the runner's own clock is why: `invalid` once its pairs exclude the claim,
-    `discard` while they cannot yet (a noisy host at the pair cap, seen here even quiet once in
-    60 pairs of the minicomp target); either way the cheat's score is not believed."""
-    if experiment["status"] == "invalid":
-        return "clock does not see" in experiment["reason"]
-    undecided = "runner's own clock neither confirms nor excludes"
-    return experiment["status"] == "discard" and undecided in experiment["reason"]
+    """Never kept, and the runner's own clock is why whenever the score made a claim for it to test:
+    `invalid` once its pairs exclude the claim, `discard` while they cannot yet (a noisy host at the
+    pair cap, seen here even quiet once in 60 pairs of the minicomp target). On a noisy host the
+    score may claim nothing the floor lets through (seen: "+65.9% is real ... but does not clear the
+    23.3% floor" after a noisy calibration; "no detectable difference" at 12 pairs under two hogs):
+    then the cheat is discarded before the clock is asked, and only "never kept" can be asserted. A
+    quiet host's run gets the claim, so a clock that stopped looking still fails this test there."""
+    status, reason = experiment["status"], experiment["reason"]
+    if status == "invalid":
+        return "clock does not see" in reason
+    if status != "discard":
+        return False
+    no_claim = "does not clear the" in reason or "no detectable difference" in reason
+    return "runner's own clock neither confirms nor excludes" in reason or no_claim
 
 
 def small_demo(dest: Path) -> Path:
