@@ -169,12 +169,18 @@ def _load() -> list[float]:
     return [round(now[0], 2)] if now else []
 
 
+_PROBE_BUFFERS: list = []
+
+
 def machine_probe() -> float:
-    """A ~20 ms memory-bandwidth probe (GB/s) taken just before each benchmark process: a slow
-    period slows the probe and the benchmark alike. Taken by the runner, never by target code."""
+    """A memory-bandwidth probe (GB/s) taken just before each benchmark process: a slow period
+    slows the probe and the benchmark alike. Taken by the runner, never by target code. The two
+    32 MiB buffers (out of cache) are allocated once per process: allocating and faulting them in
+    for every probe cost more than the copies it times (~15 ms a pair of processes)."""
     import numpy as np
-    src = np.ones(4 * 1024 * 1024, dtype=np.float64)   # 32 MiB: out of cache
-    dst = np.empty_like(src)
+    if not _PROBE_BUFFERS:
+        _PROBE_BUFFERS.extend((np.ones(4 * 1024 * 1024, dtype=np.float64), np.zeros(4 * 1024 * 1024, dtype=np.float64)))
+    src, dst = _PROBE_BUFFERS
     best = float("inf")
     for _ in range(3):
         t0 = time.perf_counter()

@@ -293,19 +293,22 @@ def decide(y: np.ndarray, s: np.ndarray, rule: Rule, prior: Prior = Prior()) -> 
     return StopDecision(str(kinds[0]), n, int(at[0]), *_exp(*(float(w[0, i]) for w in wealth)))
 
 
-def decide_paths(ys: np.ndarray, ss: np.ndarray, rule: Rule,
-                 prior: Prior = Prior()) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+def decide_paths(ys: np.ndarray, ss: np.ndarray, rule: Rule, prior: Prior = Prior(), *,
+                 lower_bounds: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
     """`decide` for many paths of equal length at once (rows of `ys`, their scales in `ss`): each
     path's kind, the pairs at which it was reached (0: none) and the running log wealths (keep,
     loss, futility). The one copy of the rule: `decide` is this on one row, and the power
-    simulation runs it on all of its paths in one pass."""
+    simulation runs it on all of its paths in one pass. `lower_bounds`: `mean_lower_bounds(ys,
+    rule.alpha_keep, prior)` when the caller already has it (the power simulation shifts one set
+    of noise paths by each effect it tries, and the bound shifts with them)."""
     n = ys.shape[1]
     keep = log_wealth(ys, ss, rule.floor, "up")[:, 0]
     loss = log_wealth(ys, ss, -rule.floor, "down")[:, 0]
     fut = log_wealth(ys, ss, rule.futility, "down")[:, 0]
     running = np.cumsum(ys, axis=1) / np.arange(1, n + 1)
     rejected = np.maximum.accumulate(keep, axis=1) >= math.log(1 / rule.alpha_keep)
-    clears = mean_lower_bounds(ys, rule.alpha_keep, prior) > rule.floor
+    bounds = mean_lower_bounds(ys, rule.alpha_keep, prior) if lower_bounds is None else lower_bounds
+    clears = bounds > rule.floor
     events = np.stack([rejected & clears,                                    # checked in this order
                        loss >= math.log(1 / rule.alpha_loss),
                        (fut >= math.log(1 / rule.alpha_futility)) & (running > -rule.floor)])

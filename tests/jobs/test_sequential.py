@@ -91,6 +91,24 @@ def test_power_at_the_reported_mde_is_the_power_it_claims():
     assert below < 0.8
 
 
+def test_shifted_paths_decide_exactly_as_the_rule_does_on_the_shifted_pairs():
+    # The power simulation draws its noise paths once and shifts them by each effect it tries,
+    # reusing the scales and the mean's lower bound; the decisions must be the rule's own on the
+    # shifted pairs, recomputed from scratch (heavy tails and slow states included).
+    rng = np.random.default_rng(11)
+    for kind in ("quiet", "heavy", "states"):
+        residuals = noise(kind, rng, 16)
+        r = rule(max_pairs=30)
+        drawn = pw.paths(residuals, r, n_sims=150, seed=3)
+        for effect in (-0.02, 0.0, 0.004, sq.to_log(1.0), 0.03, 0.2):
+            ys = effect + drawn.noise
+            assert np.allclose(drawn.lower_bounds + effect, sq.mean_lower_bounds(ys, r.alpha_keep, drawn.prior),
+                               rtol=0, atol=1e-12)
+            kinds, at, _ = sq.decide_paths(ys, drawn.scales, r, drawn.prior)
+            assert pw.keep_rate(drawn, effect, r) == (float(np.mean(kinds == sq.KEEP)),
+                                                      float(np.mean(np.where(at > 0, at, r.max_pairs))))
+
+
 def test_mde_never_goes_below_the_floor_however_quiet_the_machine():
     residuals = np.random.default_rng(1).normal(0, 1e-5, 12)
     found = pw.mde(residuals, rule(floor_pct=2.0, target_pct=6.0), n_sims=100)
