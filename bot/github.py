@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from githubkit import AppAuthStrategy, AppInstallationAuthStrategy, GitHub, TokenAuthStrategy
 from githubkit.cache import MemCacheStrategy
 from githubkit.exception import RequestFailed
+from githubkit.retry import RetryChainDecision, RetryRateLimit, RetryServerError
 
 from .settings import Settings
 
@@ -60,11 +61,17 @@ def _pull(data: dict) -> PullInfo:
                     (data.get("user") or {}).get("login", ""), head_repo)
 
 
+# One quick in-process retry of a 5xx (after 1 s), then the error reaches the job: the command
+# queue retries it (bot/jobqueue.py) and the commenter is told so. githubkit's default (three
+# retries after 1, 4 and 9 s) held a worker 14 s per request in an outage before anyone heard of it.
+RETRIES = RetryChainDecision(RetryRateLimit(), RetryServerError(max_retry=1))
+
+
 def _client(auth, settings: Settings) -> GitHub:
     # A token cache per client (not githubkit's process-wide default): a token is never reused
     # across API bases or apps, and a job's tokens die with the job.
     return GitHub(auth, base_url=settings.api_url, http_cache=False, timeout=30,
-                  user_agent="autoresearch-bot", cache_strategy=MemCacheStrategy())
+                  user_agent="autoresearch-bot", cache_strategy=MemCacheStrategy(), auto_retry=RETRIES)
 
 
 def installation_token(settings: Settings, installation_id: int) -> str:

@@ -347,6 +347,8 @@ def test_a_github_outage_on_approve_is_answered_and_retried(bot_env, tmp_path):
     last = bot_env.bot_comments(REPO, 5)[-1]["body"]
     assert "could not handle `approve`" in last and "GitHub answered 500" in last and "tried again in 5 s" in last
     assert _run(bot_env, 5).state == "awaiting_approval"
+    # One quick retry in the job (bot/github.py RETRIES), then the queue's retry takes over.
+    assert [s for m, p, s in bot_env.github.log if (m, p) == ("GET", path)] == [500, 500]
 
     del bot_env.github.faults[("GET", path)]
     time.sleep(5.5)                       # RQ's retry interval: the job is due again
