@@ -44,16 +44,17 @@ test-sources:
 	@$(PYTHON) kernels/llama/llama_tree.py >/dev/null || echo "llama.cpp source not fetched; its tests will say why"
 
 # The default suite: every test sized for a test (see README, "Tests"); slow ones are deselected.
-# TEST_WORKERS: pytest-xdist workers (0: one process, the default). Measured on the 2-core VM under
-# two CPU hogs, two workers were slower than one (18+ min against 14.5): the end-to-end tests sample
-# until their sequential tests decide, and two of them side by side make each other's noise, so each
-# needs more pairs. On a machine with cores to spare, `make test TEST_WORKERS=auto` (worksteal).
-TEST_WORKERS ?= 0
+# TEST_WORKERS: pytest-xdist workers (0: one process). Default 2 with --dist loadgroup: every test
+# marked `measures` (its outcome rests on benchmark decisions) runs in one worker, one at a time,
+# while the other worker runs everything that measures nothing (tests/conftest.py). Measured on the
+# 2-core VM under two CPU hogs: see README, "Tests". Two workers with worksteal instead were slower
+# than one (23+ min): two measuring tests side by side make each other's noise and need more pairs.
+TEST_WORKERS ?= 2
 # The Python packages (pip), the Debian ones (apt, npm) and the llama.cpp source install side by
 # side: on a fresh machine each is mostly download time, and none needs another.
 test:
 	@$(MAKE) --no-print-directory -j3 $(STAMP) system-deps test-sources
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The slow set: the README's demo run, full-size Monte-Carlo studies, the llama.cpp build and
 # op checks; see README.

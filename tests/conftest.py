@@ -16,10 +16,18 @@ SLOW_TIMEOUT_S = 3 * 3600   # a slow test builds llama.cpp twice: well over an h
 
 def pytest_collection_modifyitems(config, items):
     """The default suite's per-test timeout (pyproject.toml) catches a hang in a test sized for a
-    test; a slow test without its own timeout mark gets SLOW_TIMEOUT_S instead."""
+    test; a slow test without its own timeout mark gets SLOW_TIMEOUT_S instead.
+
+    Every `measures` test joins one xdist group: with `--dist loadgroup` (make test) one worker runs
+    them one after another while the other workers take the tests that measure nothing (compiles,
+    qemu, Monte-Carlo, unit tests). Two measuring tests side by side make each other's noise and
+    each then needs more pairs (seen with two workers and worksteal); one measuring test beside
+    CPU work costs it far less than waiting for that work would."""
     for item in items:
         if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
+        if item.get_closest_marker("measures"):
+            item.add_marker(pytest.mark.xdist_group("measures"))
 
 
 def free_port() -> int:

@@ -18,6 +18,8 @@ from botfixtures import BOT_LOGIN, app_key, bot_env, webhook_examples  # noqa: F
 from conftest import ROOT, git
 from synthetic import FASTER, patch_for, synthetic_target
 
+pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
+
 REPO = "octo/synth"
 
 

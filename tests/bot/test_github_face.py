@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from markdown_it import MarkdownIt
 from rq import Queue
 
@@ -23,6 +24,8 @@ from bot.store import Store
 from botfixtures import BOT_LOGIN, app_key, bot_env, webhook_examples  # noqa: F401  (fixtures)
 from conftest import git
 from test_e2e import REPO, _run, _status_comments, _target
+
+pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
 
 MD = MarkdownIt("commonmark").enable("table")
 HOSTILE_NAME = ("@octocat [x](https://evil.example/a) ![p](https://evil.example/p.png) "

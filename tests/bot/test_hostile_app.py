@@ -17,6 +17,8 @@ from botfixtures import SECRET, app_key, bot_env, webhook_examples  # noqa: F401
 from githttp import GitHTTP
 from hostile import assert_nothing_leaked, hostile_target
 
+pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
+
 REPO = "octo/synth"
 BASIC_PREFIX = base64.b64encode(b"x-access-token:").decode()     # any Basic credential of a token
 

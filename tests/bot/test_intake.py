@@ -20,6 +20,8 @@ from bot.jobqueue import COMMANDS
 from botfixtures import SECRET, BotEnv, app_key, bot_env, webhook_examples  # noqa: F401  (fixtures)
 from conftest import free_port
 
+pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
+
 
 def _now_iso(offset_s: float = 0) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + offset_s))

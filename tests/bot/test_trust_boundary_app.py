@@ -15,6 +15,8 @@ from botfixtures import SECRET, app_key, bot_env, webhook_examples  # noqa: F401
 from conftest import git
 from hostile import assert_nothing_leaked, hostile_target
 
+pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
+
 REPO = "octo/synth"
 CANARY = "postgres://operator:canary-9f3e1b@db.internal/prod"
 

@@ -24,6 +24,8 @@ from conftest import ROOT, alive, git
 from jobs import api, reaper
 from synthetic import FASTER, patch_for, synthetic_target
 
+pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
+
 REPO = "octo/synth"
 LEASE_S, SWEEP_S = 3, 0.5
 

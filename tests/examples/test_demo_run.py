@@ -31,6 +31,8 @@ from jobs.cli import demo_target
 from jobs.model import Status
 from jobs.report import STATUS_WORDS
 
+pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
+
 LEGAL = {s.value for s in Status}
 
 

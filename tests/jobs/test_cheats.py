@@ -20,7 +20,7 @@ from jobs.pipeline import Run, RunOptions
 from jobs.recipes import load_recipe_set, planned_edits
 from synthetic import patch_for
 
-pytestmark = pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="needs bubblewrap (make test installs it)")
+pytestmark = [pytest.mark.measures, pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="needs bubblewrap (make test installs it)")]
 
 
 def caught_by_the_runners_clock(experiment: dict) -> bool:

@@ -12,6 +12,8 @@ import pytest
 from conftest import git, make_repo
 from jobs import githarden, gitops, safefs
 
+pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
+
 HOOKS = ("post-checkout", "pre-commit", "prepare-commit-msg", "commit-msg", "post-commit", "post-rewrite",
          "reference-transaction", "post-index-change", "pre-auto-gc", "pre-push", "post-merge", "pre-applypatch")
 

@@ -15,8 +15,9 @@ import redis
 
 from conftest import ROOT
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None,
-                                reason="bubblewrap is installed by `make test` (tests/system-deps.sh)")
+pytestmark = [pytest.mark.measures,
+              pytest.mark.skipif(shutil.which("bwrap") is None,
+                                 reason="bubblewrap is installed by `make test` (tests/system-deps.sh)")]
 
 from hostile import (CANARY_TOKEN, CANARY_WEBHOOK, Hostile, assert_nothing_leaked, hostile_target,  # noqa: F401
                      secret_needles)

@@ -13,6 +13,8 @@ from jobs.pipeline import Run, RunOptions
 from jobs.runner import swap_coins
 from synthetic import FILES, patch_for
 
+pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
+
 
 def test_each_arm_runs_from_the_folder_it_was_built_in_and_the_folders_come_back(tmp_path):
     repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})

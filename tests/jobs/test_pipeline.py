@@ -17,6 +17,8 @@ from jobs.runsummary import RunSummary
 from synthetic import FASTER, patch_for, synthetic_target
 from conftest import ROOT, git
 
+pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
+
 
 @pytest.fixture()
 def target(tmp_path):

@@ -16,6 +16,8 @@ from conftest import ROOT, git
 from jobs.pipeline import Run, RunOptions
 from synthetic import patch_for, synthetic_target
 
+pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
+
 
 def shell_block(md: str, heading: str) -> str:
     section = md.split(f"## {heading}")[1]

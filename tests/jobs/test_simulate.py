@@ -184,6 +184,7 @@ simulate: {command: ./work 20000, timeout: 120, wall_tolerance_pct: 10}
 """
 
 
+@pytest.mark.measures
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed (tests/system-deps.sh)")
 def test_tiny_c_target_end_to_end(tmp_path):
     from conftest import make_repo

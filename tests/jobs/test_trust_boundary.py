@@ -22,6 +22,8 @@ from jobs.runner import Isolation, IsolationError, backings, repo_key, run_step
 from jobs.spec import SandboxSpec
 from synthetic import FASTER, patch_for, synthetic_target
 
+pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
+
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None,
                                  reason="bubblewrap is installed by `make test` (tests/system-deps.sh)")
 ROOT_WORKER = os.geteuid() == 0

@@ -10,11 +10,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the bot helper's fixtures
 
 from botfixtures import BOT_LOGIN, app_key, bot_env, webhook_examples  # noqa: E402,F401  (fixtures)
 from conftest import ROOT, git  # noqa: E402
 from synthetic import FASTER, patch_for, synthetic_target  # noqa: E402
+
+pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
 
 APP_REPO = "octo/synth"
 ACTION_REPO = "octo/synth-action"

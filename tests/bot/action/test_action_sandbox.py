@@ -18,6 +18,8 @@ from test_action import ACTION_REPO, WORKFLOW_TOKEN, _only_pr, _summary, _target
 from botfixtures import app_key, bot_env, webhook_examples  # noqa: F401,E402  (fixtures)
 from conftest import git  # noqa: E402
 
+pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
+
 HOST_SECRET = "operator-only-canary-7c41d2"
 # What target code does when it is not sandboxed: append to a file in a host folder, with a host
 # file's content. Inside the sandbox that folder is not the host's (a private tmpfs, the host file

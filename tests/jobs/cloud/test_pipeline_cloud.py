@@ -18,6 +18,8 @@ from jobs.pipeline import Run, RunCancelled, RunError, RunOptions
 from jobs.executors.skypilot import make_skypilot_executors
 from synthetic import FASTER, patch_for, synthetic_target
 
+pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
+
 
 def cloud_target(tmp_path, **overrides):
     repo = synthetic_target(tmp_path / "target")

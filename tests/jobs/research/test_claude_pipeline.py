@@ -13,6 +13,8 @@ from jobs.config import load_config
 from jobs.pipeline import Run, RunOptions
 from synthetic import FASTER, synthetic_target
 
+pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
+
 
 def hyp(id_, title):
     return {"id": id_, "title": title, "kind": "micro", "rationale": "the benchmark reads src/speed.txt",

@@ -12,6 +12,8 @@ from jobs.research.callgrind import CallProfile, Spot, parse, remarks
 from jobs.research.clib import build_option_hypotheses, hot_function_hypotheses
 from jobs.runsummary import RunStopped
 
+pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
+
 # Real callgrind 3.19 output (--compress-strings=no --compress-pos=no) of a small program, trimmed.
 CALLGRIND = """# callgrind format
 version: 1
