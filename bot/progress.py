@@ -32,6 +32,9 @@ def best_effort_status() -> Iterator[None]:
         log.warning("status update failed: %s", exc)
 
 
+MAX_WARNINGS = 5        # the status comment shows the newest; the report lists them all
+
+
 class Progress:
     def __init__(self, store: RunStore, refresh: Callable[[str], None], rec: RunRecord, out: Path, primary: str,
                  interval: float = 2.0):
@@ -40,6 +43,7 @@ class Progress:
         self.done = 0
         self.platforms = max(1, len(rec.platforms))
         self.last = 0.0
+        self.warnings = list(rec.warnings)          # a resumed run keeps what it said before
 
     def fields(self, event: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         """The record fields an event changes, and whether the status comment must show it now."""
@@ -61,6 +65,12 @@ class Progress:
             force = True
         elif kind == "progress":
             fields["phase_detail"] = f"{event.get('name')}: {event.get('message')}"
+        elif kind == "warning":
+            # What changes what the run tests or how far to trust it (a profile that timed out, a
+            # calibration redone): the maintainer watching the issue must see it now, not in the PR.
+            self.warnings = (self.warnings + [str(event.get("message", ""))])[-MAX_WARNINGS:]
+            fields["warnings"] = self.warnings
+            force = True
         elif kind == "done":
             fields["phase"] = "report"
             force = True

@@ -50,6 +50,7 @@ class RunRecord:
     experiments_done: int = 0
     experiments_total: int | None = None
     best: str = ""
+    warnings: list[str] = field(default_factory=list)      # the run's warnings so far, newest last (the last 5)
     cost_usd: float = 0.0
     message: str = ""
     # where it runs, and what it left behind

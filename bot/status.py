@@ -81,6 +81,9 @@ def status_body(r: RunRecord) -> str:
         rows.append(("pull request", r.pr_url))          # GitHub's own html_url
     lines = [status_marker(r.run_id), f"### autoresearch run `{r.run_id}`", "",
              "| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
+    if r.warnings:
+        lines += ["", "**Warnings** (newest last; the report lists every one):"]
+        lines += [f"- ⚠️ {mdsafe.text(w, 400)}" for w in r.warnings]
     if r.message:
         lines += ["", mdsafe.prose(r.message)]
     return "\n".join(lines) + "\n"
