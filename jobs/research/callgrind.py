@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 
 from ..simulate import CACHES, L1_WEIGHT, LL_WEIGHT
+from . import cgformat
 
 TOP = 12
 
@@ -66,54 +67,28 @@ class CallProfile:
 
 
 def parse(text: str, root: str = "") -> CallProfile:
-    """Uncompressed callgrind output (--compress-strings=no --compress-pos=no), any number of
-    processes concatenated -> self costs per function and per source line. Costs after a `calls=`
-    line are the callee's inclusive cost and are not self cost."""
-    events: list[str] = []
-    fl = fi = fn = ""
-    after_call = False
+    """A callgrind file (any number of processes concatenated; `cgformat` reads the format) ->
+    self costs per function and per source line, ranked. Costs after a `calls=` line are the
+    callee's inclusive cost and are not self cost."""
     by_fn: dict[str, dict[str, int]] = {}
     by_line: dict[tuple[str, int], dict[str, int]] = {}
     line_fn: dict[tuple[str, int], str] = {}
     first: dict[str, tuple[str, int]] = {}
     prefix = root.rstrip("/") + "/" if root else ""
-    for raw in text.splitlines():
-        if not raw:
+    for cost in cgformat.costs(text):
+        if cost.callee is not None:
             continue
-        c = raw[0]
-        if c.isdigit() or c in "+-*":
-            parts = raw.split()
-            if after_call:
-                after_call = False
-                continue
-            try:
-                line = int(parts[0])
-                vals = [int(v) for v in parts[1:]]
-            except ValueError:
-                continue
-            ev = dict(zip(events, vals))
-            f = (fi or fl).removeprefix(prefix)
-            acc = by_fn.setdefault(fn, {})
-            key = (f, line)
-            lacc = by_line.setdefault(key, {})
-            for k, v in ev.items():
-                acc[k] = acc.get(k, 0) + v
-                lacc[k] = lacc.get(k, 0) + v
-            line_fn.setdefault(key, fn)
-            if fn not in first or (first[fn][0] == f and line < first[fn][1] and line > 0):
-                first[fn] = (f, line)
-            continue
-        key, _, value = raw.partition("=")
-        if raw.startswith("events:"):
-            events = raw.split(":", 1)[1].split()
-        elif key == "fl":
-            fl, fi = value, ""
-        elif key in ("fi", "fe"):
-            fi = value
-        elif key == "fn":
-            fn, fi = value, ""
-        elif key == "calls":
-            after_call = True
+        fn, line = cost.fn, cost.positions.get("line", 0)
+        f = cost.file.removeprefix(prefix)
+        acc = by_fn.setdefault(fn, {})
+        key = (f, line)
+        lacc = by_line.setdefault(key, {})
+        for k, v in cost.costs.items():
+            acc[k] = acc.get(k, 0) + v
+            lacc[k] = lacc.get(k, 0) + v
+        line_fn.setdefault(key, fn)
+        if fn not in first or (first[fn][0] == f and line < first[fn][1] and line > 0):
+            first[fn] = (f, line)
     total = sum(_cycles(ev) for ev in by_fn.values()) or 1
     funcs = sorted(((n, _cycles(ev), ev) for n, ev in by_fn.items()), key=lambda t: -t[1])
     lines = sorted(((k, _cycles(ev), ev) for k, ev in by_line.items() if k[1] > 0), key=lambda t: -t[1])

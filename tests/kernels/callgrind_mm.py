@@ -1,17 +1,15 @@
-"""Read a callgrind output file (one process) into per-function, per-line and per-instruction costs,
-and name the instructions of a hot function by mnemonic. Pure; used by `llama_ab.py --only profile-mm`
+"""A callgrind output file (one process) as per-function, per-line and per-instruction costs, and the
+instructions of a hot function named by mnemonic. Pure; used by `llama_ab.py --only profile-mm`
 (the MUL_MAT profile of kernels/README.md) and tested by tests/kernels/test_ab_script.py.
 
-callgrind's format compresses names (`fn=(12) name`, later `fn=(12)`) and positions (`+3`, `-1`,
-`*` relative to the previous cost line); a cost line after `calls=` is the inclusive cost of that
-call, not the caller's own. callgrind_annotate reads it the same way (it too skips the target
-position of `calls=`)."""
+The format itself (compressed names and positions, inlined files, the inclusive cost after
+`calls=`) is read by the product's one reader, `jobs.research.cgformat`."""
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
-_NAMED = re.compile(r"^\((\d+)\)\s*(.*)$")
+from jobs.research import cgformat
 
 
 @dataclass
@@ -36,76 +34,21 @@ def _add(table: dict, key, costs: list[int], n: int) -> None:
 
 
 def parse(text: str) -> Profile:
-    names: dict[tuple[str, str], str] = {}
-
-    def name(kind: str, raw: str) -> str:
-        m = _NAMED.match(raw.strip())
-        if not m:
-            return raw.strip()
-        key = (kind, m.group(1))
-        if m.group(2):
-            names[key] = m.group(2)
-        return names.get(key, f"({m.group(1)})")
-
-    prof = Profile(events=[], positions=["line"])
-    fn = file = ""
-    callee = ""
-    in_call = False
-    last = [0, 0]
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
+    """Self costs per function, per (function, file, line) and per (function, instruction), and the
+    cost of each call edge, from the product's reader of the format (`jobs.research.cgformat`)."""
+    prof = Profile(events=cgformat.header(text, "events"), positions=cgformat.header(text, "positions") or ["line"])
+    n = len(prof.events)
+    for cost in cgformat.costs(text):
+        values = [cost.costs.get(e, 0) for e in prof.events]
+        if cost.callee is not None:
+            if cost.callee != cost.fn:
+                _add(prof.calls, (cost.fn, cost.callee), values, n)
             continue
-        head = line[0]
-        if head.isdigit() or head in "+-*" or line.startswith("0x"):
-            parts = line.split()
-            npos = len(prof.positions)
-            pos = []
-            for j in range(npos):
-                tok = parts[j]
-                base = last[j]
-                if tok == "*":
-                    v = base
-                elif tok[0] in "+-":
-                    v = base + int(tok, 0)
-                else:
-                    v = int(tok, 0)
-                pos.append(v)
-            last[:npos] = pos
-            costs = [int(c) for c in parts[npos:]]
-            n = len(prof.events)
-            if in_call:
-                if callee != fn:
-                    _add(prof.calls, (fn, callee), costs, n)
-                in_call = False
-                continue
-            _add(prof.self_fn, fn, costs, n)
-            line_no = pos[prof.positions.index("line")] if "line" in prof.positions else 0
-            _add(prof.self_line, (fn, file, line_no), costs, n)
-            if "instr" in prof.positions:
-                _add(prof.self_instr, (fn, pos[prof.positions.index("instr")]), costs, n)
-            continue
-        key, _, value = line.partition("=")
-        if key == "fn":
-            fn = name("fn", value)
-        elif key in ("fl", "fi", "fe"):
-            file = name("fl", value)
-        elif key in ("cfi", "cfl", "jfi"):
-            name("fl", value)
-        elif key in ("ob", "cob"):
-            name("ob", value)
-        elif key == "cfn":
-            callee = name("fn", value)
-        elif key == "jfn":
-            name("fn", value)
-        elif key == "calls":
-            in_call = True
-        elif line.startswith("events:"):
-            prof.events = line.split(":", 1)[1].split()
-        elif line.startswith("positions:"):
-            prof.positions = line.split(":", 1)[1].split()
-        elif line.startswith("summary:") or line.startswith("totals:"):
-            prof.summary = [int(c) for c in line.split(":", 1)[1].split()]
+        _add(prof.self_fn, cost.fn, values, n)
+        _add(prof.self_line, (cost.fn, cost.file, cost.positions.get("line", 0)), values, n)
+        if "instr" in cost.positions:
+            _add(prof.self_instr, (cost.fn, cost.positions["instr"]), values, n)
+    prof.summary = [int(c) for c in cgformat.header(text, "summary", "totals")]
     return prof
 
 
