@@ -9,6 +9,7 @@ maintainer may have pushed more commits; never from a guess such as AUTORESEARCH
 """
 from __future__ import annotations
 
+import fcntl
 import json
 from pathlib import Path
 
@@ -41,18 +42,22 @@ def bench_slot(root: Path, number: int, run_id: str) -> int:
     before it. Each bench re-tests the same question on fresh pairs; at slot 1 every time, N benches
     of a no-change candidate would keep it with probability up to N times the first slot's level.
     At slot k the levels alpha / (k * H_M) sum to at most alpha over all of them (slot_alpha); a
-    resumed bench keeps its slot."""
+    resumed bench keeps its slot. The ledger is read and written under an exclusive lock: two
+    workers starting benches of one pull request at once must not both read the same list and
+    both take its next slot."""
+    root.mkdir(parents=True, exist_ok=True)
     ledger = root / "benches.json"
-    try:
-        seen = json.loads(ledger.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        seen = {}
-    runs = list(seen.get(str(number), []))
-    if run_id not in runs:
-        runs.append(run_id)
-        seen[str(number)] = runs
-        root.mkdir(parents=True, exist_ok=True)
-        write_atomic(ledger, json.dumps(seen))
+    with open(root / "benches.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            seen = json.loads(ledger.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            seen = {}
+        runs = list(seen.get(str(number), []))
+        if run_id not in runs:
+            runs.append(run_id)
+            seen[str(number)] = runs
+            write_atomic(ledger, json.dumps(seen))
     return runs.index(run_id) + 1
 
 

@@ -2,6 +2,9 @@
 until it says "keep" cannot turn a no-change pull request into a win."""
 from __future__ import annotations
 
+import multiprocessing
+from pathlib import Path
+
 import numpy as np
 
 from bot.bench import bench_slot, level_note
@@ -18,6 +21,20 @@ def test_each_bench_of_a_pull_request_takes_the_next_slot_and_a_resumed_one_keep
     assert bench_slot(tmp_path, 8, "bench-8-0") == 1           # another pull request: its own family
     # The run starts its first experiment past the slots earlier benches spent.
     assert Run.next_slot([], spent=3) == 4 and Run.next_slot([]) == 1
+
+
+def _claim(args: tuple[str, int]) -> list[int]:
+    root, worker = args
+    return [bench_slot(Path(root), 5, f"bench-5-{worker}-{k}") for k in range(40)]
+
+
+def test_benches_started_at_once_by_several_workers_never_share_a_slot(tmp_path):
+    # Four processes each start 40 benches of one pull request as fast as they can: without the
+    # lock, two read the same ledger, both take its next slot, and one write is lost.
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        slots = [s for got in pool.map(_claim, [(str(tmp_path), w) for w in range(4)]) for s in got]
+    assert sorted(slots) == list(range(1, 161))
+    assert bench_slot(tmp_path, 5, "bench-5-2-7") in slots       # each one's slot is on record
 
 
 def test_repeated_benches_of_a_no_change_candidate_keep_it_at_most_alpha_in_total(tmp_path):
