@@ -8,6 +8,8 @@
 #   examples/llama.cpp/matrix.sh run CELL [ARGS]  # one cell, e.g. qwen3-t1-pp512 (ARGS go to autoresearch run)
 #   examples/llama.cpp/matrix.sh all [ARGS]       # every cell, one after the other
 #   examples/llama.cpp/matrix.sh publish CELL     # copy a finished cell's staged reports into results/
+#   examples/llama.cpp/matrix.sh candidate RECIPE # one recipe's edits as a patch, for
+#                                                 #   `run CELL --agent none --candidate $WORK/candidates/RECIPE.patch`
 #   examples/llama.cpp/matrix.sh smoke            # the short smoke run (gemma3 4 layers, -t 1, --repeats 3)
 #
 # Cells: {tinyllama = TinyLlama-1.1B shape, 22 layers; qwen3 = Qwen3-0.6B shape, 28 layers}
@@ -177,8 +179,43 @@ publish() {
   echo "published $dest"
 }
 
+# candidate RECIPE: the recipe's edits (kernels/recipes/llama.cpp) on the targets' llama.cpp tree, as
+# the `git diff` a maintainer would hand `--candidate`: a cell then measures that one change alone,
+# without research or ranking. Written to $WORK/candidates/RECIPE.patch (never into this repository:
+# its context lines are llama.cpp's).
+candidate() {
+  local recipe="$1" target="$WORK/target-pp512only" tmp
+  [ -d "$target/.git" ] || { echo "matrix.sh: run '$0 targets' first ($target missing)" >&2; exit 2; }
+  mkdir -p "$WORK/candidates"
+  tmp="$(mktemp -d)"
+  git clone -q "$target" "$tmp/tree"
+  if ! "$PY" - "$ROOT" "$tmp/tree" "$recipe" <<'PY'
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from jobs.recipes import RecipeError, load_recipe_set, planned_edits
+tree, wanted = Path(sys.argv[2]), sys.argv[3]
+found = [r for r in load_recipe_set("llama.cpp") if r.id == wanted]
+if not found:
+    sys.exit(f"matrix.sh: no recipe {wanted!r} in kernels/recipes/llama.cpp")
+try:
+    edits = planned_edits(found[0], tree)
+except RecipeError as exc:
+    sys.exit(f"matrix.sh: {exc}")
+for rel, text in edits.items():
+    (tree / rel).write_text(text)
+PY
+  then rm -rf "$tmp"; exit 2; fi
+  git -C "$tmp/tree" diff > "$WORK/candidates/$recipe.patch"
+  rm -rf "$tmp"
+  echo "$WORK/candidates/$recipe.patch"
+}
+
 case "${1:-}" in
   setup) setup ;;
+  candidate)
+    [ $# -eq 2 ] || { echo "usage: $0 candidate RECIPE" >&2; exit 2; }
+    candidate "$2" ;;
   targets) targets ;;
   cells)
     for c in $(cells); do
@@ -202,5 +239,5 @@ case "${1:-}" in
   smoke)
     shift
     run_cell "smoke-gemma3-4L-t1" "${MODEL[gemma3-4L]}" 1 pp512 --repeats 3 "$@" ;;
-  *) sed -n '2,28p' "$0"; exit 2 ;;
+  *) sed -n '2,30p' "$0"; exit 2 ;;
 esac

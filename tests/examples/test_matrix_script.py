@@ -99,3 +99,52 @@ def test_the_script_allows_exactly_the_variables_the_example_config_asks_for():
     asked = yaml.safe_load((ROOT / "examples" / "llama.cpp" / "autoresearch.yml").read_text())["sandbox"]["env"]
     allowed = re.search(r"AUTORESEARCH_SANDBOX_ENV:-([A-Z_,]+)", SCRIPT.read_text()).group(1).split(",")
     assert sorted(allowed) == sorted(asked)
+
+
+def test_candidate_writes_one_recipes_edits_as_a_patch_that_applies_to_the_targets(tmp_path):
+    """`candidate RECIPE`: the patch `run CELL --agent none --candidate` measures alone. The target
+    here holds only the real llama.cpp files the recipe edits."""
+    import importlib.util
+
+    import pytest
+
+    from jobs.recipes import load_recipe_set, touched_files
+    spec = importlib.util.spec_from_file_location("llama_tree", ROOT / "kernels" / "llama" / "llama_tree.py")
+    llama_tree = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(llama_tree)
+    try:
+        tree = llama_tree.ensure_llama_tree()
+    except llama_tree.TreeUnavailable as exc:
+        pytest.skip(f"no llama.cpp source: {exc}")
+    env = setup_env(tmp_path)
+    recipe = next(r for r in load_recipe_set("llama.cpp") if r.id == "fa-tile-pack")
+    target = tmp_path / "cache" / "matrix" / "target-pp512only"
+    files = {rel: (tree / rel).read_text() for rel in touched_files(recipe)}
+    if not files:
+        pytest.skip("the recipe names no files")
+    for rel, text in files.items():
+        (target / rel).parent.mkdir(parents=True, exist_ok=True)
+        (target / rel).write_text(text)
+    subprocess.run(["git", "-C", str(target), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(target), "-c", "user.name=t", "-c", "user.email=t@example.com",
+                    "commit", "-qm", "the files the recipe edits"], check=True)
+    done = sh(env, "candidate", "fa-tile-pack")
+    assert done.returncode == 0, done.stderr
+    patch = Path(done.stdout.strip())
+    assert patch == tmp_path / "cache" / "matrix" / "candidates" / "fa-tile-pack.patch"
+    text = patch.read_text()
+    assert sorted(line[len("+++ b/"):] for line in text.splitlines() if line.startswith("+++ b/")) == sorted(files)
+    check = subprocess.run(["git", "-C", str(target), "apply", "--check", str(patch)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    assert subprocess.run(["git", "-C", str(target), "status", "--porcelain"], capture_output=True,
+                          text=True).stdout == ""          # the target itself is never edited
+
+    unknown = sh(env, "candidate", "no-such-recipe")
+    assert unknown.returncode == 2 and "no recipe 'no-such-recipe'" in unknown.stderr
+    (target / "README").write_text("changed\n")       # a tree the recipe's anchors are not in
+    for rel in files:
+        (target / rel).write_text("nothing to find here\n")
+    subprocess.run(["git", "-C", str(target), "commit", "-qam", "drifted", "--author", "t <t@example.com>"],
+                   check=True, env={**os.environ, "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"})
+    drifted = sh(env, "candidate", "fa-tile-pack")
+    assert drifted.returncode == 2 and "anchor in" in drifted.stderr
