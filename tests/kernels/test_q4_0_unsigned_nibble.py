@@ -1,16 +1,18 @@
-"""The q4-0-unsigned-nibble recipe's Q4_0 GEMM against llama.cpp's own, bit for bit, per x86 ISA.
+"""The q4-0-unsigned-nibble recipe's Q4_0 GEMM and GEMV against llama.cpp's, bit for bit, per x86 ISA.
 
 The recipe (kernels/recipes/llama.cpp/q4-0-unsigned-nibble.yml) replaces the repacked Q4_0 8x8
-GEMM of AVX2 builds (arch/x86/repack.cpp) by one that multiplies the unsigned nibbles and starts
-each integer sum from -8 x the activation row's block sum, and claims the output is bit-identical.
-The original kernel is cut out of the llama.cpp tree vendored by the llama-cpp-python sdist
-(kernels/llama/llama_tree.py) at test time, and again from the same file with the recipe applied,
-so no llama.cpp code lives in this repository. tests/kernels/q4_0_unsigned_nibble_harness.cpp
-compares both (and an exact scalar reference) over shapes from 1 to 128 blocks, 4 to 64 rows
-(16-row and 4-row tiles), 8 to 40 columns and strided output, with random and extreme values
-(nibbles 0 and 15, activations +-127, the whole int8 range including -128). Builds with the
-512-bit branch keep the LUT kernel (the harness says which path ran). Dropping the -8 x sum
-correction must make the harness fail (the mutation test).
+GEMM (AVX2 builds) and GEMV of arch/x86/repack.cpp by kernels that multiply the unsigned nibbles
+and start each integer sum from -8 x the activation row's block sum, and claims the output is
+bit-identical. The original kernels are cut out of the llama.cpp tree vendored by the
+llama-cpp-python sdist (kernels/llama/llama_tree.py) at test time, and again from the same file
+with the recipe applied, so no llama.cpp code lives in this repository.
+tests/kernels/q4_0_unsigned_nibble_harness.cpp compares both (and an exact scalar reference) over
+shapes from 1 to 128 blocks, 4 to 64 rows (16-row and 4-row tiles; 1-3 rows for the GEMV), 8 to
+256 columns and strided output, with random and extreme values (nibbles 0 and 15, activations
++-127, the whole int8 range including -128, where the LUT GEMV itself is off and the recipe's is
+held to the exact result). Builds with the 512-bit branch keep the LUT GEMM (the harness says
+which paths ran); the GEMV has no such branch and takes the recipe's kernel there too. Dropping
+the -8 x sum correction of either kernel must make the harness fail (the mutation test).
 """
 from __future__ import annotations
 
@@ -31,13 +33,17 @@ RECIPE = Path(__file__).resolve().parents[2] / "kernels/recipes/llama.cpp/q4-0-u
 HARNESS = Path(__file__).with_name("q4_0_unsigned_nibble_harness.cpp")
 X86_REPACK = "ggml/src/ggml-cpu/arch/x86/repack.cpp"
 MARKER = "// autoresearch q4-0-unsigned-nibble"
-DISPATCH = "void ggml_gemm_q4_0_8x8_q8_0("
-LUT_KERNEL = "template<typename block_tx8>\nstatic void gemm_q4_b32_8x8_q8_0_lut_avx("
-# the kernel's path per ISA: the recipe's kernel on AVX2 builds, the LUT kernel's 512-bit branch on AVX-512
-ISAS = {"avx2-f16c": (["-mavx2", "-mfma", "-mf16c"], {"avx2", "f16c", "fma"}, "unsigned"),
-        "avx2-vnni": (["-mavx2", "-mfma", "-mf16c", "-mavxvnni"], {"avx2", "f16c", "fma", "avx_vnni"}, "unsigned"),
-        "avx512": (["-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mavx2", "-mfma", "-mf16c"],
-                   {"avx512f", "avx512bw", "avx512dq", "avx512vl", "f16c"}, "lut")}
+GEMM = "void ggml_gemm_q4_0_8x8_q8_0("
+GEMV = "void ggml_gemv_q4_0_8x8_q8_0("
+LUT_GEMM = "template<typename block_tx8>\nstatic void gemm_q4_b32_8x8_q8_0_lut_avx("
+LUT_GEMV = "template<typename block_tx8>\nstatic void gemv_q4_b32_8x8_q8_0_lut_avx("
+# the kernels' paths per ISA: the recipe's GEMM on AVX2 builds (AVX-512BW/DQ ones take the LUT
+# kernel's 512-bit branch), the recipe's GEMV on both
+ISAS = {"avx2-f16c": (["-mavx2", "-mfma", "-mf16c"], {"avx2", "f16c", "fma"}, "gemm unsigned gemv unsigned"),
+        "avx2-vnni": (["-mavx2", "-mfma", "-mf16c", "-mavxvnni"], {"avx2", "f16c", "fma", "avx_vnni"},
+                      "gemm unsigned gemv unsigned"),
+        "avx512": (["-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mavx512vnni", "-mavx2", "-mfma", "-mf16c"],
+                   {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "f16c"}, "gemm lut gemv unsigned")}
 
 
 def _function(text: str, head: str) -> str:
@@ -52,12 +58,12 @@ def _function(text: str, head: str) -> str:
 
 
 def kernel_source(text: str) -> str:
-    """The Q4_0 GEMM and what it needs from arch/x86/repack.cpp: the f16 load macros and int8 dot
-    helpers (the file's head up to the activation quantiser), the LUT kernel, the recipe's kernel
-    when applied, and ggml_gemm_q4_0_8x8_q8_0."""
+    """The Q4_0 GEMM and GEMV and what they need from arch/x86/repack.cpp: the f16 load macros and
+    int8 dot helpers (the file's head up to the activation quantiser), the LUT kernels, the
+    recipe's kernels when applied (inserted before the GEMV), and the two entry points."""
     head = text[text.index("#if defined(__AVX__)\n"):text.index("void ggml_quantize_mat_q8_0_4x8(")]
-    recipe = text[text.index(MARKER):text.index(DISPATCH)] if MARKER in text else ""
-    return head + _function(text, LUT_KERNEL) + recipe + _function(text, DISPATCH)
+    recipe = text[text.index(MARKER):text.index(GEMV)] if MARKER in text else ""
+    return head + _function(text, LUT_GEMV) + _function(text, LUT_GEMM) + recipe + _function(text, GEMV) + _function(text, GEMM)
 
 
 @pytest.fixture(scope="module")
@@ -89,21 +95,27 @@ def test_recipe_kernel_is_bit_identical_to_the_lut_kernel(tmp_path, sources, isa
     run = _run(tmp_path, isa, *sources)
     assert run.returncode == 0 and run.stdout.startswith("OK:"), run.stdout[-3000:] + run.stderr[-2000:]
     assert int(run.stdout.split()[1]) > 100000
-    assert run.stdout.split()[-1] == ISAS[isa][2], run.stdout
+    assert run.stdout.strip().endswith(f"paths {ISAS[isa][2]}"), run.stdout
 
 
-def test_dropping_the_correction_fails_the_harness(tmp_path, sources):
+@pytest.mark.parametrize("kernel,bias", [("gemm", "static inline __m128i q4_0_u_row_bias("),
+                                         ("gemv", "static inline int32_t q4_0_u_block_bias(")])
+def test_dropping_the_correction_fails_the_harness(tmp_path, sources, kernel, bias):
+    """The mutation check: without the -8 x sum(a) start the sums are sum q*a, and the harness
+    must say so for the kernel that lost it."""
     orig, patched = sources
-    assert patched.count("_mm256_set1_epi16(-8)") == 1
-    run = _run(tmp_path, "avx2-f16c", orig, patched.replace("_mm256_set1_epi16(-8)", "_mm256_set1_epi16(0)"))
-    assert run.returncode == 1 and "MISMATCH" in run.stdout, run.stdout[-3000:]
+    body = _function(patched, bias)
+    assert body.count("_mm256_set1_epi16(-8)") == 1
+    mutant = patched.replace(body, body.replace("_mm256_set1_epi16(-8)", "_mm256_set1_epi16(0)"))
+    run = _run(tmp_path, "avx2-f16c", orig, mutant)
+    assert run.returncode == 1 and f"MISMATCH {kernel} " in run.stdout, run.stdout[-3000:]
 
 
 def test_other_kernels_keep_their_code(sources):
-    """IQ4_NL and MXFP4 share the LUT kernel and the gemv reads the same repacked blocks: the
-    recipe leaves all of them, and the layout, as they were."""
+    """IQ4_NL and MXFP4 share the LUT kernels and read the same layout: the recipe leaves them,
+    the LUT kernels and the activation quantiser as they were."""
     orig, patched = sources
-    for head in (LUT_KERNEL, "void ggml_gemm_iq4_nl_8x8_q8_0(", "void ggml_gemm_mxfp4_8x8_q8_0(",
-                 "void ggml_gemv_q4_0_8x8_q8_0(", "void ggml_quantize_mat_q8_0_4x8("):
+    for head in (LUT_GEMM, LUT_GEMV, "void ggml_gemm_iq4_nl_8x8_q8_0(", "void ggml_gemv_iq4_nl_8x8_q8_0(",
+                 "void ggml_gemm_mxfp4_8x8_q8_0(", "void ggml_gemv_mxfp4_8x8_q8_0(", "void ggml_quantize_mat_q8_0_4x8("):
         assert _function(orig, head) == _function(patched, head), head
-    assert _function(orig, DISPATCH) != _function(patched, DISPATCH)
+    assert _function(orig, GEMM) != _function(patched, GEMM) and _function(orig, GEMV) != _function(patched, GEMV)
