@@ -9,10 +9,10 @@ with the recipe applied, so no llama.cpp code lives in this repository.
 tests/kernels/q4_0_unsigned_nibble_harness.cpp compares both (and an exact scalar reference) over
 shapes from 1 to 128 blocks, 4 to 64 rows (16-row and 4-row tiles; 1-3 rows for the GEMV), 8 to
 256 columns and strided output, with random and extreme values (nibbles 0 and 15, activations
-+-127, the whole int8 range including -128, where the LUT GEMV itself is off and the recipe's is
-held to the exact result). Builds with the 512-bit branch keep the LUT GEMM (the harness says
-which paths ran); the GEMV has no such branch and takes the recipe's kernel there too. Dropping
-the -8 x sum correction of either kernel must make the harness fail (the mutation test).
++-127, the whole int8 range including -128, where the LUT GEMV itself is off and the recipe's is held to the exact result), on AVX2
+(with and without AVX-VNNI) and AVX-512 (with and without AVX512-VNNI), where the GEMM takes 16
+columns at a time with 512 bits and the rest 8 at a time. Dropping the -8 x sum correction of
+either kernel must make the harness fail (the mutation test).
 """
 from __future__ import annotations
 
@@ -37,13 +37,14 @@ GEMM = "void ggml_gemm_q4_0_8x8_q8_0("
 GEMV = "void ggml_gemv_q4_0_8x8_q8_0("
 LUT_GEMM = "template<typename block_tx8>\nstatic void gemm_q4_b32_8x8_q8_0_lut_avx("
 LUT_GEMV = "template<typename block_tx8>\nstatic void gemv_q4_b32_8x8_q8_0_lut_avx("
-# the kernels' paths per ISA: the recipe's GEMM on AVX2 builds (AVX-512BW/DQ ones take the LUT
-# kernel's 512-bit branch), the recipe's GEMV on both
-ISAS = {"avx2-f16c": (["-mavx2", "-mfma", "-mf16c"], {"avx2", "f16c", "fma"}, "gemm unsigned gemv unsigned"),
-        "avx2-vnni": (["-mavx2", "-mfma", "-mf16c", "-mavxvnni"], {"avx2", "f16c", "fma", "avx_vnni"},
-                      "gemm unsigned gemv unsigned"),
-        "avx512": (["-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mavx512vnni", "-mavx2", "-mfma", "-mf16c"],
-                   {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "f16c"}, "gemm lut gemv unsigned")}
+# the kernels' paths per ISA (the harness reports them): the recipe's on all of them, the GEMM's
+# 512-bit form on AVX-512BW/DQ builds, its vpdpbusd form with AVX512-VNNI / AVX-VNNI
+_AVX512 = ["-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mavx2", "-mfma", "-mf16c"]
+_AVX512_CPU = {"avx512f", "avx512bw", "avx512dq", "avx512vl", "f16c", "fma"}
+ISAS = {"avx2-f16c": (["-mavx2", "-mfma", "-mf16c"], {"avx2", "f16c", "fma"}),
+        "avx2-vnni": (["-mavx2", "-mfma", "-mf16c", "-mavxvnni"], {"avx2", "f16c", "fma", "avx_vnni"}),
+        "avx512": (_AVX512, _AVX512_CPU),
+        "avx512-vnni": ([*_AVX512, "-mavx512vnni"], _AVX512_CPU | {"avx512_vnni"})}
 
 
 def _function(text: str, head: str) -> str:
@@ -78,7 +79,7 @@ def sources() -> tuple[str, str]:
 def _run(tmp_path: Path, isa: str, orig: str, patched: str) -> subprocess.CompletedProcess:
     if platform.machine() not in ("x86_64", "AMD64") or shutil.which("g++") is None:
         pytest.skip(f"needs an x86-64 g++ (this is {platform.machine()})")
-    flags, needs, _ = ISAS[isa]
+    flags, needs = ISAS[isa]
     if not needs <= cpu_flags():
         pytest.skip(f"this CPU lacks {sorted(needs - cpu_flags())} (the {isa} binary would die with SIGILL)")
     (tmp_path / "orig_kernel.inc").write_text(kernel_source(orig))
@@ -95,7 +96,7 @@ def test_recipe_kernel_is_bit_identical_to_the_lut_kernel(tmp_path, sources, isa
     run = _run(tmp_path, isa, *sources)
     assert run.returncode == 0 and run.stdout.startswith("OK:"), run.stdout[-3000:] + run.stderr[-2000:]
     assert int(run.stdout.split()[1]) > 100000
-    assert run.stdout.strip().endswith(f"paths {ISAS[isa][2]}"), run.stdout
+    assert run.stdout.strip().endswith("paths gemm unsigned gemv unsigned"), run.stdout
 
 
 @pytest.mark.parametrize("kernel,bias", [("gemm", "static inline __m128i q4_0_u_row_bias("),
