@@ -15,6 +15,7 @@ touched ops with test-backend-ops, and A/B llama-bench on a synthetic TinyLlama-
                                                                       # cachegrind cycles per recipe stack
     python tests/kernels/llama_ab.py --only profile-mm --shape qwen3 --layers 2 --threads 1 \
         --mm-workloads pp512,pp64,tg16                                # callgrind of the base tree's MUL_MAT
+        [--mm-recipes q4-0-unsigned-nibble]                           # ... or of the base plus recipes
 
 Steps (each reuses what a previous run left in --workdir):
 1. source: the llama.cpp tree vendored by the llama-cpp-python sdist (llama_tree.py, cached);
@@ -860,16 +861,28 @@ def mm_summary(cg_file: Path, binary: Path) -> dict:
 
 
 def profile_mm(workdir: Path, shape: str, layers: int, workloads: list[tuple[int, int]], threads: int = 1,
-               jobs: int = 2, isa: str = "avx2", fa: int = 1, reuse: bool = False) -> dict:
+               jobs: int = 2, isa: str = "avx2", fa: int = 1, reuse: bool = False, tree: Path | None = None,
+               recipe_ids: tuple[str, ...] = ()) -> dict:
     """callgrind (--dump-instr=yes, --cache-sim=yes with jobs/simulate.py's cache geometry) of one
-    llama-bench process per workload on the base tree, built for `isa` with -g at Release's -O3."""
+    llama-bench process per workload on the base tree, or on the base plus `recipe_ids` (staged as
+    variant mm-<ids> from `tree`), built for `isa` with -g at Release's -O3."""
     from jobs import simulate
-    bins = build(workdir, "baseline", jobs, isa, targets=("llama-bench",), debug=True)
+    variant = "baseline"
+    if recipe_ids:
+        from jobs.recipes import load_recipe_set
+        by_id = {r.id: r for r in load_recipe_set("llama.cpp")}
+        variant = "mm-" + "+".join(recipe_ids)
+        applied, statuses, _ = stage_variant(tree, workdir, variant, [by_id[i] for i in recipe_ids], [])
+        missing = [i for i in recipe_ids if i not in applied]
+        if missing:
+            raise RuntimeError(f"{variant}: {missing} did not apply: {[statuses[i]['reason'] for i in missing]}")
+    bins = build(workdir, variant, jobs, isa, targets=("llama-bench",), debug=True)
     model = make_shape(shape, layers)
-    out: dict = {"model": str(model), "isa": isa, "threads": threads, "fa": fa, "runs": {}}
+    out: dict = {"model": str(model), "isa": isa, "threads": threads, "fa": fa, "recipes": list(recipe_ids), "runs": {}}
     for prompt, gen in workloads:
         tag = f"pp{prompt}" if prompt else f"tg{gen}"
-        cg = workdir / f"callgrind-mm-{shape}-{layers}L-{tag}.out"
+        suffix = "" if variant == "baseline" else f"-{variant}"
+        cg = workdir / f"callgrind-mm-{shape}-{layers}L-{tag}{suffix}.out"
         bench = [str(bins / "llama-bench"), "-m", str(model), "-p", str(prompt), "-n", str(gen), "-r", "1",
                  "-t", str(threads), "-fa", str(fa), "-o", "json"]
         cmd = ["valgrind", "--tool=callgrind", "--dump-instr=yes", "--cache-sim=yes", *simulate.CACHES,
@@ -959,6 +972,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="--only profile-mm: ppN / tgN per callgrind process, e.g. pp512,pp64,tg16")
     ap.add_argument("--mm-reuse", action="store_true",
                     help="--only profile-mm: summarise an existing callgrind file instead of running again")
+    ap.add_argument("--mm-recipes", default="",
+                    help="--only profile-mm: profile the base tree plus these recipes (comma-separated) instead")
     args = ap.parse_args(argv)
 
     tree = llama_tree.ensure_llama_tree(args.version)
@@ -988,7 +1003,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.only == "profile-mm":
         result["profile_mm"] = profile_mm(args.workdir, args.shape, args.layers, args.mm_workloads, args.threads,
                                           args.jobs, "avx2" if args.isa == "native" else args.isa,
-                                          reuse=args.mm_reuse)
+                                          reuse=args.mm_reuse, tree=tree,
+                                          recipe_ids=tuple(r for r in args.mm_recipes.split(",") if r))
         print_mm(result["profile_mm"])
     if args.only in (None, "bench"):
         model = make_shape(args.shape, args.layers)

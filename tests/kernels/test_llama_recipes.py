@@ -45,13 +45,19 @@ EXPECTED = {
     "fa-tile-pack": "applicable",
     # needs fa-tile-pack's vector K pack (it caches what that pack fills): not on the base tree
     "fa-k-pack-once": "not_found",
+    "q4-0-unsigned-nibble": "applicable",
 }
 # recipes that apply on top of another one (its applied form is what they detect and edit)
 STACKED_ON = {"fa-k-pack-once": "fa-tile-pack"}
 # recipes that add a node fusion to the CPU graph executor: the reference path is the executor's
 # own early return (use_ref, GGML_CPU_DISABLE_FUSION) ahead of every fusion in ggml_cpu_try_fuse_ops
 GRAPH_FUSIONS = {"fuse-rmsnorm-mul-add", "fuse-rmsnorm-mul-rope", "fuse-mul-mat-glu"}
+# recipes whose new kernel is bit-identical to the one it replaces (their harness tests compare the
+# two): no reference switch to keep, but the old kernel must stay in the file for the other builds
+BIT_IDENTICAL_KERNELS = {"q4-0-unsigned-nibble": "gemm_q4_b32_8x8_q8_0_lut_avx<block_q4_0x8>("}
 CPU_DIR = "ggml/src/ggml-cpu"
+X86 = platform.machine() in ("x86_64", "AMD64")
+AVX2 = ["-mavx2", "-mfma", "-mf16c"]
 CXX = shutil.which("g++") or shutil.which("c++")
 
 
@@ -132,12 +138,19 @@ def test_recipe_applies_keeps_reference_path_and_compiles(tree, recipes, rid, tm
         body = graph[graph.index("static int ggml_cpu_try_fuse_ops("):graph.index("static thread_ret_t ggml_graph_compute_thread")]
         early = body.index("if (ggml_cpu_disable_fusion || cplan->use_ref) {")
         assert early < body.index(f"autoresearch {rid}"), "the fusion must sit behind the reference/disable switch"
+    elif rid in BIT_IDENTICAL_KERNELS:
+        assert BIT_IDENTICAL_KERNELS[rid] in text, "the old kernel must stay for the builds the recipe leaves alone"
     else:
         assert "params->use_ref" in text, "the old path must stay reachable under use_ref"
     for rel in [r for r in changed if not r.endswith(".h")]:
-        cmd, rc, err = _cxx(work, Path(rel).name, [*_native_flags(), "-Wall", "-Wextra"], None)
-        assert rc == 0, f"{cmd}\n{err}"
-        assert "warning:" not in err, f"the patched file compiles with warnings:\n{err}"
+        source = Path(rel).relative_to(CPU_DIR).as_posix()
+        if "arch/x86/" in source and not X86:
+            continue
+        # an x86 kernel file also as AVX2: a native AVX-512 build compiles the AVX2-only code out
+        for flags in [_native_flags()] + ([AVX2] if "arch/x86/" in source else []):
+            cmd, rc, err = _cxx(work, source, [*flags, "-Wall", "-Wextra"], None)
+            assert rc == 0, f"{cmd}\n{err}"
+            assert "warning:" not in err, f"the patched file compiles with warnings:\n{err}"
 
 
 def _apply_all(recipes, work: Path) -> list[str]:
@@ -166,6 +179,8 @@ def test_stacked_recipes_compile_natively(stacked, tmp_path):
     if CXX is None:
         pytest.skip("no C++ compiler")
     jobs = [("ops.cpp", tmp_path / "ops.o"), ("repack.cpp", tmp_path / "repack.o"), ("ggml-cpu.c", tmp_path / "ggml-cpu.o")]
+    if X86:
+        jobs.append(("arch/x86/repack.cpp", tmp_path / "x86-repack.o"))
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(lambda j: _cxx(stacked, j[0], [*_native_flags(), "-O2"], j[1]), jobs))
     for cmd, rc, err in results:
@@ -184,8 +199,9 @@ def test_stacked_recipes_compile_for_other_isas(stacked, isa):
         if platform.machine() != "x86_64" or CXX is None:
             pytest.skip(f"x86 syntax check needs an x86-64 g++ (this is {platform.machine()})")
         compiler = CXX
-        flags = ["-mavx2", "-mfma", "-mf16c"] if isa == "avx2" else ["-march=x86-64"]
-    for source in ("ops.cpp", "repack.cpp", "ggml-cpu.c"):
+        flags = AVX2 if isa == "avx2" else ["-march=x86-64"]
+    sources = ("ops.cpp", "repack.cpp", "ggml-cpu.c") + (("arch/x86/repack.cpp",) if compiler == CXX else ())
+    for source in sources:
         cmd, rc, err = _cxx(stacked, source, flags, None, compiler)
         assert rc == 0, f"{cmd}\n{err}"
 
@@ -231,7 +247,8 @@ def test_recipes_stack_by_cherry_pick_like_the_loop(tree, recipes, tmp_path):
     work = tmp_path / "repo"
     cpu = work / CPU_DIR
     cpu.mkdir(parents=True)
-    for name in ("ggml-cpu.c", "ops.cpp", "ops.h", "repack.cpp"):
+    for name in ("ggml-cpu.c", "ops.cpp", "ops.h", "repack.cpp", "arch/x86/repack.cpp"):
+        (cpu / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(tree / CPU_DIR / name, cpu / name)
     _git(work, "init", "-q", "-b", "base")
     _git(work, "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A")
@@ -245,7 +262,7 @@ def test_recipes_stack_by_cherry_pick_like_the_loop(tree, recipes, tmp_path):
         start = _copy_ggml(tree, tmp_path / f"t-{rid}")
         if below:
             _apply(recipes[below], start)
-        # the recipes may only touch the four files copied above
+        # the recipes may only touch the five files copied above
         for rel, text in planned_edits(recipes[rid], start).items():
             (work / rel).write_text(text)
         _git(work, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", rid)
