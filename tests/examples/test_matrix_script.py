@@ -104,18 +104,11 @@ def test_the_script_allows_exactly_the_variables_the_example_config_asks_for():
 def test_candidate_writes_one_recipes_edits_as_a_patch_that_applies_to_the_targets(tmp_path):
     """`candidate RECIPE`: the patch `run CELL --agent none --candidate` measures alone. The target
     here holds only the real llama.cpp files the recipe edits."""
-    import importlib.util
-
     import pytest
 
     from jobs.recipes import load_recipe_set, touched_files
-    spec = importlib.util.spec_from_file_location("llama_tree", ROOT / "kernels" / "llama" / "llama_tree.py")
-    llama_tree = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(llama_tree)
-    try:
-        tree = llama_tree.ensure_llama_tree()
-    except llama_tree.TreeUnavailable as exc:
-        pytest.skip(f"no llama.cpp source: {exc}")
+    from llama_source import llama_cpp_tree
+    tree = llama_cpp_tree()
     env = setup_env(tmp_path)
     recipe = next(r for r in load_recipe_set("llama.cpp") if r.id == "fa-tile-pack")
     target = tmp_path / "cache" / "matrix" / "target-pp512only"

@@ -3,7 +3,7 @@
 One copy of the download and extraction: kernels/llama/llama_tree.py (the kernels tests and the
 A/B script use it too, and `make test` fetches it beside the package installs). Cached under
 ~/.cache/autoresearch/ ($AUTORESEARCH_CACHE_ROOT overrides); a failed download skips the calling
-test with the reason.
+test with the reason. Shared by the tests of every folder (the research gap scan, matrix.sh).
 """
 from __future__ import annotations
 
