@@ -111,8 +111,11 @@ def disassembly(objdump_text: str) -> dict[int, str]:
     return out
 
 
-def load_offset(addresses: list[int], mnemonics: dict[int, str],
-                candidates: tuple[int, ...] = (0, 0x108000, 0x400000, 0x555555554000)) -> int:
+# Where Valgrind may have mapped a PIE executable (0: not PIE): the disassembly's addresses plus one of these.
+PIE_BASES = (0, 0x108000, 0x400000, 0x555555554000)
+
+
+def load_offset(addresses: list[int], mnemonics: dict[int, str], candidates: tuple[int, ...] = PIE_BASES) -> int:
     """Valgrind maps a PIE executable at a fixed base: the offset under which every profiled
     address of the executable is an instruction start in the disassembly."""
     best, score = 0, -1

@@ -62,9 +62,15 @@ VARIANTS = ("baseline", "patched")
 # -march=native on a CPU that reports AMX compiles ggml's AMX buffer type, whose Q4_0 matmul
 # segfaults on this machine's VM (ggml_backend_amx_mul_mat, llama-cpp-python 0.3.36); without it
 # Q4_0 weights take the AVX-512 repack path, as on the study's machines. Harmless without AMX.
-NO_AMX = (["-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16",
-           "-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"]
-          if platform.machine() in ("x86_64", "AMD64") else [])
+AMX_OFF = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" if platform.machine() in ("x86_64", "AMD64") else ""
+
+
+def _compile_flags(flags: str) -> list[str]:
+    """CMake arguments giving C and C++ the same extra flags (none when `flags` is empty)."""
+    return [f"-DCMAKE_C_FLAGS={flags}", f"-DCMAKE_CXX_FLAGS={flags}"] if flags else []
+
+
+NO_AMX = _compile_flags(AMX_OFF)
 TARGETS = ("llama-bench", "test-backend-ops")
 # test-backend-ops params filters: MUL_MAT has thousands of cases; the recipe touching it (the
 # from_float split of the repacked Q4_0 path) only matters for q4_0 x f32. Note that
@@ -215,11 +221,7 @@ def debug_flags(debug: bool) -> list[str]:
     """CMAKE_C/CXX_FLAGS of a build: the AMX switches (x86) plus `-g` when `debug`. Release keeps its
     -O3, so a debug build runs the same code with line tables (callgrind attributes inlined
     intrinsics to their source lines); `-g` alone, not RelWithDebInfo, whose -O2 would differ."""
-    base = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" if NO_AMX else ""
-    if not debug:
-        return list(NO_AMX)
-    flags = f"{base} -g".strip()
-    return [f"-DCMAKE_C_FLAGS={flags}", f"-DCMAKE_CXX_FLAGS={flags}"]
+    return _compile_flags(f"{AMX_OFF} -g".strip()) if debug else list(NO_AMX)
 
 
 def build(workdir: Path, variant: str, jobs: int = 2, isa: str = "native", targets: tuple[str, ...] = TARGETS,
@@ -845,7 +847,7 @@ def mm_summary(cg_file: Path, binary: Path) -> dict:
     lo = min(a for _, a in rows)
     hi = max(a for _, a in rows)
     mnem: dict = {}
-    for off in (0, 0x108000, 0x400000):
+    for off in cm.PIE_BASES:
         if lo - off < 0:
             continue
         dump = subprocess.run(["objdump", "-d", f"--start-address={lo - off:#x}", f"--stop-address={hi - off + 16:#x}",
