@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import hashlib
 import os
 import sys
@@ -169,7 +170,10 @@ def _load() -> list[float]:
     return [round(now[0], 2)] if now else []
 
 
-_PROBE_BUFFERS: list = []
+@functools.cache
+def _probe_buffers():
+    import numpy as np
+    return np.ones(4 * 1024 * 1024, dtype=np.float64), np.zeros(4 * 1024 * 1024, dtype=np.float64)
 
 
 def machine_probe() -> float:
@@ -178,9 +182,7 @@ def machine_probe() -> float:
     32 MiB buffers (out of cache) are allocated once per process: allocating and faulting them in
     for every probe cost more than the copies it times (~15 ms a pair of processes)."""
     import numpy as np
-    if not _PROBE_BUFFERS:
-        _PROBE_BUFFERS.extend((np.ones(4 * 1024 * 1024, dtype=np.float64), np.zeros(4 * 1024 * 1024, dtype=np.float64)))
-    src, dst = _PROBE_BUFFERS
+    src, dst = _probe_buffers()
     best = float("inf")
     for _ in range(3):
         t0 = time.perf_counter()

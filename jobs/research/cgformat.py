@@ -48,7 +48,7 @@ def costs(text: str) -> Iterator[Cost]:
     names: dict[tuple[str, str], str] = {}
     events: list[str] = []
     positions = ["line"]
-    last = [0, 0]
+    last = [0]
     fn = fl = fi = callee = ""
     in_call = False
 
@@ -72,7 +72,7 @@ def costs(text: str) -> Iterator[Cost]:
                 values = [int(v) for v in parts[len(positions):]]
             except (ValueError, IndexError):
                 continue
-            last[:len(pos)] = pos
+            last = pos
             cost = Cost(fn, fi or fl, dict(zip(positions, pos)), dict(zip(events, values)),
                         callee if in_call else None)
             in_call = False
