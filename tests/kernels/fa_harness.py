@@ -48,13 +48,18 @@ def build_and_run(tmp_path: Path, harness: Path, helpers: dict[str, Path], compi
     return run.stdout
 
 
-def run_x86(tmp_path: Path, isa: str, harness: Path, helpers: dict[str, Path]) -> int:
-    """The number of cases the harness checked on x86 path `isa` (one of X86_ISAS)."""
+def require_x86(isa: str, need: set[str]) -> None:
+    """Skip unless this is an x86-64 machine with g++ whose CPU has the `need` flags of path `isa`
+    (a binary built for it would die with SIGILL)."""
     if platform.machine() not in ("x86_64", "AMD64") or shutil.which("g++") is None:
         pytest.skip(f"needs an x86-64 g++ (this is {platform.machine()})")
-    need = _NEEDS.get(isa, set())
     if not need <= cpu_flags():
         pytest.skip(f"this CPU lacks {sorted(need - cpu_flags())} (the {isa} binary would die with SIGILL)")
+
+
+def run_x86(tmp_path: Path, isa: str, harness: Path, helpers: dict[str, Path]) -> int:
+    """The number of cases the harness checked on x86 path `isa` (one of X86_ISAS)."""
+    require_x86(isa, _NEEDS.get(isa, set()))
     return int(build_and_run(tmp_path, harness, helpers, "g++", _FLAGS[isa], []).split()[1])
 
 

@@ -16,14 +16,12 @@ either kernel must make the harness fail (the mutation test).
 """
 from __future__ import annotations
 
-import platform
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from fa_harness import cpu_flags
+from fa_harness import require_x86
 from jobs.recipes import load_recipe, planned_edits
 from loaders import load_llama
 
@@ -77,11 +75,8 @@ def sources() -> tuple[str, str]:
 
 
 def _run(tmp_path: Path, isa: str, orig: str, patched: str) -> subprocess.CompletedProcess:
-    if platform.machine() not in ("x86_64", "AMD64") or shutil.which("g++") is None:
-        pytest.skip(f"needs an x86-64 g++ (this is {platform.machine()})")
     flags, needs = ISAS[isa]
-    if not needs <= cpu_flags():
-        pytest.skip(f"this CPU lacks {sorted(needs - cpu_flags())} (the {isa} binary would die with SIGILL)")
+    require_x86(isa, needs)
     (tmp_path / "orig_kernel.inc").write_text(kernel_source(orig))
     (tmp_path / "patched_kernel.inc").write_text(kernel_source(patched))
     exe = tmp_path / "harness"
