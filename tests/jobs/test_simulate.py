@@ -202,6 +202,7 @@ def test_tiny_c_target_end_to_end(tmp_path):
     summary = Run(RunOptions(target=target, out=out, run_id="t1", agent="none", candidates=patches)).execute()
     by = {e["name"]: e for e in summary.experiments}
     drop = by["drop_redundant"]
+    assert "simulated" in drop["runner"], (drop["status"], drop["reason"])     # say why, when it never got there
     sim = drop["runner"]["simulated"]
     # deterministic: the removed loop is 1/25 of the loops, diluted by process start-up (~2M instructions)
     assert -2.5 < sim["delta_pct"] < -1.0, sim
