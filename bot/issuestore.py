@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import re
 import time
 from contextlib import contextmanager
@@ -81,7 +82,7 @@ class IssueStateStore:
         self.flush_interval = flush_interval
         self.comment_id: int | None = None
         self.data: dict[str, Any] = {"runs": {}, "current": None, "pr": None, "cancel": []}
-        self._last_flush = 0.0
+        self._last_flush = -math.inf     # monotonic time starts near 0 at boot (an Actions runner is new)
         self.dirty = False
         self.load()
 

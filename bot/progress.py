@@ -7,6 +7,7 @@ the next event tries again. `best_effort_status` is that rule, for every status 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,7 +43,7 @@ class Progress:
         self.interval = interval
         self.done = 0
         self.platforms = max(1, len(rec.platforms))
-        self.last = 0.0
+        self.last = -math.inf      # the first event always shows (monotonic time starts near 0 at boot)
         self.warnings = list(rec.warnings)          # a resumed run keeps what it said before
 
     def fields(self, event: dict[str, Any]) -> tuple[dict[str, Any], bool]:

@@ -35,3 +35,19 @@ def test_warnings_reach_the_status_comment_at_once_newest_last_and_inert(redis_u
 
 def test_a_run_without_warnings_shows_no_warnings_block():
     assert "Warnings" not in status.status_body(record())
+
+
+def test_the_first_event_shows_even_right_after_the_machine_booted(redis_url, tmp_path, monkeypatch):
+    # time.monotonic() counts from boot on Linux: a worker started minutes after boot must not sit
+    # silent for a whole interval (seen: CI on a machine 5 minutes up, interval 3600 s, no refresh)
+    from types import SimpleNamespace
+    import bot.progress
+    monkeypatch.setattr(bot.progress, "time", SimpleNamespace(monotonic=lambda: 30.0))   # 30 s after boot
+    store = Store(redis.Redis.from_url(redis_url))
+    rec = record(run_id="8-boot")
+    store.replace_run(rec)
+    refreshed: list[str] = []
+    progress = Progress(store, refreshed.append, rec, tmp_path, "score", interval=60.0)
+    progress({"type": "progress", "name": "x", "message": "building"})
+    progress({"type": "progress", "name": "x", "message": "sampling"})
+    assert refreshed == ["8-boot"]
