@@ -7,7 +7,8 @@ scale and the nuisance fit), the floor (the config's `min_effect_pct`, not a noi
 MDE each experiment can reach within `repeats.max` pairs (simulated from these very pairs), and
 which DIGEST names are deterministic enough to check.
 
-What it refuses (`problems`, the run stops): a baseline that looks like a broken parser. A bias
+What it refuses (`problems`, the run stops): a baseline that looks like a broken parser, or one
+shaken by the machine's load unless the target is judged on simulated cycles (then a warning). A bias
 between two builds of the same commit does not stop the run: the primary metric's floor is always
 raised to the bias's one-sided 95% upper bound where that is higher (`bias_upper`; no p-value gate), so a
 candidate must beat the worst bias these pairs allow, and the report says so. The runner also swaps the arms' folders by
@@ -28,7 +29,7 @@ from .integrity import load_flags, nondeterministic_digests
 from .power import mde, simulate
 from .sequential import Prior, Rule, adjusted, hodges_lehmann, slot_alpha, to_log, to_pct
 from .spec import RawResult
-from .verdict import NUISANCES, baseline_sanity, metric_pairs
+from .verdict import NUISANCES, baseline_check, metric_pairs
 
 
 
@@ -201,8 +202,14 @@ def merge_pairs(first: RawResult, more: RawResult) -> RawResult:
 
 
 def calibrate_run(raw: RawResult, config: TargetConfig, *, n_sims: int = 300) -> Calibration:
-    insane = baseline_sanity(raw, config)
-    problems = [insane] if insane else []
+    check = baseline_check(raw, config)
+    problems, busy = [], []
+    if check.text and config.simulate is not None and check.machine_load:
+        # the simulated cycles decide this target's experiments; its wall clock only guards them
+        busy.append(f"{check.text}. The simulated cycles decide every experiment; the wall-clock guard "
+                    "will confirm nothing while the machine stays this busy")
+    elif check.text:
+        problems.append(check.text)
     metrics = {m.name: calibrate_metric(raw, m.name, m.direction, config, n_sims=n_sims)
                for m in config.metrics if raw.base.values.get(m.name) and raw.head.values.get(m.name)}
     primary = config.primary.name
@@ -233,7 +240,7 @@ def calibrate_run(raw: RawResult, config: TargetConfig, *, n_sims: int = 300) ->
                           f"{c.floor_pct:.1f}%, so no such bias is kept as a win")
     pairs = raw.pairs()
     printed = sorted({k for a, b in pairs for k in (*a.digests, *b.digests)})
-    warnings = raised
+    warnings = busy + raised
     digests = None
     if printed:
         unstable = nondeterministic_digests([(a.digests, b.digests) for a, b in pairs])

@@ -16,7 +16,9 @@ and the floor of the simulated change is never below a multiple of it.
 How it combines with wall-clock pairs (`judge_yardstick`), in order:
 
 1. Anything the wall-clock verdict already failed (build, checks, crash, timeout, a baseline that
-   fails its sanity check, an invalid candidate) stands.
+   fails its sanity check as a parser would, an invalid candidate) stands. A baseline shaken by the
+   machine's load (both arms spread alike) does not: the simulation exists for that machine, so it
+   decides, the candidate's own checks still run, and the wall clock confirms nothing (step 4).
 2. A candidate whose build outputs (`artifacts`) are byte-identical to the baseline's is
    "no change in the binary": nothing was sampled.
 3. **Integrity**: a benchmark that claims a speed-up (its primary metric wins at the experiment's
@@ -201,12 +203,18 @@ def judge_yardstick(raw, config, plan, floor: float, guard: Guard):
     """The experiment's status when the target declares `simulate` (see the module docstring)."""
     from .model import Status
     from .sequential import adjusted
-    from .verdict import Judgement, judge, metric_pairs, runner_view
+    from .verdict import Judgement, baseline_check, judge, metric_pairs, runner_view
     if raw.status == "ok" and raw.stopped == "identical":
         n = len(raw.artifacts.get("files", []))
         return Judgement(Status.DISCARD, f"no change in the binary: the {n} declared build output(s) are "
                          "byte-identical to the baseline's (nothing was sampled)", runner=runner_view(raw))
     wall = judge(raw, config, plan)
+    # A busy machine's wall clock (the baseline's spread, both arms alike) does not stop the yardstick,
+    # which exists for that machine: the simulated cycles decide, the candidate's checks (digests,
+    # values) still run, and the guard confirms nothing.
+    noisy = ""
+    if wall.status == Status.NOISE and baseline_check(raw, config).machine_load:
+        noisy, wall = wall.reason, judge(raw, config, plan, baseline_checked=False)
     if raw.status != "ok" or wall.status in (Status.NOISE, Status.INVALID, Status.CRASH):
         return wall
     sim = compare(raw.simulated)
@@ -224,6 +232,9 @@ def judge_yardstick(raw, config, plan, floor: float, guard: Guard):
     simtext = f"simulated cycles {sim.delta_pct:+.2f}% ({sim.base:,} → {sim.head:,}; floor {floor:.2g}%)"
     walltext = (f"wall-clock {primary.name} {main.delta_pct:+.1f}%, interval {lo:+.1f}%…{hi:+.1f}% at level "
                 f"{guard.alpha:g} ({len(y)} pairs)" if main else "no wall-clock pairs")
+    if noisy:
+        walltext = f"the wall clock too noisy to guard it ({walltext}; {noisy})"
+        view["wall_guard"]["noisy"] = True
     claim_lo = wall_interval(y, s, guard.claim_alpha)[0] if len(y) >= 2 else -100.0
     claims = main is not None and (main.verdict == "win" or claim_lo > 0)
     if claims and abs(sim.delta_pct) < floor:
@@ -244,7 +255,7 @@ def judge_yardstick(raw, config, plan, floor: float, guard: Guard):
         if len(y) < guard.min_pairs:
             return Judgement(Status.DISCARD, f"{simtext}, but only {len(y)} wall-clock pair(s): the guard "
                              f"needs at least {guard.min_pairs}", wall.metrics, wall.flags, view)
-        confirmed = lo > -guard.tolerance_pct
+        confirmed = lo > -guard.tolerance_pct and not noisy
         view["wall_guard"]["confirmed"] = confirmed
         word = ("confirmed: it excludes a regression beyond" if confirmed else
                 "neither confirms nor refutes it: no regression beyond")

@@ -150,15 +150,28 @@ def baseline_problems(raw: RawResult, config: TargetConfig) -> list[str]:
     return problems
 
 
+@dataclass(frozen=True)
+class BaselineSanity:
+    """The baseline's sanity check: `text` is '' when it passes, else the failure with its likeliest
+    cause; `machine_load` when that cause is the machine's load rather than the benchmark's parser
+    (a target judged on simulated cycles goes on then: its wall clock only guards, jobs/simulate.py)."""
+    text: str = ""
+    machine_load: bool = False
+
+
 def baseline_sanity(raw: RawResult, config: TargetConfig) -> str:
-    """'' when the baseline passes its sanity checks, else the failure with its likeliest cause.
-    A number that is not positive, or inconsistent with its inverse, is the parser. A spread the
+    return baseline_check(raw, config).text
+
+
+def baseline_check(raw: RawResult, config: TargetConfig) -> BaselineSanity:
+    """A number that is not positive, or inconsistent with its inverse, is the parser. A spread the
     process's own time does not follow is the parser too, unless the other arm's values spread
     alike (at least the square root of the baseline's max/min): then it is the machine's load,
     which shakes both arms, while a parser misreading one build's output shakes one."""
     problems = baseline_problems(raw, config)
     if not problems:
-        return ""
+        return BaselineSanity()
+    alike = False
     base = [i.metrics for i in raw.measured() if i.arm == "A"]
     if value_problems(base, [m.name for m in config.metrics], "baseline") or \
             inverse_problems(base, config.sanity.inverse_pairs, "baseline"):
@@ -177,7 +190,7 @@ def baseline_sanity(raw: RawResult, config: TargetConfig) -> str:
                  "quieter, or raise thresholds.max_spread" if alike else
                  f"most likely the benchmark parser (only the baseline's values spread{': ' + detail if detail else ''}); "
                  "fix: check which line of the benchmark's output each METRIC is read from")
-    return f"baseline failed its sanity check, {cause}. Found: " + "; ".join(problems)
+    return BaselineSanity(f"baseline failed its sanity check, {cause}. Found: " + "; ".join(problems), bool(alike))
 
 
 def candidate_problems(raw: RawResult, config: TargetConfig, plan: VerdictPlan) -> list[str]:
@@ -201,12 +214,14 @@ def runner_view(raw: RawResult) -> dict:
             "cpu_base_s": med("A", "cpu_s"), "cpu_head_s": med("B", "cpu_s"), "steps": dict(raw.steps)}
 
 
-def judge(raw: RawResult, config: TargetConfig, plan: VerdictPlan) -> Judgement:
+def judge(raw: RawResult, config: TargetConfig, plan: VerdictPlan, *, baseline_checked: bool = True) -> Judgement:
+    """The wall-clock verdict. `baseline_checked=False` skips only the baseline's sanity check (the
+    yardstick's guard on a busy machine, jobs/simulate.py); every check of the candidate still runs."""
     if raw.status != "ok":
         return Judgement(Status(raw.status), raw.reason, runner=runner_view(raw))
     view = runner_view(raw)
     primary = config.primary
-    insane = baseline_sanity(raw, config)
+    insane = baseline_sanity(raw, config) if baseline_checked else ""
     if insane:
         return Judgement(Status.NOISE, insane, runner=view)
     carried = carry_over(raw, primary.name, primary.direction)

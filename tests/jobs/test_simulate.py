@@ -102,6 +102,50 @@ def test_a_noisy_wall_clock_neither_confirms_nor_refutes_and_says_so():
     assert few.status == Status.DISCARD and "needs at least 3" in few.reason
 
 
+def busy_raw(head_cycles: int, *, candidate_spreads: bool = True, head_digest: str = "d1") -> RawResult:
+    """12 pairs on a busy machine: the baseline's values spread 4x while each process took the same
+    time (so the parser check fires); the candidate's spread alike (load) or not (a parser)."""
+    raw = RawResult(status="ok", simulated={"A": {"cycles": 1_000_000, "wall_s": 2.0},
+                                            "B": {"cycles": head_cycles, "wall_s": 2.0}})
+    shake = [1.0, 4.0, 1.5, 3.0, 1.2, 2.5, 3.5, 1.1, 2.0, 3.8, 1.3, 2.2]
+    for i, k in enumerate(shake):
+        t = 1.0 + 0.01 * (i * 7 % 5)          # the processes' own time: flat, not following the values
+        b = 100 * (shake[(i + 5) % len(shake)] if candidate_spreads else 1.0)
+        raw.invocations += [Invocation("A", i, i % 2, 2 * i, {"speed": 100 * k}, {"h": "d1"}, wall_s=t, cpu_s=t),
+                            Invocation("B", i, 1 - i % 2, 2 * i + 1, {"speed": b}, {"h": head_digest}, wall_s=t, cpu_s=t)]
+    return raw
+
+
+def test_a_busy_machines_baseline_does_not_stop_the_yardstick_but_the_guard_confirms_nothing():
+    from jobs.verdict import judge
+    raw = busy_raw(980_000)
+    assert judge(raw, CONFIG, PLAN).status == Status.NOISE           # the wall clock alone: too noisy
+    j = judge_yardstick(raw, CONFIG, PLAN, 0.5, GUARD)
+    assert j.status == Status.KEEP, j.reason
+    assert "simulated cycles -2.00%" in j.reason and "too noisy to guard it" in j.reason, j.reason
+    assert "most likely machine load" in j.reason and "neither confirms nor refutes" in j.reason, j.reason
+    assert j.runner["simulated"]["delta_pct"] == pytest.approx(-2.0)
+    assert j.runner["wall_guard"] == {**j.runner["wall_guard"], "noisy": True, "confirmed": False}
+    same = judge_yardstick(busy_raw(1_000_010), CONFIG, PLAN, 0.5, GUARD)
+    assert same.status == Status.DISCARD and same.reason.startswith("no change in simulated cycles"), same.reason
+
+
+def test_a_busy_machine_still_runs_the_candidates_own_checks_and_a_parser_still_stops_it():
+    cheat = judge_yardstick(busy_raw(980_000, head_digest="other"), CONFIG, PLAN, 0.5, GUARD)
+    assert cheat.status == Status.INVALID and "DIGEST" in cheat.reason, cheat.reason
+    parser = judge_yardstick(busy_raw(980_000, candidate_spreads=False), CONFIG, PLAN, 0.5, GUARD)
+    assert parser.status == Status.NOISE and "most likely the benchmark parser" in parser.reason, parser.reason
+
+
+def test_a_busy_calibration_warns_when_the_simulation_decides_and_stops_the_run_when_the_wall_clock_does():
+    from jobs.calibration import calibrate_run
+    aa = busy_raw(1_000_000)
+    with_sim = calibrate_run(aa, CONFIG, n_sims=50)
+    assert with_sim.problems == [] and any("The simulated cycles decide" in w for w in with_sim.warnings)
+    wall_only = calibrate_run(aa, CONFIG.model_copy(update={"simulate": None}), n_sims=50)
+    assert len(wall_only.problems) == 1 and "most likely machine load" in wall_only.problems[0]
+
+
 def test_claimed_speedup_with_unchanged_simulated_cycles_is_invalid():
     # The benchmark reports +30% and its process is faster too (so the runner's clock check passes),
     # but the simulated work is the same: the claim is not trusted.
