@@ -11,6 +11,7 @@
 #   examples/llama.cpp/matrix.sh candidate RECIPE # one recipe's edits as a patch, for
 #                                                 #   `run CELL --agent none --candidate $WORK/candidates/RECIPE.patch`
 #   examples/llama.cpp/matrix.sh smoke            # the short smoke run (gemma3 4 layers, -t 1, --repeats 3)
+#   TOP=2 examples/llama.cpp/matrix.sh run CELL   # research, then only the 2 top-ranked hypotheses (below)
 #
 # Cells: {tinyllama = TinyLlama-1.1B shape, 22 layers; qwen3 = Qwen3-0.6B shape, 28 layers}
 #        x {-t 1, -t 2} x {primary pp512, primary tg128}; every run measures both metrics, the
@@ -107,6 +108,26 @@ make_target() {
   echo "target $dir"
 }
 
+# TOP=N: the cell runs on a copy of target-PRIMARY whose config tests the N top-ranked hypotheses as
+# an N-experiment family (slot levels alpha/N instead of alpha/12) and adds FLASH_ATTN_EXT's tiled
+# cases to the checks (the flash-attention recipes rank near the top): what a 2-core machine's time
+# allows for a run with research. One commit, so command.txt's "target HEAD" line names the variant.
+top_target() {
+  local primary="$1" n="$2" base="$WORK/target-$1" dir="$WORK/target-$1-top$2"
+  [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "matrix.sh: TOP=$n is not a positive number of hypotheses" >&2; exit 2; }
+  [ -d "$dir/.git" ] && return 0
+  [ -d "$base/.git" ] || { echo "matrix.sh: run '$0 setup' first ($base missing)" >&2; exit 2; }
+  git clone -q "$base" "$dir"
+  local cfg="$dir/.github/autoresearch.yml"
+  sed -i -e "s/^  max_hypotheses: [0-9][0-9]*\$/  max_hypotheses: $n/" \
+         -e "s/max_experiments: [0-9][0-9]*,/max_experiments: $n,/" \
+         -e 's/^\(  build\/bin\/test-backend-ops test -b CPU -o \$op 2>&1 | tail -n 3 || exit 1; done\)$/\1 \&\&\n  build\/bin\/test-backend-ops test -b CPU -o FLASH_ATTN_EXT -p "nb=75," 2>\&1 | tail -n 3/' "$cfg"
+  grep -q "^  max_hypotheses: $n\$" "$cfg" && grep -q "max_experiments: $n," "$cfg" && grep -q '^  build/bin/test-backend-ops test -b CPU -o FLASH_ATTN_EXT -p "nb=75,"' "$cfg" || {
+    rm -rf "$dir"; echo "matrix.sh: could not narrow $cfg to TOP=$n (the example's config changed?)" >&2; exit 2; }
+  git -C "$dir" -c user.email=matrix@autoresearch -c user.name=matrix commit -qam \
+    "autoresearch: the $n top-ranked hypotheses, a $n-experiment family, and FLASH_ATTN_EXT's tiled cases in the checks"
+}
+
 # The example's build (autoresearch.yml) uses cmake, Ninja and ccache; say so before a run fails on it.
 need_tools() {
   local missing=()
@@ -143,6 +164,7 @@ run_cell() {
   local target="$WORK/target-$primary" out="$WORK/runs/$name-$suffix" dest="$STAGE/$name-$suffix"
   need_tools
   [ -d "$target/.git" ] || { echo "matrix.sh: run '$0 setup' first ($target missing)" >&2; exit 2; }
+  if [ -n "${TOP:-}" ]; then top_target "$primary" "$TOP"; target="$WORK/target-$primary-top$TOP"; fi
   [ -f "$model" ] || { echo "matrix.sh: model $model missing; run '$0 setup'" >&2; exit 2; }
   rm -rf "$dest"          # a staged folder holds one run's files, never a mix of two runs'
   mkdir -p "$dest"
@@ -150,7 +172,7 @@ run_cell() {
   [ "$primary" = pp512only ] && tg=off
   {
     echo "# $(date -u +%Y-%m-%dT%H:%MZ) on $(machine_line)"
-    echo "AUTORESEARCH_MODEL=$model AUTORESEARCH_THREADS=$threads AUTORESEARCH_TG=$tg AUTORESEARCH_CFLAGS='${AUTORESEARCH_CFLAGS:-}' ${cmd[*]}"
+    echo "${TOP:+TOP=$TOP }AUTORESEARCH_MODEL=$model AUTORESEARCH_THREADS=$threads AUTORESEARCH_TG=$tg AUTORESEARCH_CFLAGS='${AUTORESEARCH_CFLAGS:-}' ${cmd[*]}"
     echo "# target HEAD: $(git -C "$target" log -1 --format='%h %s')"
   } > "$dest/command.txt"
   local started=$SECONDS rc=0

@@ -141,3 +141,28 @@ def test_candidate_writes_one_recipes_edits_as_a_patch_that_applies_to_the_targe
                    check=True, env={**os.environ, "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"})
     drifted = sh(env, "candidate", "fa-tile-pack")
     assert drifted.returncode == 2 and "anchor in" in drifted.stderr
+
+
+def test_top_runs_a_committed_variant_of_the_target_that_tests_the_n_top_ranked_hypotheses(tmp_path):
+    from jobs.config import parse_config
+    env = setup_env(tmp_path)
+    shipped = (ROOT / "examples" / "llama.cpp" / "autoresearch.yml").read_text()
+    prompt_only = "".join(l for l in shipped.splitlines(True) if '{name: tg128, direction: higher, unit: "t/s"}' not in l)
+    target = tmp_path / "cache" / "matrix" / "target-pp512only"
+    subprocess.run(["rm", "-rf", str(target)], check=True)
+    make_repo(target, {".github/autoresearch.yml": prompt_only})
+
+    assert sh({**env, "TOP": "2"}, "run", "qwen3-t1-pp512only").returncode == 0
+    variant = tmp_path / "cache" / "matrix" / "target-pp512only-top2"
+    config = parse_config((variant / ".github" / "autoresearch.yml").read_text())
+    assert config.research.max_hypotheses == 2 and config.budget.max_experiments == 2
+    assert 'test-backend-ops test -b CPU -o FLASH_ATTN_EXT -p "nb=75,"' in config.checks
+    assert parse_config(prompt_only).research.max_hypotheses == 12        # the base target is left as it was
+    status = subprocess.run(["git", "-C", str(variant), "status", "--porcelain"], capture_output=True, text=True)
+    assert status.stdout == ""                                             # the variant is a commit, not an edit
+    command = (tmp_path / "cache" / "matrix" / "results" / f"qwen3-t1-pp512only-{machine_facts()['isa']}"
+               / "command.txt").read_text()
+    assert command.splitlines()[1].startswith("TOP=2 ") and "the 2 top-ranked hypotheses" in command
+
+    wrong = sh({**env, "TOP": "two"}, "run", "qwen3-t1-pp512only")
+    assert wrong.returncode == 2 and "TOP=two is not a positive number" in wrong.stderr
