@@ -145,6 +145,10 @@ targets() {
 
 setup() {
   need_tools
+  # the synthetic models are written with llama.cpp's gguf package (the test extra has it); say so
+  # before the targets are copied, not in a traceback after
+  "$PY" -c 'import gguf' 2>/dev/null || {
+    echo "matrix.sh: $PY cannot import gguf, which writes the synthetic models; fix: pip install -e '.[test]' in $ROOT (or pip install 'gguf>=0.10,<1')" >&2; exit 2; }
   targets
   "$PY" - "$ROOT" <<'PY'
 import sys

@@ -166,3 +166,13 @@ def test_top_runs_a_committed_variant_of_the_target_that_tests_the_n_top_ranked_
 
     wrong = sh({**env, "TOP": "two"}, "run", "qwen3-t1-pp512only")
     assert wrong.returncode == 2 and "TOP=two is not a positive number" in wrong.stderr
+
+
+def test_setup_says_how_to_get_gguf_before_copying_anything(tmp_path):
+    env = setup_env(tmp_path)
+    no_gguf = tmp_path / "bin" / "python-without-gguf"
+    no_gguf.write_text("#!/bin/sh\n[ \"$1\" = -c ] && case \"$2\" in *gguf*) exit 1;; esac\nexec python3 \"$@\"\n")
+    no_gguf.chmod(0o755)
+    done = sh({**env, "PYTHON": str(no_gguf)}, "setup")
+    assert done.returncode == 2 and "cannot import gguf" in done.stderr and "pip install" in done.stderr, done.stderr
+    assert not (tmp_path / "cache" / "matrix" / "target-pp512").exists()
