@@ -2,10 +2,12 @@
 
 `autoresearch calibrate` (and every run's own calibration) stores what it fixed in the target's git
 folder (`.git/autoresearch/calibrations/<key>.json`). A later run on the same host looks it up
-before measuring anything: the key covers the base commit, the platform, this host and its CPU, and
+before measuring anything: the key covers the base commit, the platform, this host and its CPU,
 every config field the calibration depends on (commands, metrics, repeats, thresholds, sandbox,
-simulate); it is used only while younger than `MAX_AGE_S`, since a machine's load changes by the
-hour. Only this machine's own calibrations are reused (platform `local`): a cloud VM is a new machine.
+simulate), and the values of the variables `sandbox.env` passes to target code (a model path or a
+thread count changes what the benchmark measures: a llama.cpp run at `-t 2` on another model once
+reused a `-t 1` run's noise); it is used only while younger than `MAX_AGE_S`, since a machine's load
+changes by the hour. Only this machine's own calibrations are reused (platform `local`): a cloud VM is a new machine.
 """
 from __future__ import annotations
 
@@ -23,15 +25,22 @@ FIELDS = ("build", "benchmark", "checks", "metrics", "repeats", "thresholds", "i
           "artifacts")
 
 
-def key(config, base: str, platform: str, cpu: str, repeats: int | None) -> str:
+def key(config, base: str, platform: str, cpu: str, repeats: int | None, env: dict[str, str] | None = None) -> str:
+    """`env`: the passed variables' values as target code sees them (`passed_env`)."""
     contract = {f: getattr(config, f, None) for f in FIELDS}
     text = json.dumps({"base": base, "platform": platform, "host": socket.gethostname(), "cpu": cpu,
-                       "repeats": repeats,
+                       "repeats": repeats, "env": env or {},
                        "contract": {k: (v.model_dump() if hasattr(v, "model_dump") else
                                         [x.model_dump() if hasattr(x, "model_dump") else x for x in v]
                                         if isinstance(v, list) else v) for k, v in contract.items()}},
                       sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def passed_env(names: list[str] | tuple[str, ...], source: dict[str, str] | None = None) -> dict[str, str]:
+    """The values of `names` that target code gets (jobs.sandbox.environment's pass-through)."""
+    from .sandbox import environment
+    return {n: v for n, v in environment(names, source=source).items() if n in names}
 
 
 def _folder(repo: Path) -> Path:

@@ -94,7 +94,8 @@ class Calibrating:
                         cpus={**self.state.get("cpus", {}), platform: cpu})
 
     def _key(self, platform: str, cpu: str) -> str:
-        return calcache.key(self.bench.config, self.state["base_commit"], platform, cpu, self.bench.repeats)
+        return calcache.key(self.bench.config, self.state["base_commit"], platform, cpu, self.bench.repeats,
+                            calcache.passed_env(self.bench.sandbox.env))
 
     def _reuse(self, ex: Executor) -> bool:
         """A recent calibration of this base on this machine with this contract (jobs/calcache.py)."""
