@@ -25,22 +25,17 @@ FIELDS = ("build", "benchmark", "checks", "metrics", "repeats", "thresholds", "i
           "artifacts")
 
 
-def key(config, base: str, platform: str, cpu: str, repeats: int | None, env: dict[str, str] | None = None) -> str:
-    """`env`: the passed variables' values as target code sees them (`passed_env`)."""
+def key(config, base: str, platform: str, cpu: str, repeats: int | None, env_digest: str = "") -> str:
+    """`env_digest`: the run's hash of the passed variables' values (state `bench_env_digest`, which
+    keys the op profile's cache too)."""
     contract = {f: getattr(config, f, None) for f in FIELDS}
     text = json.dumps({"base": base, "platform": platform, "host": socket.gethostname(), "cpu": cpu,
-                       "repeats": repeats, "env": env or {},
+                       "repeats": repeats, "env": env_digest,
                        "contract": {k: (v.model_dump() if hasattr(v, "model_dump") else
                                         [x.model_dump() if hasattr(x, "model_dump") else x for x in v]
                                         if isinstance(v, list) else v) for k, v in contract.items()}},
                       sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
-
-
-def passed_env(names: list[str] | tuple[str, ...], source: dict[str, str] | None = None) -> dict[str, str]:
-    """The values of `names` that target code gets (jobs.sandbox.environment's pass-through)."""
-    from .sandbox import environment
-    return {n: v for n, v in environment(names, source=source).items() if n in names}
 
 
 def _folder(repo: Path) -> Path:

@@ -95,7 +95,7 @@ class Calibrating:
 
     def _key(self, platform: str, cpu: str) -> str:
         return calcache.key(self.bench.config, self.state["base_commit"], platform, cpu, self.bench.repeats,
-                            calcache.passed_env(self.bench.sandbox.env))
+                            self.state.get("bench_env_digest", ""))
 
     def _reuse(self, ex: Executor) -> bool:
         """A recent calibration of this base on this machine with this contract (jobs/calcache.py)."""

@@ -1,12 +1,13 @@
-"""jobs/calcache.py: a calibration is reused only for the same measurement. The variables the config
-passes to target code are part of it: a llama.cpp cell at `-t 2` on another model reused a `-t 1`
-run's calibration (same commit, config and machine) until their values joined the key."""
+"""jobs/calcache.py: a calibration is reused only for the same measurement. The values of the
+variables the config passes to target code are part of it: a llama.cpp cell at `-t 2` on another
+model reused a `-t 1` run's calibration (same commit, config and machine) until they joined the key."""
 from __future__ import annotations
 
-from types import SimpleNamespace
+import json
+
+import pytest
 
 from jobs import calcache
-from jobs.calibrating import Calibrating
 from jobs.config import parse_config
 
 CONFIG = parse_config("""
@@ -19,28 +20,29 @@ sandbox: {env: [MODEL, THREADS]}
 """)
 
 
-def test_the_passed_variables_values_are_part_of_the_key():
-    same = calcache.key(CONFIG, "abc", "local", "cpu", 8, {"MODEL": "/m/qwen3.gguf", "THREADS": "1"})
-    assert same == calcache.key(CONFIG, "abc", "local", "cpu", 8, {"THREADS": "1", "MODEL": "/m/qwen3.gguf"})
-    assert same != calcache.key(CONFIG, "abc", "local", "cpu", 8, {"MODEL": "/m/qwen3.gguf", "THREADS": "2"})
-    assert same != calcache.key(CONFIG, "abc", "local", "cpu", 8, {"MODEL": "/m/tinyllama.gguf", "THREADS": "1"})
-    assert same != calcache.key(CONFIG, "abc", "local", "cpu", 8, {"MODEL": "/m/qwen3.gguf"})
+def test_the_passed_variables_digest_is_part_of_the_key():
+    one = calcache.key(CONFIG, "abc", "local", "cpu", 8, "digest-of-threads-1")
+    assert one == calcache.key(CONFIG, "abc", "local", "cpu", 8, "digest-of-threads-1")
+    assert one != calcache.key(CONFIG, "abc", "local", "cpu", 8, "digest-of-threads-2")
 
 
-def test_passed_env_is_what_target_code_sees_of_the_declared_names():
-    source = {"MODEL": "/m/a.gguf", "THREADS": "2", "UNDECLARED": "x", "GITHUB_TOKEN": "ghs_secret"}
-    assert calcache.passed_env(["MODEL", "THREADS"], source) == {"MODEL": "/m/a.gguf", "THREADS": "2"}
-    assert calcache.passed_env(["MODEL", "GITHUB_TOKEN"], source) == {"MODEL": "/m/a.gguf"}   # never a secret
+@pytest.mark.measures
+def test_a_run_reuses_a_calibration_only_when_its_benchmark_gets_the_same_variables(tmp_path, monkeypatch):
+    from jobs.pipeline import Run, RunOptions
+    from conftest import make_repo
+    from synthetic import CONFIG as SYNTH_CONFIG, FILES
+    target = make_repo(tmp_path / "target", {**FILES, ".github/autoresearch.yml": SYNTH_CONFIG
+                                             + "sandbox: {env: [SYNTH_THREADS]}\n"})
+    monkeypatch.setenv("AUTORESEARCH_SANDBOX_ENV", "SYNTH_THREADS")     # the operator allows it
 
+    def calibration(run_id: str, threads: str) -> dict:
+        monkeypatch.setenv("SYNTH_THREADS", threads)
+        Run(RunOptions(target=target, out=tmp_path / run_id, run_id=run_id, agent="none",
+                       calibrate_only=True, repeats=3)).execute()
+        ledger = [json.loads(l) for l in (tmp_path / run_id / "experiments.jsonl").read_text().splitlines()]
+        return next(r for r in ledger if r["kind"] == "calibration")
 
-def test_a_runs_calibration_key_follows_the_environment_its_benchmark_gets(monkeypatch, tmp_path):
-    bench = SimpleNamespace(config=CONFIG, state={"base_commit": "abc"}, repeats=None,
-                            sandbox=SimpleNamespace(env=["MODEL", "THREADS"]))
-    cal = Calibrating(tmp_path, bench)
-    monkeypatch.setenv("MODEL", "/m/qwen3.gguf")
-    monkeypatch.setenv("THREADS", "1")
-    t1 = cal._key("local", "cpu")
-    monkeypatch.setenv("THREADS", "2")
-    assert cal._key("local", "cpu") != t1
-    monkeypatch.setenv("THREADS", "1")
-    assert cal._key("local", "cpu") == t1
+    assert not calibration("t1", "1")["reason"].startswith("reused")
+    assert not calibration("t2", "2")["reason"].startswith("reused")      # another measurement: measured again
+    again = calibration("t1-again", "1")
+    assert again["reason"].startswith("reused: the calibration of run t1"), again["reason"]
