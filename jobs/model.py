@@ -39,6 +39,7 @@ class Hypothesis:
     ops: list[str] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
     score: float = 0.0
+    bound_pct: float | None = None    # Amdahl bound on the primary workload (op profile), when measured
     recipe: str | None = None         # recipe id that implements it, if any
     patch: str | None = None          # path of a maintainer's patch (--candidate)
 

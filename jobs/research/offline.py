@@ -169,7 +169,10 @@ def merge_sources(found: Research, sources, config: TargetConfig) -> Research:
     # Slots go first to what can be implemented (recipes, maintainer patches), so a lead from
     # another backend never pushes out a change the offline agent could have measured.
     limit = config.research.max_hypotheses
-    rank = (lambda h: (-h.score, h.id))
+    # Equal scores (the bound's points stop at profile.RANK_BONUS_BOUND_CAP) go to the larger bound: on
+    # the Qwen3 shape fa-tile-pack (+32.9%) and q4-0-unsigned-nibble (+240.8%) tied at 7.93 and the id
+    # put the MUL_MAT recipe, +57% when measured, third.
+    rank = (lambda h: (-h.score, -(h.bound_pct or 0.0), h.id))
     doable = sorted((h for h in hypotheses if h.recipe or h.patch), key=rank)[:limit]
     leads = sorted((h for h in hypotheses if not (h.recipe or h.patch)), key=rank)[: limit - len(doable)]
     notes = list(found.notes) + (list(sources.notes) if sources is not None else [])
@@ -222,6 +225,7 @@ def apply_profile(hypotheses: list[Hypothesis], sources, recipes: dict[str, Reci
         h.evidence += [Evidence(f"profile:{b.workload}", b.sentence(label)) for b in bounds]
         if primary is not None:
             pct = next(b for b in bounds if b.workload == primary.name).pct
+            h.bound_pct = pct
             h.score = round(h.score * profile_mod.rank_factor(pct, config.thresholds.min_effect_pct)
                             + profile_mod.rank_bonus(pct), 3)
 

@@ -351,3 +351,22 @@ def test_a_kept_profile_is_reused_without_building_and_each_step_is_named(tmp_pa
                       variable="OPPROF", metric_names=["pp3"], run=must_not_run, on_step=steps.append, cache=cache)
     assert again.to_dict()["workloads"] == first.to_dict()["workloads"]
     assert steps and steps[0].startswith("profile reused from ") and any("reused" in n for n in again.notes)
+
+
+def test_equal_scores_go_to_the_larger_bound_not_the_id():
+    """The AVX-512 Qwen3 run of 2026-12-02: fa-tile-pack (FLASH_ATTN_EXT, +32.9%) and q4-0-unsigned-nibble
+    (MUL_MAT, +240.8%) both scored 7.93, the bound's points capped at 30%, and the id put the MUL_MAT
+    recipe after the flash-attention one; measured, it gave +57% and fa-tile-pack +5%."""
+    block = [node(0, "MUL_MAT", 600), node(1, "FLASH_ATTN_EXT", 300, s0=1), node(2, "ADD", 100, s0=1, s1=1)]
+    text = "\n".join(["# ggml-cpu op profile v1", *graph(0, 4, block), *graph(1, 4, block),
+                      *graph(2, 1, block), *graph(3, 1, block), *graph(4, 1, block)]) + "\n"
+    recipes = {"a-attn": _recipe("a-attn", ["FLASH_ATTN_EXT"]), "z-matmul": _recipe("z-matmul", ["MUL_MAT"])}
+    hyps = [Hypothesis(id=r.id, title=r.id, kind="micro", rationale="r", ops=list(r.ops), score=0.5, recipe=r.id)
+            for r in recipes.values()]
+    merged = merge_sources(Research(hyps, recipes=recipes), Sources(profile=P.from_text(text, ["pp4", "tg2"])),
+                           parse_config(CONFIG))
+    attn, matmul = (next(h for h in merged.hypotheses if h.id == i) for i in ("a-attn", "z-matmul"))
+    assert attn.score == matmul.score                                   # both bounds past the cap
+    assert matmul.bound_pct == pytest.approx(150.0) and attn.bound_pct == pytest.approx(300 / 700 * 100)
+    assert [h.id for h in merged.hypotheses] == ["z-matmul", "a-attn"]
+    assert Hypothesis.from_dict(matmul.to_dict()).bound_pct == matmul.bound_pct
