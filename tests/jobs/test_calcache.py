@@ -9,15 +9,10 @@ import pytest
 
 from jobs import calcache
 from jobs.config import parse_config
+from synthetic import CONFIG as SYNTH_CONFIG, FILES
 
-CONFIG = parse_config("""
-build: make
-benchmark: ./bench
-checks: ./checks
-metrics: [{name: speed, direction: higher, primary: true}]
-editable: ["src/**"]
-sandbox: {env: [MODEL, THREADS]}
-""")
+PASSING = SYNTH_CONFIG + "sandbox: {env: [SYNTH_THREADS]}\n"     # the synthetic target, its benchmark given a variable
+CONFIG = parse_config(PASSING)
 
 
 def test_the_passed_variables_digest_is_part_of_the_key():
@@ -30,9 +25,7 @@ def test_the_passed_variables_digest_is_part_of_the_key():
 def test_a_run_reuses_a_calibration_only_when_its_benchmark_gets_the_same_variables(tmp_path, monkeypatch):
     from jobs.pipeline import Run, RunOptions
     from conftest import make_repo
-    from synthetic import CONFIG as SYNTH_CONFIG, FILES
-    target = make_repo(tmp_path / "target", {**FILES, ".github/autoresearch.yml": SYNTH_CONFIG
-                                             + "sandbox: {env: [SYNTH_THREADS]}\n"})
+    target = make_repo(tmp_path / "target", {**FILES, ".github/autoresearch.yml": PASSING})
     monkeypatch.setenv("AUTORESEARCH_SANDBOX_ENV", "SYNTH_THREADS")     # the operator allows it
 
     def calibration(run_id: str, threads: str) -> dict:
