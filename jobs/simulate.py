@@ -208,13 +208,12 @@ def judge_yardstick(raw, config, plan, floor: float, guard: Guard):
         n = len(raw.artifacts.get("files", []))
         return Judgement(Status.DISCARD, f"no change in the binary: the {n} declared build output(s) are "
                          "byte-identical to the baseline's (nothing was sampled)", runner=runner_view(raw))
-    wall = judge(raw, config, plan)
     # A busy machine's wall clock (the baseline's spread, both arms alike) does not stop the yardstick,
     # which exists for that machine: the simulated cycles decide, the candidate's checks (digests,
     # values) still run, and the guard confirms nothing.
-    noisy = ""
-    if wall.status == Status.NOISE and baseline_check(raw, config).machine_load:
-        noisy, wall = wall.reason, judge(raw, config, plan, baseline_checked=False)
+    check = baseline_check(raw, config) if raw.status == "ok" else None
+    noisy = check.text if check is not None and check.machine_load else ""
+    wall = judge(raw, config, plan, baseline_checked=not noisy)
     if raw.status != "ok" or wall.status in (Status.NOISE, Status.INVALID, Status.CRASH):
         return wall
     sim = compare(raw.simulated)

@@ -159,10 +159,6 @@ class BaselineSanity:
     machine_load: bool = False
 
 
-def baseline_sanity(raw: RawResult, config: TargetConfig) -> str:
-    return baseline_check(raw, config).text
-
-
 def baseline_check(raw: RawResult, config: TargetConfig) -> BaselineSanity:
     """A number that is not positive, or inconsistent with its inverse, is the parser. A spread the
     process's own time does not follow is the parser too, unless the other arm's values spread
@@ -221,7 +217,7 @@ def judge(raw: RawResult, config: TargetConfig, plan: VerdictPlan, *, baseline_c
         return Judgement(Status(raw.status), raw.reason, runner=runner_view(raw))
     view = runner_view(raw)
     primary = config.primary
-    insane = baseline_sanity(raw, config) if baseline_checked else ""
+    insane = baseline_check(raw, config).text if baseline_checked else ""
     if insane:
         return Judgement(Status.NOISE, insane, runner=view)
     carried = carry_over(raw, primary.name, primary.direction)
