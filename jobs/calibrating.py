@@ -74,7 +74,8 @@ class Calibrating:
                 sim = compare(raw.simulated)
                 simulated = {"aa_delta_pct": sim.delta_pct if sim else None, "base_cycles": sim.base if sim else None,
                              "seconds": raw.simulated.get("A", {}).get("wall_s"),
-                             "native_seconds": raw.steps.get("native_simulate_s")}
+                             "native_seconds": raw.steps.get("native_simulate_s"),
+                             "separate_build": config.simulate is not None and config.simulate.separate_build}
             self._adopt(ex.platform, cal, result.digests, raw.cpu, simulated)
             self.bench.emit({"type": "calibrated", "platform": ex.platform, "calibration": cal})
             if ex.platform == "local":

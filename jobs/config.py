@@ -219,6 +219,11 @@ class Simulate(Strict):
                                            "callgrind (file:line needs -g; the compiler's remarks need "
                                            "-fopt-info-vec-missed, and a loop versioned for possible aliasing "
                                            "-fopt-info-vec-optimized); '' profiles the build as it is")
+    separate_build: bool = Field(False, description="true when the workload runs a build of its own, not the "
+                                                  "benchmark's (e.g. an AVX2 copy on an AVX-512 machine, since "
+                                                  "Valgrind has no AVX-512): a wall-clock win the simulation does "
+                                                  "not see may then be on a path only the measured build runs, so "
+                                                  "it is discarded as unseen instead of called invalid")
 
 
 class Price(Strict):

@@ -23,7 +23,9 @@ How it combines with wall-clock pairs (`judge_yardstick`), in order:
    "no change in the binary": nothing was sampled.
 3. **Integrity**: a benchmark that claims a speed-up (its primary metric wins at the experiment's
    level) while the simulated cycles do not move beyond the floor is `invalid`: the work it claims
-   to save is still being done.
+   to save is still being done. Where the workload runs a build of its own (`separate_build`, e.g.
+   an AVX2 copy because Valgrind has no AVX-512) the claim may be true on a path only the measured
+   build runs: discarded as unseen instead.
 4. **Keep** needs both: the simulated cycles fall by at least the floor, AND the wall-clock
    interval of the primary metric (anytime-valid, at level `alpha_loss`) does not lie below
    `-wall_tolerance_pct`: the simulator models neither branch prediction nor threads nor the real
@@ -236,6 +238,15 @@ def judge_yardstick(raw, config, plan, floor: float, guard: Guard):
         view["wall_guard"]["noisy"] = True
     claim_lo = wall_interval(y, s, guard.claim_alpha)[0] if len(y) >= 2 else -100.0
     claims = main is not None and (main.verdict == "win" or claim_lo > 0)
+    if claims and abs(sim.delta_pct) < floor and config.simulate.separate_build:
+        # The workload ran a build of its own (another ISA): the win may be on a path only the
+        # measured build runs. Not kept (the yardstick does not see it), and not called a cheat.
+        return Judgement(Status.DISCARD, f"unseen by the yardstick: the benchmark measured {primary.name} "
+                         f"{main.delta_pct:+.1f}% (its interval excludes 0 at the keep level {guard.claim_alpha:.3g}) "
+                         f"but the {simtext} did not move, and the simulated workload runs a build of its own "
+                         "(simulate.separate_build), so the gain may be on a path only the measured build has; "
+                         "judge such a change on the wall clock alone, without `simulate`", wall.metrics, wall.flags,
+                         view)
     if claims and abs(sim.delta_pct) < floor:
         return Judgement(Status.INVALID, f"the benchmark claims {primary.name} {main.delta_pct:+.1f}% (its "
                          f"interval excludes 0 at the keep level {guard.claim_alpha:.3g}) but the {simtext} did not "
@@ -279,7 +290,10 @@ def render_section(summary: RunSummary) -> list[str]:
            "fall by at least the floor **and** the wall-clock interval of the primary metric (coin-ordered "
            "pairs) not to lie below the tolerance; the wall clock *confirms* a keep when its interval excludes "
            "a regression beyond the tolerance, and otherwise the reason says it neither confirms nor refutes it. "
-           "A benchmark that claims a speed-up while the simulated cycles do not move is `invalid`.", ""]
+           + ("The simulated workload runs a build of its own (`simulate.separate_build`, e.g. an AVX2 copy "
+              "Valgrind can run): a wall-clock win it does not see is discarded as unseen, not kept."
+              if any(c.get("separate_build") for c in cal.values()) else
+              "A benchmark that claims a speed-up while the simulated cycles do not move is `invalid`."), ""]
     for platform, c in cal.items():
         slow = (f"; {c['seconds']:.1f} s simulated vs {c['native_seconds']:.2f} s native = "
                 f"{c['seconds'] / c['native_seconds']:.0f}x slowdown") if c.get("seconds") and c.get("native_seconds") else ""

@@ -153,6 +153,18 @@ def test_claimed_speedup_with_unchanged_simulated_cycles_is_invalid():
     assert j.status == Status.INVALID and "did not move" in j.reason, j.reason
 
 
+def test_a_win_a_separate_build_cannot_see_is_discarded_as_unseen_not_called_invalid():
+    # llama.cpp on an AVX-512 machine: the workload runs an AVX2 copy (Valgrind has no AVX-512), so a
+    # gain on the 512-bit path is real and invisible to it. Not kept, and not an accusation either.
+    separate = CONFIG.model_copy(update={"simulate": CONFIG.simulate.model_copy(update={"separate_build": True})})
+    j = judge_yardstick(raw_with(0.3, 1_000_000, 1_000_100, n=10), separate, PLAN, 0.5, GUARD)
+    assert j.status == Status.DISCARD and j.reason.startswith("unseen by the yardstick"), j.reason
+    assert "simulate.separate_build" in j.reason and j.runner["simulated"]["delta_pct"] == pytest.approx(0.01)
+    # what it sees still decides as before
+    seen = judge_yardstick(raw_with(0.015, 1_000_000, 985_000), separate, PLAN, 0.5, GUARD)
+    assert seen.status == Status.KEEP, seen.reason
+
+
 def test_unchanged_and_slower_simulations_discard():
     same = judge_yardstick(raw_with(0.0, 1_000_000, 1_000_010, n=3), CONFIG, PLAN, 0.5, GUARD)
     assert same.status == Status.DISCARD and same.reason.startswith("no change in simulated cycles"), same.reason
@@ -188,6 +200,10 @@ def test_report_section_labels_both_yardsticks():
     text = "\n".join(render_section(summary))
     assert "Ir + 10·(I1mr + D1mr + D1mw) + 100·(ILmr + DLmr + DLmw)" in text
     assert "30x slowdown" in text and "| x | local | 1,000,000 → 985,000 | -1.500% (0.5%) |" in text
+    assert "is `invalid`" in text and "separate_build" not in text
+    summary.simulate["local"]["separate_build"] = True
+    text = "\n".join(render_section(summary))
+    assert "discarded as unseen, not kept" in text and "is `invalid`" not in text
 
 
 # -- end to end: a tiny C target, valgrind for real, through the pipeline ----------------------
