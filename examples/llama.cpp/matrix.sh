@@ -12,6 +12,8 @@
 #                                                 #   `run CELL --agent none --candidate $WORK/candidates/RECIPE.patch`
 #   examples/llama.cpp/matrix.sh smoke            # the short smoke run (gemma3 4 layers, -t 1, --repeats 3)
 #   TOP=2 examples/llama.cpp/matrix.sh run CELL   # research, then only the 2 top-ranked hypotheses (below)
+#   SIM=1 examples/llama.cpp/matrix.sh run CELL   # keeps decided by the deterministic yardstick (below);
+#                                                 #   staged/published as <cell>-sim-<isa>
 #
 # Cells: {tinyllama = TinyLlama-1.1B shape, 22 layers; qwen3 = Qwen3-0.6B shape, 28 layers}
 #        x {-t 1, -t 2} x {primary pp512, primary tg128}; every run measures both metrics, the
@@ -29,6 +31,9 @@
 # AUTORESEARCH (default: autoresearch on PATH, else this checkout's .venv/bin/autoresearch);
 # AUTORESEARCH_CFLAGS is passed to the build (see autoresearch.yml; on an AMX VM whose AMX path
 # crashes set it to "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"). Runs are niced (shared machine).
+# SIM=1: the cell runs on a variant of its target whose config declares the example's `simulate:`
+# yardstick (sim.sh: an AVX2 copy of llama-bench, one process per arm under cachegrind, pp64 on a
+# 2-layer model of the cell's shape, -t 1), with AUTORESEARCH_SIM_MODEL set to that model.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -37,7 +42,7 @@ CACHE="${AUTORESEARCH_CACHE_ROOT:-${AUTORESEARCH_CACHE:-${XDG_CACHE_HOME:-$HOME/
 export AUTORESEARCH_CACHE_ROOT="$CACHE"     # llama_ab.py's models and the run's sandbox agree on it
 # The variables the example's config asks for (sandbox.env): the operator (whoever runs this script)
 # allows them, since target code gets a variable only when both ask and allow (jobs/operator.py).
-export AUTORESEARCH_SANDBOX_ENV="${AUTORESEARCH_SANDBOX_ENV:-AUTORESEARCH_MODEL,AUTORESEARCH_THREADS,AUTORESEARCH_FA,AUTORESEARCH_TG,AUTORESEARCH_LLAMA_BENCH,AUTORESEARCH_CCACHE_DIR,AUTORESEARCH_CFLAGS}"
+export AUTORESEARCH_SANDBOX_ENV="${AUTORESEARCH_SANDBOX_ENV:-AUTORESEARCH_MODEL,AUTORESEARCH_THREADS,AUTORESEARCH_FA,AUTORESEARCH_TG,AUTORESEARCH_LLAMA_BENCH,AUTORESEARCH_CCACHE_DIR,AUTORESEARCH_CFLAGS,AUTORESEARCH_SIM_MODEL,AUTORESEARCH_SIM_PROMPT}"
 WORK="${WORK:-$CACHE/matrix}"
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
 AR="${AUTORESEARCH:-$(command -v autoresearch || echo "$ROOT/.venv/bin/autoresearch")}"
@@ -50,6 +55,12 @@ declare -A MODEL=(
   [qwen3]="$MODELS_DIR/synthetic-qwen3-28L-q4_0.gguf"
   [gemma3-4L]="$MODELS_DIR/synthetic-gemma3-4L-q4_0.gguf"
 )
+# the yardstick's reduced models (SIM=1): 2 layers of each shape
+declare -A SIM_MODEL=(
+  [tinyllama]="$MODELS_DIR/synthetic-tinyllama-2L-q4_0.gguf"
+  [qwen3]="$MODELS_DIR/synthetic-qwen3-2L-q4_0.gguf"
+)
+case "${SIM:-}" in ""|1) ;; *) echo "matrix.sh: SIM must be 1 or unset (got '$SIM')" >&2; exit 2 ;; esac
 
 cells() {
   for m in tinyllama qwen3; do for t in 1 2; do for p in pp512 tg128 pp512only; do echo "$m-t$t-$p"; done; done; done
@@ -87,7 +98,7 @@ make_target() {
   # everything but the vocab models, docs and media (the GPU backends stay: the gap scan reads them)
   tar -C "$tree" --exclude=./.git --exclude=./models --exclude=./docs --exclude=./media -cf - . | tar -C "$dir" -xf -
   mkdir -p "$dir/.github/autoresearch"
-  cp "$HERE/bench.sh" "$dir/.github/autoresearch/bench.sh"
+  cp "$HERE/bench.sh" "$HERE/sim.sh" "$dir/.github/autoresearch/"
   if [ "$primary" = pp512 ]; then
     cp "$HERE/autoresearch.yml" "$dir/.github/autoresearch.yml"
   elif [ "$primary" = pp512only ]; then
@@ -108,24 +119,40 @@ make_target() {
   echo "target $dir"
 }
 
-# TOP=N: the cell runs on a copy of target-PRIMARY whose config tests the N top-ranked hypotheses as
-# an N-experiment family (slot levels alpha/N instead of alpha/12) and adds FLASH_ATTN_EXT's tiled
-# cases to the checks (the flash-attention recipes rank near the top): what a 2-core machine's time
-# allows for a run with research. One commit, so command.txt's "target HEAD" line names the variant.
-top_target() {
-  local primary="$1" n="$2" base="$WORK/target-$1" dir="$WORK/target-$1-top$2"
-  [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "matrix.sh: TOP=$n is not a positive number of hypotheses" >&2; exit 2; }
-  [ -d "$dir/.git" ] && return 0
+# A variant of target-PRIMARY for TOP=N and/or SIM=1, one commit (so command.txt's "target HEAD"
+# line names it), made once: target-PRIMARY[-topN][-sim]. Prints its directory.
+# TOP=N: the config tests the N top-ranked hypotheses as an N-experiment family (slot levels
+# alpha/N instead of alpha/12) and adds FLASH_ATTN_EXT's tiled cases to the checks (the
+# flash-attention recipes rank near the top): what a 2-core machine's time allows for a run with
+# research. SIM=1: the config's commented `simulate:` line is switched on (sim.sh).
+variant_target() {
+  local primary="$1" n="${TOP:-}" base="$WORK/target-$1" dir="$WORK/target-$1"
+  [ -z "$n" ] || [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "matrix.sh: TOP=$n is not a positive number of hypotheses" >&2; exit 2; }
+  [ -n "$n" ] && dir="$dir-top$n"
+  [ -n "${SIM:-}" ] && dir="$dir-sim"
+  [ "$dir" = "$base" ] && { echo "$dir"; return 0; }
+  [ -d "$dir/.git" ] && { echo "$dir"; return 0; }
   [ -d "$base/.git" ] || { echo "matrix.sh: run '$0 setup' first ($base missing)" >&2; exit 2; }
   git clone -q "$base" "$dir"
-  local cfg="$dir/.github/autoresearch.yml"
-  sed -i -e "s/^  max_hypotheses: [0-9][0-9]*\$/  max_hypotheses: $n/" \
-         -e "s/max_experiments: [0-9][0-9]*,/max_experiments: $n,/" \
-         -e 's/^\(  build\/bin\/test-backend-ops test -b CPU -o \$op 2>&1 | tail -n 3 || exit 1; done\)$/\1 \&\&\n  build\/bin\/test-backend-ops test -b CPU -o FLASH_ATTN_EXT -p "nb=75," 2>\&1 | tail -n 3/' "$cfg"
-  grep -q "^  max_hypotheses: $n\$" "$cfg" && grep -q "max_experiments: $n," "$cfg" && grep -q '^  build/bin/test-backend-ops test -b CPU -o FLASH_ATTN_EXT -p "nb=75,"' "$cfg" || {
-    rm -rf "$dir"; echo "matrix.sh: could not narrow $cfg to TOP=$n (the example's config changed?)" >&2; exit 2; }
-  git -C "$dir" -c user.email=matrix@autoresearch -c user.name=matrix commit -qam \
-    "autoresearch: the $n top-ranked hypotheses, a $n-experiment family, and FLASH_ATTN_EXT's tiled cases in the checks"
+  local cfg="$dir/.github/autoresearch.yml" what=()
+  if [ -n "$n" ]; then
+    sed -i -e "s/^  max_hypotheses: [0-9][0-9]*\$/  max_hypotheses: $n/" \
+           -e "s/max_experiments: [0-9][0-9]*,/max_experiments: $n,/" \
+           -e 's/^\(  build\/bin\/test-backend-ops test -b CPU -o \$op 2>&1 | tail -n 3 || exit 1; done\)$/\1 \&\&\n  build\/bin\/test-backend-ops test -b CPU -o FLASH_ATTN_EXT -p "nb=75,"/' "$cfg"
+    grep -q "^  max_hypotheses: $n\$" "$cfg" && grep -q "max_experiments: $n," "$cfg" && grep -q '^  build/bin/test-backend-ops test -b CPU -o FLASH_ATTN_EXT -p "nb=75,"' "$cfg" || {
+      rm -rf "$dir"; echo "matrix.sh: could not narrow $cfg to TOP=$n (the example's config changed?)" >&2; exit 2; }
+    what+=("the $n top-ranked hypotheses, a $n-experiment family, and FLASH_ATTN_EXT's tiled cases in the checks")
+  fi
+  if [ -n "${SIM:-}" ]; then
+    sed -i -e 's/^# simulate: {/simulate: {/' "$cfg"
+    grep -q '^simulate: {command: bash .github/autoresearch/sim.sh run' "$cfg" || {
+      rm -rf "$dir"; echo "matrix.sh: could not switch on simulate: in $cfg (the example's config changed?)" >&2; exit 2; }
+    what+=("the deterministic yardstick (simulate: sim.sh)")
+  fi
+  local msg
+  msg="$(printf '%s; ' "${what[@]}")"
+  git -C "$dir" -c user.email=matrix@autoresearch -c user.name=matrix commit -qam "autoresearch: ${msg%; }"
+  echo "$dir"
 }
 
 # The example's build (autoresearch.yml) uses cmake, Ninja and ccache; say so before a run fails on it.
@@ -154,29 +181,33 @@ setup() {
 import sys
 sys.path.insert(0, sys.argv[1] + "/tests/kernels")
 import llama_ab
-for shape, layers in (("tinyllama", 22), ("qwen3", 28), ("gemma3", 4)):
+for shape, layers in (("tinyllama", 22), ("qwen3", 28), ("gemma3", 4), ("tinyllama", 2), ("qwen3", 2)):
     print(llama_ab.make_shape(shape, layers))
 PY
 }
 
-# run_cell NAME MODEL THREADS PRIMARY [autoresearch args...]
+# run_cell NAME MODEL THREADS PRIMARY SIM_MODEL [autoresearch args...]
 run_cell() {
-  local name="$1" model="$2" threads="$3" primary="$4"
-  shift 4
+  local name="$1${SIM:+-sim}" model="$2" threads="$3" primary="$4" sim_model="$5"
+  shift 5
   local suffix
   suffix="$(isa)"
   local target="$WORK/target-$primary" out="$WORK/runs/$name-$suffix" dest="$STAGE/$name-$suffix"
   need_tools
   [ -d "$target/.git" ] || { echo "matrix.sh: run '$0 setup' first ($target missing)" >&2; exit 2; }
-  if [ -n "${TOP:-}" ]; then top_target "$primary" "$TOP"; target="$WORK/target-$primary-top$TOP"; fi
+  target="$(variant_target "$primary")"
   [ -f "$model" ] || { echo "matrix.sh: model $model missing; run '$0 setup'" >&2; exit 2; }
+  if [ -n "${SIM:-}" ]; then
+    [ -n "$sim_model" ] && [ -f "$sim_model" ] || { echo "matrix.sh: SIM=1 needs the reduced model ${sim_model:-of this shape}; run '$0 setup'" >&2; exit 2; }
+    export AUTORESEARCH_SIM_MODEL="$sim_model"
+  fi
   rm -rf "$dest"          # a staged folder holds one run's files, never a mix of two runs'
   mkdir -p "$dest"
   local cmd=(nice -n 10 "$AR" run "$target" --out "$out" "$@") tg=on
   [ "$primary" = pp512only ] && tg=off
   {
     echo "# $(date -u +%Y-%m-%dT%H:%MZ) on $(machine_line)"
-    echo "${TOP:+TOP=$TOP }AUTORESEARCH_MODEL=$model AUTORESEARCH_THREADS=$threads AUTORESEARCH_TG=$tg AUTORESEARCH_CFLAGS='${AUTORESEARCH_CFLAGS:-}' ${cmd[*]}"
+    echo "${TOP:+TOP=$TOP }${SIM:+SIM=1 AUTORESEARCH_SIM_MODEL=$sim_model }AUTORESEARCH_MODEL=$model AUTORESEARCH_THREADS=$threads AUTORESEARCH_TG=$tg AUTORESEARCH_CFLAGS='${AUTORESEARCH_CFLAGS:-}' ${cmd[*]}"
     echo "# target HEAD: $(git -C "$target" log -1 --format='%h %s')"
   } > "$dest/command.txt"
   local started=$SECONDS rc=0
@@ -195,13 +226,19 @@ run_cell() {
 # publish CELL: a finished run's staged folder (exit 0, with pr.md and summary.json) replaces
 # results/<cell>-<isa>/ whole, so a committed folder never mixes files of two runs.
 publish() {
-  local cell="$1" suffix
+  local cell="$1${SIM:+-sim}" suffix
   suffix="$(isa)"
   local src="$STAGE/$cell-$suffix" dest="$PUBLISHED/$cell-$suffix"
   [ -d "$src" ] || { echo "matrix.sh: nothing staged for $cell on $suffix ($src); run '$0 run $cell' first" >&2; exit 2; }
   grep -q '^# exit 0 ' "$src/command.txt" 2>/dev/null && [ -f "$src/pr.md" ] && [ -f "$src/summary.json" ] || {
     echo "matrix.sh: $src is not a finished run (needs '# exit 0' in command.txt, pr.md and summary.json); not published" >&2; exit 2; }
-  rm -rf "$dest.tmp" && cp -r "$src" "$dest.tmp" && rm -rf "$dest" && mv "$dest.tmp" "$dest"
+  # one step at a time: under `set -e` a failure inside an && list would not stop the script, and
+  # "published" would be printed for a copy that never happened (a RESULTS folder that did not exist)
+  mkdir -p "$PUBLISHED"
+  rm -rf "$dest.tmp"
+  cp -r "$src" "$dest.tmp"
+  rm -rf "$dest"
+  mv "$dest.tmp" "$dest"
   echo "published $dest"
 }
 
@@ -258,12 +295,12 @@ case "${1:-}" in
     IFS=- read -r m t p <<< "$cell"
     [ -n "${MODEL[$m]:-}" ] && [[ "$t" =~ ^t[0-9]+$ ]] && [[ "$p" =~ ^(pp512|tg128|pp512only)$ ]] || {
       echo "matrix.sh: unknown cell '$cell' (see '$0 cells')" >&2; exit 2; }
-    run_cell "$cell" "${MODEL[$m]}" "${t#t}" "$p" "$@" ;;
+    run_cell "$cell" "${MODEL[$m]}" "${t#t}" "$p" "${SIM_MODEL[$m]:-}" "$@" ;;
   all)
     shift
     for c in $(cells); do "$0" run "$c" "$@" || echo "cell $c exited non-zero; continuing" >&2; done ;;
   smoke)
     shift
-    run_cell "smoke-gemma3-4L-t1" "${MODEL[gemma3-4L]}" 1 pp512 --repeats 3 "$@" ;;
+    run_cell "smoke-gemma3-4L-t1" "${MODEL[gemma3-4L]}" 1 pp512 "" --repeats 3 "$@" ;;
   *) sed -n '2,30p' "$0"; exit 2 ;;
 esac

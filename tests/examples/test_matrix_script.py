@@ -168,6 +168,34 @@ def test_top_runs_a_committed_variant_of_the_target_that_tests_the_n_top_ranked_
     assert wrong.returncode == 2 and "TOP=two is not a positive number" in wrong.stderr
 
 
+def test_sim_runs_a_committed_variant_with_the_yardstick_and_stages_it_apart(tmp_path):
+    from jobs.config import parse_config
+    env = setup_env(tmp_path)
+    shipped = (ROOT / "examples" / "llama.cpp" / "autoresearch.yml").read_text()
+    assert parse_config(shipped).simulate is None                          # off unless asked for
+    target = tmp_path / "cache" / "matrix" / "target-pp512only"
+    subprocess.run(["rm", "-rf", str(target)], check=True)
+    make_repo(target, {".github/autoresearch.yml": shipped})
+
+    missing = sh({**env, "SIM": "1"}, "run", "qwen3-t2-pp512only")
+    assert missing.returncode == 2 and "needs the reduced model" in missing.stderr, missing.stderr
+    (tmp_path / "cache" / "models" / "synthetic-qwen3-2L-q4_0.gguf").write_bytes(b"GGUF")
+    done = sh({**env, "SIM": "1", "TOP": "3"}, "run", "qwen3-t2-pp512only")
+    assert done.returncode == 0, done.stderr
+    variant = tmp_path / "cache" / "matrix" / "target-pp512only-top3-sim"
+    config = parse_config((variant / ".github" / "autoresearch.yml").read_text())
+    assert config.simulate.command == "bash .github/autoresearch/sim.sh run" and config.simulate.separate_build
+    assert config.research.max_hypotheses == 3 and "AUTORESEARCH_SIM_MODEL" in config.sandbox.env
+    log = subprocess.run(["git", "-C", str(variant), "log", "-1", "--format=%s"], capture_output=True, text=True)
+    assert "deterministic yardstick" in log.stdout and "3 top-ranked" in log.stdout
+    staged = tmp_path / "cache" / "matrix" / "results" / f"qwen3-t2-pp512only-sim-{machine_facts()['isa']}"
+    line = (staged / "command.txt").read_text().splitlines()[1]
+    assert line.startswith("TOP=3 SIM=1 AUTORESEARCH_SIM_MODEL=") and "synthetic-qwen3-2L-q4_0.gguf" in line
+    assert sh({**env, "SIM": "1"}, "publish", "qwen3-t2-pp512only").returncode == 0
+    assert (tmp_path / "published" / staged.name / "pr.md").exists()
+    assert sh({**env, "SIM": "yes"}, "cells").returncode == 2
+
+
 def test_setup_says_how_to_get_gguf_before_copying_anything(tmp_path):
     env = setup_env(tmp_path)
     no_gguf = tmp_path / "bin" / "python-without-gguf"

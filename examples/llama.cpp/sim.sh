@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The deterministic yardstick's side of the llama.cpp contract (autoresearch.yml `simulate:`).
+#
+#   sim.sh build   (the build command's last step) builds build-sim/bin/llama-bench for Valgrind,
+#                  only when AUTORESEARCH_SIM_MODEL is set; otherwise it does nothing
+#   sim.sh run     (simulate.command) one llama-bench process on the reduced model, which
+#                  autoresearch runs once per arm under cachegrind and counts
+#
+# Why a build of its own: the measured build is -march=native, and on an AVX-512 machine its code
+# uses AVX-512 everywhere (the compiler vectorises generic loops with it too); Valgrind 3.19 has no
+# AVX-512 and stops such a binary with SIGILL. build-sim is the same tree with ggml's AVX2 switches
+# (AVX, AVX2, FMA, F16C, BMI2; no AVX-512, no AVX-VNNI), which Valgrind runs, so the yardstick
+# counts the AVX2 path of every kernel: a gain only the 512-bit path has is invisible to it, which
+# is why the config says `separate_build: true` (such a win is then discarded as unseen, never kept
+# and never called invalid). The AVX2 paths are those an AVX2-only machine runs.
+#
+# Variables (the config's sandbox.env passes them):
+#   AUTORESEARCH_SIM_MODEL   the reduced model (e.g. 2 layers of the benchmark model's shape)
+#   AUTORESEARCH_SIM_PROMPT  prompt tokens (default 64: one Q tile of the flash-attention path, and
+#                            ~30 s per arm under cachegrind for a 2-layer Qwen3 shape)
+#   AUTORESEARCH_FA          -fa, as for bench.sh (default auto)
+#   AUTORESEARCH_CCACHE_DIR  the ccache directory, as for the build
+# One thread always: ggml's thread pool spins while it waits, and under Valgrind (which runs threads
+# one at a time) the spin count would differ from run to run; one thread counts the same every time.
+set -euo pipefail
+
+BIN=build-sim/bin/llama-bench
+
+case "${1:-}" in
+  build)
+    [ -n "${AUTORESEARCH_SIM_MODEL:-}" ] || exit 0
+    [ "$(uname -m)" = x86_64 ] || {
+      echo "sim.sh: the yardstick build is defined for x86-64 (an AVX2 copy); on $(uname -m) unset AUTORESEARCH_SIM_MODEL and remove simulate: from the config" >&2
+      exit 3; }
+    export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+    export CCACHE_DIR="${AUTORESEARCH_CCACHE_DIR:-$HOME/.cache/autoresearch/ccache}"
+    off=(-DGGML_SSE42=OFF -DGGML_AVX=OFF -DGGML_AVX2=OFF -DGGML_BMI2=OFF -DGGML_FMA=OFF -DGGML_F16C=OFF
+         -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF)
+    # -DCMAKE_C_FLAGS= explicitly: no flag of the environment (CFLAGS) changes what is counted
+    cmake -S . -B build-sim -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF "${off[@]}" \
+      -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_BMI2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+      -DCMAKE_C_FLAGS= -DCMAKE_CXX_FLAGS= \
+      -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=ON \
+      -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DBUILD_SHARED_LIBS=OFF \
+      -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache > /dev/null
+    cmake --build build-sim -j 2 --target llama-bench
+    ;;
+  run)
+    MODEL="${AUTORESEARCH_SIM_MODEL:-}"
+    [ -n "$MODEL" ] || { echo "sim.sh: AUTORESEARCH_SIM_MODEL is not set (the reduced model for simulate:)" >&2; exit 3; }
+    [ -f "$MODEL" ] || { echo "sim.sh: model $MODEL not found (AUTORESEARCH_SIM_MODEL)" >&2; exit 3; }
+    [ -x "$BIN" ] || { echo "sim.sh: $BIN not found: the build runs 'sim.sh build' only when AUTORESEARCH_SIM_MODEL is set" >&2; exit 3; }
+    PROMPT="${AUTORESEARCH_SIM_PROMPT:-64}"
+    [[ "$PROMPT" =~ ^[1-9][0-9]*$ ]] || { echo "sim.sh: AUTORESEARCH_SIM_PROMPT must be a positive number (got '$PROMPT')" >&2; exit 3; }
+    exec "$BIN" -m "$MODEL" -p "$PROMPT" -n 0 -r 1 -t 1 -fa "${AUTORESEARCH_FA:-auto}" -o json
+    ;;
+  *)
+    echo "usage: sim.sh build|run (see the comment at the top)" >&2
+    exit 2
+    ;;
+esac
