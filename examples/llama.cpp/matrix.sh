@@ -33,7 +33,8 @@
 # crashes set it to "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"). Runs are niced (shared machine).
 # SIM=1: the cell runs on a variant of its target whose config declares the example's `simulate:`
 # yardstick (sim.sh: an AVX2 copy of llama-bench, one process per arm under cachegrind, pp64 on a
-# 2-layer model of the cell's shape, -t 1), with AUTORESEARCH_SIM_MODEL set to that model.
+# 2-layer model of the cell's shape, -t 1; tg128 cells generate 16 tokens instead:
+# AUTORESEARCH_SIM_GEN=16), with AUTORESEARCH_SIM_MODEL set to that model.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -42,7 +43,7 @@ CACHE="${AUTORESEARCH_CACHE_ROOT:-${AUTORESEARCH_CACHE:-${XDG_CACHE_HOME:-$HOME/
 export AUTORESEARCH_CACHE_ROOT="$CACHE"     # llama_ab.py's models and the run's sandbox agree on it
 # The variables the example's config asks for (sandbox.env): the operator (whoever runs this script)
 # allows them, since target code gets a variable only when both ask and allow (jobs/operator.py).
-export AUTORESEARCH_SANDBOX_ENV="${AUTORESEARCH_SANDBOX_ENV:-AUTORESEARCH_MODEL,AUTORESEARCH_THREADS,AUTORESEARCH_FA,AUTORESEARCH_TG,AUTORESEARCH_LLAMA_BENCH,AUTORESEARCH_CCACHE_DIR,AUTORESEARCH_CFLAGS,AUTORESEARCH_SIM_MODEL,AUTORESEARCH_SIM_PROMPT}"
+export AUTORESEARCH_SANDBOX_ENV="${AUTORESEARCH_SANDBOX_ENV:-AUTORESEARCH_MODEL,AUTORESEARCH_THREADS,AUTORESEARCH_FA,AUTORESEARCH_TG,AUTORESEARCH_LLAMA_BENCH,AUTORESEARCH_CCACHE_DIR,AUTORESEARCH_CFLAGS,AUTORESEARCH_SIM_MODEL,AUTORESEARCH_SIM_PROMPT,AUTORESEARCH_SIM_GEN}"
 WORK="${WORK:-$CACHE/matrix}"
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
 AR="${AUTORESEARCH:-$(command -v autoresearch || echo "$ROOT/.venv/bin/autoresearch")}"
@@ -200,6 +201,8 @@ run_cell() {
   if [ -n "${SIM:-}" ]; then
     [ -n "$sim_model" ] && [ -f "$sim_model" ] || { echo "matrix.sh: SIM=1 needs the reduced model ${sim_model:-of this shape}; run '$0 setup'" >&2; exit 2; }
     export AUTORESEARCH_SIM_MODEL="$sim_model"
+    # a tg128 cell's yardstick generates (the matrix-vector path), a prompt cell's processes a prompt
+    if [ "$primary" = tg128 ]; then export AUTORESEARCH_SIM_GEN=16; else unset AUTORESEARCH_SIM_GEN; fi
   fi
   rm -rf "$dest"          # a staged folder holds one run's files, never a mix of two runs'
   mkdir -p "$dest"
@@ -207,7 +210,7 @@ run_cell() {
   [ "$primary" = pp512only ] && tg=off
   {
     echo "# $(date -u +%Y-%m-%dT%H:%MZ) on $(machine_line)"
-    echo "${TOP:+TOP=$TOP }${SIM:+SIM=1 AUTORESEARCH_SIM_MODEL=$sim_model }AUTORESEARCH_MODEL=$model AUTORESEARCH_THREADS=$threads AUTORESEARCH_TG=$tg AUTORESEARCH_CFLAGS='${AUTORESEARCH_CFLAGS:-}' ${cmd[*]}"
+    echo "${TOP:+TOP=$TOP }${SIM:+SIM=1 AUTORESEARCH_SIM_MODEL=$sim_model ${AUTORESEARCH_SIM_GEN:+AUTORESEARCH_SIM_GEN=$AUTORESEARCH_SIM_GEN }}AUTORESEARCH_MODEL=$model AUTORESEARCH_THREADS=$threads AUTORESEARCH_TG=$tg AUTORESEARCH_CFLAGS='${AUTORESEARCH_CFLAGS:-}' ${cmd[*]}"
     echo "# target HEAD: $(git -C "$target" log -1 --format='%h %s')"
   } > "$dest/command.txt"
   local started=$SECONDS rc=0

@@ -18,6 +18,8 @@
 #   AUTORESEARCH_SIM_MODEL   the reduced model (e.g. 2 layers of the benchmark model's shape)
 #   AUTORESEARCH_SIM_PROMPT  prompt tokens (default 64: one Q tile of the flash-attention path, and
 #                            ~30 s per arm under cachegrind for a 2-layer Qwen3 shape)
+#   AUTORESEARCH_SIM_GEN     generated tokens instead of a prompt (e.g. 16, for a config whose primary
+#                            metric is tg128: one token at a time, the matrix-vector path); default 0
 #   AUTORESEARCH_FA          -fa, as for bench.sh (default auto)
 #   AUTORESEARCH_CCACHE_DIR  the ccache directory, as for the build
 # One thread always: ggml's thread pool spins while it waits, and under Valgrind (which runs threads
@@ -50,9 +52,11 @@ case "${1:-}" in
     [ -n "$MODEL" ] || { echo "sim.sh: AUTORESEARCH_SIM_MODEL is not set (the reduced model for simulate:)" >&2; exit 3; }
     [ -f "$MODEL" ] || { echo "sim.sh: model $MODEL not found (AUTORESEARCH_SIM_MODEL)" >&2; exit 3; }
     [ -x "$BIN" ] || { echo "sim.sh: $BIN not found: the build runs 'sim.sh build' only when AUTORESEARCH_SIM_MODEL is set" >&2; exit 3; }
-    PROMPT="${AUTORESEARCH_SIM_PROMPT:-64}"
+    PROMPT="${AUTORESEARCH_SIM_PROMPT:-64}" GEN="${AUTORESEARCH_SIM_GEN:-0}"
     [[ "$PROMPT" =~ ^[1-9][0-9]*$ ]] || { echo "sim.sh: AUTORESEARCH_SIM_PROMPT must be a positive number (got '$PROMPT')" >&2; exit 3; }
-    exec "$BIN" -m "$MODEL" -p "$PROMPT" -n 0 -r 1 -t 1 -fa "${AUTORESEARCH_FA:-auto}" -o json
+    [[ "$GEN" =~ ^[0-9]+$ ]] || { echo "sim.sh: AUTORESEARCH_SIM_GEN must be a number of tokens (got '$GEN')" >&2; exit 3; }
+    [ "$GEN" -gt 0 ] && PROMPT=0      # generation alone: llama-bench's tgN test has no prompt
+    exec "$BIN" -m "$MODEL" -p "$PROMPT" -n "$GEN" -r 1 -t 1 -fa "${AUTORESEARCH_FA:-auto}" -o json
     ;;
   *)
     echo "usage: sim.sh build|run (see the comment at the top)" >&2

@@ -49,3 +49,6 @@ def test_run_is_one_single_threaded_prompt_process_on_the_avx2_copy(tmp_path):
                                                          "-t", "1", "-fa", "auto", "-o", "json"]
     bad = sim(tmp_path, "run", AUTORESEARCH_SIM_MODEL=str(model), AUTORESEARCH_SIM_PROMPT="64; rm -rf /")
     assert bad.returncode == 3 and "positive number" in bad.stderr
+    tg = sim(tmp_path, "run", AUTORESEARCH_SIM_MODEL=str(model), AUTORESEARCH_SIM_GEN="16")
+    assert tg.returncode == 0 and (tmp_path / "called").read_text().split()[2:6] == ["-p", "0", "-n", "16"]
+    assert sim(tmp_path, "run", AUTORESEARCH_SIM_MODEL=str(model), AUTORESEARCH_SIM_GEN="x").returncode == 3

@@ -191,6 +191,7 @@ def test_sim_runs_a_committed_variant_with_the_yardstick_and_stages_it_apart(tmp
     staged = tmp_path / "cache" / "matrix" / "results" / f"qwen3-t2-pp512only-sim-{machine_facts()['isa']}"
     line = (staged / "command.txt").read_text().splitlines()[1]
     assert line.startswith("TOP=3 SIM=1 AUTORESEARCH_SIM_MODEL=") and "synthetic-qwen3-2L-q4_0.gguf" in line
+    assert "AUTORESEARCH_SIM_GEN" not in line          # a prompt cell's yardstick processes a prompt
     assert sh({**env, "SIM": "1"}, "publish", "qwen3-t2-pp512only").returncode == 0
     assert (tmp_path / "published" / staged.name / "pr.md").exists()
     assert sh({**env, "SIM": "yes"}, "cells").returncode == 2
