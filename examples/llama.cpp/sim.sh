@@ -17,7 +17,7 @@
 # Variables (the config's sandbox.env passes them):
 #   AUTORESEARCH_SIM_MODEL   the reduced model (e.g. 2 layers of the benchmark model's shape)
 #   AUTORESEARCH_SIM_PROMPT  prompt tokens (default 64: one Q tile of the flash-attention path, and
-#                            ~30 s per arm under cachegrind for a 2-layer Qwen3 shape)
+#                            13-30 s per arm under cachegrind for a 2-layer Qwen3 shape)
 #   AUTORESEARCH_SIM_GEN     generated tokens instead of a prompt (e.g. 16, for a config whose primary
 #                            metric is tg128: one token at a time, the matrix-vector path); default 0
 #   AUTORESEARCH_FA          -fa, as for bench.sh (default auto)
