@@ -84,6 +84,19 @@ def test_each_kept_commit_shows_its_files_hypothesis_and_evidence():
     assert "**Look at this one:** it edits paths named like benchmark or test code (`bench/bench.c`)" in section
 
 
+def test_a_commit_the_yardstick_decided_shows_its_simulated_change_not_too_few_pairs():
+    from jobs.report_review import hypothesis_line
+    alone = {"metrics": [dict(name="pp512", delta_pct=4.6, ci_low_pct=None, ci_high_pct=None, alpha=0.0081)],
+             "runner": {"simulated": {"delta_pct": -0.6, "floor_pct": 0.5},
+                        "wall_guard": {"lo_pct": -3.7, "hi_pct": 6.8, "alpha": 0.05, "pairs": 7}}}
+    line = hypothesis_line(None, alone, "pp512")
+    assert line == ("alone: simulated cycles -0.60% (floor 0.5%); wall clock beside it pp512 +4.6%, interval "
+                    "-3.7%…+6.8% (0.05, 7 pairs)"), line
+    assert "too few pairs" not in line
+    plain = hypothesis_line(None, {"metrics": alone["metrics"]}, "pp512")
+    assert plain == "alone: pp512 +4.6%, interval unbounded (0.0081): too few pairs at this level"
+
+
 def test_yardstick_like_paths():
     from jobs.report_review import yardstick_like
     files = ["bench/bench.c", "src/ops.c", "tests/test_ops.c", "ggml/src/ggml-cpu/ops.cpp", "benchmark.py",
