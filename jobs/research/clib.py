@@ -144,7 +144,13 @@ def hot_function_hypotheses(prof: CallProfile, editable: list[str], notes: list[
     library) is named in a note, since no patch may change it."""
     out = []
     hot = [s for s in prof.functions if s.share >= min_share]
-    elsewhere = [s for s in hot if not editable_spot(s, editable)]
+    # a function whose file callgrind could not name (a build without -g) is not known to be elsewhere
+    unknown = [s for s in hot if not s.first_line or s.first_line.startswith("???")]
+    elsewhere = [s for s in hot if s not in unknown and not editable_spot(s, editable)]
+    if unknown:
+        notes.append("hot functions whose source file the profile cannot name (the build has no debug info; "
+                     "`simulate.profile_flags` with -g gives file:line), so not proposed: " + ", ".join(
+                         f"{s.function} {100 * s.share:.1f}%" for s in unknown))
     if elsewhere:
         notes.append("hot functions outside the editable paths (not proposed): " + ", ".join(
             f"{s.function} ({s.first_line or '?'}) {100 * s.share:.1f}%" for s in elsewhere))

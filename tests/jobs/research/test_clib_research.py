@@ -139,6 +139,16 @@ def test_hot_functions_become_leads_with_an_amdahl_bound_only_when_editable():
     assert hot_function_hypotheses(prof, ["lib/**"], notes) == [] and "outside the editable paths" in notes[-1]
 
 
+def test_a_hot_function_without_debug_info_is_not_called_outside_the_editable_paths():
+    # llama.cpp's yardstick build is Release without -g: callgrind names the function but not its file
+    prof = parse(CALLGRIND.replace("fl=/tmp/x/t.c", "fl=???"), root="/tmp/x")
+    assert prof.functions[0].first_line.startswith("???")
+    notes: list[str] = []
+    assert hot_function_hypotheses(prof, ["t.c"], notes) == []
+    assert len(notes) == 1 and "cannot name" in notes[0] and "-g" in notes[0] and "hot " in notes[0]
+    assert "outside the editable paths" not in notes[0]
+
+
 def test_build_option_patches_apply(tmp_path):
     tree = tmp_path / "t"
     tree.mkdir()
