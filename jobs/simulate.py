@@ -205,7 +205,7 @@ def judge_yardstick(raw, config, plan, floor: float, guard: Guard):
     """The experiment's status when the target declares `simulate` (see the module docstring)."""
     from .model import Status
     from .sequential import adjusted
-    from .verdict import Judgement, baseline_check, judge, metric_pairs, runner_view
+    from .verdict import BaselineSanity, Judgement, baseline_check, judge, metric_pairs, runner_view
     if raw.status == "ok" and raw.stopped == "identical":
         n = len(raw.artifacts.get("files", []))
         return Judgement(Status.DISCARD, f"no change in the binary: the {n} declared build output(s) are "
@@ -215,7 +215,7 @@ def judge_yardstick(raw, config, plan, floor: float, guard: Guard):
     # values) still run, and the guard confirms nothing.
     check = baseline_check(raw, config) if raw.status == "ok" else None
     noisy = check.text if check is not None and check.machine_load else ""
-    wall = judge(raw, config, plan, baseline_checked=not noisy)
+    wall = judge(raw, config, plan, baseline=BaselineSanity() if noisy else check)
     if raw.status != "ok" or wall.status in (Status.NOISE, Status.INVALID, Status.CRASH):
         return wall
     sim = compare(raw.simulated)
@@ -238,16 +238,16 @@ def judge_yardstick(raw, config, plan, floor: float, guard: Guard):
         view["wall_guard"]["noisy"] = True
     claim_lo = wall_interval(y, s, guard.claim_alpha)[0] if len(y) >= 2 else -100.0
     claims = main is not None and (main.verdict == "win" or claim_lo > 0)
-    if claims and abs(sim.delta_pct) < floor and config.simulate.separate_build:
-        # The workload ran a build of its own (another ISA): the win may be on a path only the
-        # measured build runs. Not kept (the yardstick does not see it), and not called a cheat.
-        return Judgement(Status.DISCARD, f"unseen by the yardstick: the benchmark measured {primary.name} "
-                         f"{main.delta_pct:+.1f}% (its interval excludes 0 at the keep level {guard.claim_alpha:.3g}) "
-                         f"but the {simtext} did not move, and the simulated workload runs a build of its own "
-                         "(simulate.separate_build), so the gain may be on a path only the measured build has; "
-                         "judge such a change on the wall clock alone, without `simulate`", wall.metrics, wall.flags,
-                         view)
     if claims and abs(sim.delta_pct) < floor:
+        if config.simulate.separate_build:
+            # The workload ran a build of its own (another ISA): the win may be on a path only the
+            # measured build runs. Not kept (the yardstick does not see it), and not called a cheat.
+            return Judgement(Status.DISCARD, f"unseen by the yardstick: the benchmark measured {primary.name} "
+                             f"{main.delta_pct:+.1f}% (its interval excludes 0 at the keep level "
+                             f"{guard.claim_alpha:.3g}) but the {simtext} did not move, and the simulated workload "
+                             "runs a build of its own (simulate.separate_build), so the gain may be on a path only "
+                             "the measured build has; judge such a change on the wall clock alone, without "
+                             "`simulate`", wall.metrics, wall.flags, view)
         return Judgement(Status.INVALID, f"the benchmark claims {primary.name} {main.delta_pct:+.1f}% (its "
                          f"interval excludes 0 at the keep level {guard.claim_alpha:.3g}) but the {simtext} did not "
                          "move: the work it claims to save is still done. A gain the model cannot see (instruction "
@@ -275,6 +275,12 @@ def judge_yardstick(raw, config, plan, floor: float, guard: Guard):
         return Judgement(Status.DISCARD, f"slower: {simtext}; {walltext}", wall.metrics, wall.flags, view)
     return Judgement(Status.DISCARD, f"no change in simulated cycles: {simtext}; {walltext}", wall.metrics,
                      wall.flags, view)
+
+
+def guard_interval(g: dict) -> str:
+    """A result's wall-clock guard interval (`runner.wall_guard`) as `-3.7%…+6.8%` (`+inf` when unbounded)."""
+    hi = g.get("hi_pct")
+    return f"{g.get('lo_pct', -100):+.1f}%…{'+inf' if hi is None or hi == math.inf else f'{hi:+.1f}%'}"
 
 
 def render_section(summary: RunSummary) -> list[str]:
@@ -311,10 +317,8 @@ def render_section(summary: RunSummary) -> list[str]:
             sim = e["runner"]["simulated"]
             g = e["runner"].get("wall_guard") or {}
             m = next((m for m in e.get("metrics", []) if m["name"] == primary), None)
-            hi = g.get("hi_pct")
-            wall = (f"{m['delta_pct']:+.1f}%, {g.get('lo_pct', -100):+.1f}%…"
-                    f"{'+inf' if hi is None or hi == math.inf else f'{hi:+.1f}%'} ({g.get('alpha', 0):g}), "
-                    f"{g.get('pairs', 0)}" if m else "—")
+            wall = (f"{m['delta_pct']:+.1f}%, {guard_interval(g)} ({g.get('alpha', 0):g}), {g.get('pairs', 0)}"
+                    if m else "—")
             out.append(f"| {e['name']} | {e['platform']} | {sim['base_cycles']:,} → {sim['head_cycles']:,} | "
                        f"{sim['delta_pct']:+.3f}% ({sim['floor_pct']:.2g}%) | {wall} | {e['status']} |")
         out.append("")
@@ -332,10 +336,8 @@ def headline(summary: RunSummary) -> list[str]:
             continue
         g = st["runner"].get("wall_guard") or {}
         m = next((m for m in st.get("metrics", []) if m["name"] == summary.primary), None)
-        hi = g.get("hi_pct")
-        wall = (f"{summary.primary} {m['delta_pct']:+.1f}%, interval {g.get('lo_pct', -100):+.1f}%…"
-                f"{'+inf' if hi is None or hi == math.inf else f'{hi:+.1f}%'} at level {g.get('alpha', 0):g} over "
-                f"{g.get('pairs', 0)} pairs" if m else "no pairs")
+        wall = (f"{summary.primary} {m['delta_pct']:+.1f}%, interval {guard_interval(g)} at level "
+                f"{g.get('alpha', 0):g} over {g.get('pairs', 0)} pairs" if m else "no pairs")
         out.append(f"{len(kept)} optimization(s) kept ({', '.join(kept)}), decided by the deterministic yardstick "
                    f"on {platform}: **simulated cycles {sim['delta_pct']:+.2f}%** (floor {sim['floor_pct']:.2g}%). "
                    f"Wall clock beside it: {wall}, which "

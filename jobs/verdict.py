@@ -210,14 +210,16 @@ def runner_view(raw: RawResult) -> dict:
             "cpu_base_s": med("A", "cpu_s"), "cpu_head_s": med("B", "cpu_s"), "steps": dict(raw.steps)}
 
 
-def judge(raw: RawResult, config: TargetConfig, plan: VerdictPlan, *, baseline_checked: bool = True) -> Judgement:
-    """The wall-clock verdict. `baseline_checked=False` skips only the baseline's sanity check (the
-    yardstick's guard on a busy machine, jobs/simulate.py); every check of the candidate still runs."""
+def judge(raw: RawResult, config: TargetConfig, plan: VerdictPlan, *,
+          baseline: BaselineSanity | None = None) -> Judgement:
+    """The wall-clock verdict. `baseline`: the baseline's sanity check when the caller has already
+    made it (jobs/simulate.py, which passes a passing one to skip it on a busy machine: the yardstick's
+    guard); every check of the candidate still runs."""
     if raw.status != "ok":
         return Judgement(Status(raw.status), raw.reason, runner=runner_view(raw))
     view = runner_view(raw)
     primary = config.primary
-    insane = baseline_check(raw, config).text if baseline_checked else ""
+    insane = (baseline or baseline_check(raw, config)).text
     if insane:
         return Judgement(Status.NOISE, insane, runner=view)
     carried = carry_over(raw, primary.name, primary.direction)
