@@ -5,6 +5,10 @@
 #                  only when AUTORESEARCH_SIM_MODEL is set; otherwise it does nothing
 #   sim.sh run     (simulate.command) one llama-bench process on the reduced model, which
 #                  autoresearch runs once per arm under cachegrind and counts
+#   sim.sh checks OP...  (the checks' first step) test-backend-ops of build-sim on these ops, only
+#                  when AUTORESEARCH_SIM_MODEL is set: the yardstick counts build-sim, so its AVX2
+#                  kernels must pass the checks too, or a candidate could skip work on the AVX2 path
+#                  alone (`#if !defined(__AVX512F__)`), be counted as faster and never be checked
 #
 # Why a build of its own: the measured build is -march=native, and on an AVX-512 machine its code
 # uses AVX-512 everywhere (the compiler vectorises generic loops with it too); Valgrind 3.19 has no
@@ -42,7 +46,7 @@ case "${1:-}" in
     cmake -S . -B build-sim -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF "${off[@]}" \
       -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_BMI2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
       -DCMAKE_C_FLAGS= -DCMAKE_CXX_FLAGS= \
-      -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=ON \
+      -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_TOOLS=ON \
       -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DBUILD_SHARED_LIBS=OFF \
       -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache > /dev/null
     cmake --build build-sim -j 2 --target llama-bench
@@ -58,8 +62,21 @@ case "${1:-}" in
     [ "$GEN" -gt 0 ] && PROMPT=0      # generation alone: llama-bench's tgN test has no prompt
     exec "$BIN" -m "$MODEL" -p "$PROMPT" -n "$GEN" -r 1 -t 1 -fa "${AUTORESEARCH_FA:-auto}" -o json
     ;;
+  checks)
+    shift
+    [ -n "${AUTORESEARCH_SIM_MODEL:-}" ] || exit 0
+    [ $# -gt 0 ] || { echo "sim.sh: checks needs the test-backend-ops ops to run (e.g. SOFT_MAX RMS_NORM)" >&2; exit 2; }
+    export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+    export CCACHE_DIR="${AUTORESEARCH_CCACHE_DIR:-$HOME/.cache/autoresearch/ccache}"
+    cmake --build build-sim -j 2 --target test-backend-ops > /dev/null
+    set -o pipefail
+    for op in "$@"; do
+      echo "== build-sim (AVX2 copy): $op"
+      build-sim/bin/test-backend-ops test -b CPU -o "$op" 2>&1 | tail -n 3
+    done
+    ;;
   *)
-    echo "usage: sim.sh build|run (see the comment at the top)" >&2
+    echo "usage: sim.sh build|run|checks OP... (see the comment at the top)" >&2
     exit 2
     ;;
 esac

@@ -52,3 +52,23 @@ def test_run_is_one_single_threaded_prompt_process_on_the_avx2_copy(tmp_path):
     tg = sim(tmp_path, "run", AUTORESEARCH_SIM_MODEL=str(model), AUTORESEARCH_SIM_GEN="16")
     assert tg.returncode == 0 and (tmp_path / "called").read_text().split()[2:6] == ["-p", "0", "-n", "16"]
     assert sim(tmp_path, "run", AUTORESEARCH_SIM_MODEL=str(model), AUTORESEARCH_SIM_GEN="x").returncode == 3
+
+
+def test_checks_run_the_ops_on_the_copy_the_yardstick_counts_and_fail_when_one_fails(tmp_path):
+    # a candidate could skip work on the AVX2 path alone: the copy that is counted must be checked too
+    assert sim(tmp_path, "checks", "SOFT_MAX").returncode == 0          # no yardstick: nothing to check
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "cmake").write_text("#!/bin/sh\nexit 0\n")
+    (tools / "cmake").chmod(0o755)
+    binary = tmp_path / "build-sim" / "bin" / "test-backend-ops"
+    binary.parent.mkdir(parents=True)
+    binary.write_text('#!/bin/sh\necho "$5" >> ran\n[ "$5" != RMS_NORM ] || { echo "1/2 backends passed"; exit 1; }\n')
+    binary.chmod(0o755)
+    env = {"AUTORESEARCH_SIM_MODEL": "m.gguf", "PATH": f"{tools}:{os.environ['PATH']}"}
+    ok = sim(tmp_path, "checks", "SOFT_MAX", "MUL_MAT_VEC_FUSION", **env)
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / "ran").read_text().split() == ["SOFT_MAX", "MUL_MAT_VEC_FUSION"]
+    failed = sim(tmp_path, "checks", "SOFT_MAX", "RMS_NORM", **env)
+    assert failed.returncode != 0 and "1/2 backends passed" in failed.stdout
+    assert sim(tmp_path, "checks", **env).returncode == 2
