@@ -58,6 +58,21 @@ class Calibrating:
                 raise RunError(f"calibration on {ex.platform}: " + "; ".join(result.problems)
                                + ". No verdict would be trustworthy; fix this first.")
             cal = {name: c.to_dict() for name, c in result.metrics.items()}
+            simulated = None
+            if raw.simulated:
+                from .simulate import compare, unstable_digests
+                sim = compare(raw.simulated)
+                unstable = unstable_digests(raw.simulated)
+                if unstable:
+                    result.warnings.append(f"the simulated workload's DIGEST {', '.join(unstable)} differs between "
+                                           "two builds of the same commit on the same input: not deterministic, so "
+                                           "not checked")
+                printed = sorted(raw.simulated.get("A", {}).get("digests") or {})
+                simulated = {"aa_delta_pct": sim.delta_pct if sim else None, "base_cycles": sim.base if sim else None,
+                             "digests": [d for d in printed if d not in unstable],
+                             "seconds": raw.simulated.get("A", {}).get("wall_s"),
+                             "native_seconds": raw.steps.get("native_simulate_s"),
+                             "separate_build": config.simulate is not None and config.simulate.separate_build}
             for message in result.warnings:
                 self.bench.emit({"type": "warning", "message": f"{ex.platform}: {message}"})
             state.append(ExperimentRecord(
@@ -68,14 +83,6 @@ class Calibrating:
                 seconds=raw.seconds, cpu=raw.cpu, cost_usd=raw.cost_usd, kind="calibration",
                 flags=[f for c in cal.values() for f in c["flags"]] + result.warnings,
                 runner={"pairs": len(raw.pairs()), "sandboxed": raw.sandboxed, "steps": raw.steps}))
-            simulated = None
-            if raw.simulated:
-                from .simulate import compare
-                sim = compare(raw.simulated)
-                simulated = {"aa_delta_pct": sim.delta_pct if sim else None, "base_cycles": sim.base if sim else None,
-                             "seconds": raw.simulated.get("A", {}).get("wall_s"),
-                             "native_seconds": raw.steps.get("native_simulate_s"),
-                             "separate_build": config.simulate is not None and config.simulate.separate_build}
             self._adopt(ex.platform, cal, result.digests, raw.cpu, simulated)
             self.bench.emit({"type": "calibrated", "platform": ex.platform, "calibration": cal})
             if ex.platform == "local":

@@ -85,7 +85,8 @@ class Measurer:
             base_commit=base, head_commit=head, n_per_arm=n, kind=kind, seed=seed, stop=stop, prior=prior,
             adjust=list(plan.adjust.get(self.config.primary.name, ())) if plan else [],
             clock=self.config.primary.clock, timed_share=self.config.integrity.timed_share,
-            sandbox=self.sandbox, simulate_floor_pct=self.sim_floor(ex.platform))
+            sandbox=self.sandbox, simulate_floor_pct=self.sim_floor(ex.platform),
+            simulate_digests=self.sim_digests(ex.platform))
 
     def sim_floor(self, platform: str) -> float:
         """The simulated change a keep needs: the config's floor, raised past the A/A jitter."""
@@ -94,6 +95,14 @@ class Measurer:
             return 0.0
         aa = self.state.get("simulate", {}).get(platform, {}).get("aa_delta_pct")
         return floor_pct(self.config.simulate.min_effect_pct, aa)
+
+    def sim_digests(self, platform: str) -> list[str] | None:
+        """The simulated run's DIGEST names to check: those the A/A calibration found deterministic
+        (None: every name, for a calibration that predates the check); none with integrity.digests off."""
+        if self.config.simulate is None or not self.config.integrity.digests:
+            return []
+        names = self.state.get("simulate", {}).get(platform, {}).get("digests")
+        return None if names is None else list(names)
 
     def execute(self, ex: Executor, spec: ExperimentSpec) -> RawResult:
         label = self.label(spec.name, ex.platform)
@@ -150,7 +159,8 @@ class Measurer:
             from .simulate import Guard, judge_yardstick
             tolerance = self.config.simulate.wall_tolerance_pct if self.config.simulate else 5.0
             guard = Guard(tolerance, plan.alpha_loss, plan.min_pairs, plan.alpha)
-            return raw, judge_yardstick(raw, self.config, plan, self.sim_floor(ex.platform), guard)
+            return raw, judge_yardstick(raw, self.config, plan, self.sim_floor(ex.platform), guard,
+                                        self.sim_digests(ex.platform))
         return raw, judge(raw, self.config, plan)
 
     def measured(self, ex: Executor, name: str, commit: str, *, kind: str, alpha: float, base: str | None = None,

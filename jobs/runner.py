@@ -280,7 +280,8 @@ class _Done(Exception):
 def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: Isolation, progress: Progress,
                log: list[str]) -> bool:
     """Before any pair (jobs/simrun.py): compare the declared build outputs (True: byte-identical, so
-    nothing is sampled), then run the reduced workload once per arm under cachegrind."""
+    nothing is sampled), then run the reduced workload once per arm under cachegrind (True too when
+    the candidate's workload printed another DIGEST than the baseline's: invalid, nothing sampled)."""
     from . import simrun
     if spec.artifacts and spec.kind != "calibration" and trees["A"][0] != trees["B"][0]:
         result.artifacts = simrun.compare_artifacts(trees["A"][0], trees["B"][0], spec.artifacts)
@@ -306,6 +307,13 @@ def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: 
                 result.steps["native_simulate_s"] = native.seconds
         log.append(f"== simulated {who}: {result.simulated[arm]['cycles']:,} cycles "
                    f"({result.simulated[arm]['wall_s']:.1f} s)\n")
+    if spec.kind != "calibration":
+        from .simulate import digest_problems
+        problems = digest_problems(result.simulated, spec.simulate_digests)
+        if problems:          # the counted build computes something else: no pair can make it a keep
+            log.append("== " + "; ".join(problems) + "\n")
+            result.stopped = "invalid"
+            return True
     return False
 
 
@@ -339,7 +347,8 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
             log.append(text)
         if _yardstick(spec, {"A": (base_dir, "baseline"), "B": (head_dir, "candidate")}, result, isolation,
                       progress, log):
-            progress("measured (no change in the binary)", 1.0)
+            progress("measured (no change in the binary)" if result.stopped == "identical" else
+                     "measured (the simulated workload computes something else)", 1.0)
             raise _Done()
         names = {"A": "baseline", "B": "candidate"}
         if head_dir != base_dir and spec.swap_locations:

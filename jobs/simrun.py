@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
-from .simulate import SimulateError, extract, wrapped_command
+from .simulate import SimulateError, extract, extract_digests, wrapped_command
 
 VALGRIND_HINT = "install valgrind (Debian: apt-get install valgrind), or remove `simulate:` from the config"
 
@@ -32,7 +32,8 @@ class SimulationFailed(RuntimeError):
 
 
 def simulate(command: str, tree: Path, timeout: float, run_step: Callable, seed: int, who: str) -> dict:
-    """One simulated run of `command` in `tree`: cachegrind's totals + `cycles` + the run's wall time."""
+    """One simulated run of `command` in `tree`: cachegrind's totals + `cycles` + the run's wall time,
+    and the DIGEST lines the workload printed (`digests`, compared with the other arm's)."""
     if shutil.which("valgrind") is None:
         raise SimulationFailed("crash", f"simulate: valgrind is not installed; {VALGRIND_HINT}")
     marker = "AUTORESEARCH-CACHEGRIND-" + secrets.token_hex(12)
@@ -48,7 +49,8 @@ def simulate(command: str, tree: Path, timeout: float, run_step: Callable, seed:
         counts = extract(done.output, marker)
     except SimulateError as exc:
         raise SimulationFailed("crash", f"{who} simulated run: {exc}", done.output[-3000:]) from None
-    return {**counts.to_dict(), "wall_s": round(done.seconds, 3), "cpu_s": round(done.cpu_s, 3)}
+    return {**counts.to_dict(), "wall_s": round(done.seconds, 3), "cpu_s": round(done.cpu_s, 3),
+            "digests": extract_digests(done.output, marker)}
 
 
 MAX_ARTIFACT_BYTES = 4 << 30       # a build output larger than this is not hashed (and so never "identical")

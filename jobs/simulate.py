@@ -20,7 +20,11 @@ How it combines with wall-clock pairs (`judge_yardstick`), in order:
    machine's load (both arms spread alike) does not: the simulation exists for that machine, so it
    decides, the candidate's own checks still run, and the wall clock confirms nothing (step 4).
 2. A candidate whose build outputs (`artifacts`) are byte-identical to the baseline's is
-   "no change in the binary": nothing was sampled.
+   "no change in the binary": nothing was sampled. One whose simulated workload printed a
+   `DIGEST` other than the baseline's (same seed; names the A/A calibration found deterministic)
+   is `invalid` before any pair: the build the yardstick counts computes something else, and
+   since the counted work and the checked work are one process, a candidate cannot be fast where
+   it is counted and correct where it is checked.
 3. **Integrity**: a benchmark that claims a speed-up (its primary metric wins at the experiment's
    level) while the simulated cycles do not move beyond the floor is `invalid`: the work it claims
    to save is still being done. Where the workload runs a build of its own (`separate_build`, e.g.
@@ -108,14 +112,19 @@ def total(parts: list[Counts]) -> Counts:
     return Counts(tuple((n, sum(c.get(n) for c in parts)) for n in names), sum(c.processes for c in parts))
 
 
+MAX_DIGEST_LINES = 100     # DIGEST lines of the workload passed on (the rest of its output is not)
+
+
 def wrapped_command(command: str, marker: str) -> str:
     """The shell command that runs `command` under cachegrind (every child process too) inside the
-    sandbox and prints each output file's totals after a `marker` line. The workload's own output
-    goes to a file, printed (tail) only when it fails, so it cannot mix with the totals."""
+    sandbox and prints the workload's DIGEST lines, then each output file's totals after a `marker`
+    line. The rest of the workload's output goes to a file, printed (tail) only when it fails, so
+    it cannot mix with the totals."""
     vg = " ".join(["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--branch-sim=no", *CACHES,
                    "--trace-children=yes", "--vgdb=no", '--cachegrind-out-file="$d/cg.%p"'])
     return (f'd=$(mktemp -d /tmp/autoresearch-cg.XXXXXX) && {vg} bash -c {shlex.quote(command)} '
             f'>"$d/out.log" 2>&1; rc=$?; if [ $rc -ne 0 ]; then tail -c 3000 "$d/out.log"; exit $rc; fi; '
+            f'grep -E "^DIGEST " "$d/out.log" | head -n {MAX_DIGEST_LINES}; '
             f'for f in "$d"/cg.*; do echo {shlex.quote(marker)}; grep -E "^(events|summary):" "$f"; done')
 
 
@@ -123,6 +132,32 @@ def extract(output: str, marker: str) -> Counts:
     """The totals `wrapped_command` printed: one block per process, after each marker line."""
     blocks = output.split(marker + "\n")[1:]
     return total([parse_cachegrind(b) for b in blocks])
+
+
+def extract_digests(output: str, marker: str) -> dict[str, str]:
+    """The workload's `DIGEST name=hex` lines `wrapped_command` printed before the first marker (a
+    line of another form there is ignored, as in a benchmark's output; a name printed twice keeps
+    its last value, as jobs.metrics does)."""
+    from .metrics import parse_metrics
+    return dict(parse_metrics(output.split(marker + "\n", 1)[0]).digests)
+
+
+def digest_problems(simulated: dict, names: list[str] | tuple[str, ...] | None) -> list[str]:
+    """Why the candidate's simulated workload computes something else than the baseline's: the
+    DIGESTs both got from the same seed, limited to `names` (those the A/A calibration found
+    deterministic; None: every name the baseline printed)."""
+    from .integrity import digest_problems as differ
+    base, head = (dict(simulated.get(arm, {}).get("digests") or {}) for arm in ("A", "B"))
+    if names is not None:
+        base = {k: v for k, v in base.items() if k in names}
+    return [p.replace("pair 1: ", "the simulated workload: ", 1) for p in differ([(base, head)])]
+
+
+def unstable_digests(simulated: dict) -> list[str]:
+    """DIGEST names two simulated runs of the same commit (the A/A calibration) disagree on."""
+    from .integrity import nondeterministic_digests
+    return nondeterministic_digests([(dict(simulated.get("A", {}).get("digests") or {}),
+                                      dict(simulated.get("B", {}).get("digests") or {}))])
 
 
 @dataclass(frozen=True)
@@ -201,8 +236,9 @@ def sim_view(sim: Comparison, floor: float, raw_simulated: dict) -> dict:
             "model": MODEL}
 
 
-def judge_yardstick(raw, config, plan, floor: float, guard: Guard):
-    """The experiment's status when the target declares `simulate` (see the module docstring)."""
+def judge_yardstick(raw, config, plan, floor: float, guard: Guard, digests: list[str] | None = None):
+    """The experiment's status when the target declares `simulate` (see the module docstring).
+    `digests`: the simulated workload's DIGEST names to compare (None: all; [] none)."""
     from .model import Status
     from .sequential import adjusted
     from .verdict import BaselineSanity, Judgement, baseline_check, judge, metric_pairs, runner_view
@@ -210,6 +246,10 @@ def judge_yardstick(raw, config, plan, floor: float, guard: Guard):
         n = len(raw.artifacts.get("files", []))
         return Judgement(Status.DISCARD, f"no change in the binary: the {n} declared build output(s) are "
                          "byte-identical to the baseline's (nothing was sampled)", runner=runner_view(raw))
+    differ = digest_problems(raw.simulated, digests) if raw.status == "ok" and raw.simulated else []
+    if differ:
+        return Judgement(Status.INVALID, "; ".join(differ) + " (the build the yardstick counts, before any "
+                         "wall-clock pair: nothing was sampled)", runner=runner_view(raw))
     # A busy machine's wall clock (the baseline's spread, both arms alike) does not stop the yardstick,
     # which exists for that machine: the simulated cycles decide, the candidate's checks (digests,
     # values) still run, and the guard confirms nothing.

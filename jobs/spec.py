@@ -67,6 +67,7 @@ class ExperimentSpec:
     simulate: str | None = None       # the reduced workload run under cachegrind once per arm
     simulate_timeout: float = 900
     simulate_floor_pct: float = 0.5   # the simulated saving a keep needs (raised by calibration)
+    simulate_digests: list[str] | None = None   # DIGEST names of the simulated run the A/A found deterministic
     wall_tolerance_pct: float = 5.0   # the wall-clock guard's tolerance
     artifacts: list[str] = field(default_factory=list)   # build outputs compared by hash
     swap_locations: bool = True       # each arm built in both folders, a coin per pair picks (jobs.locations)

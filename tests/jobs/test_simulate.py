@@ -11,8 +11,8 @@ import pytest
 
 from jobs.config import parse_config
 from jobs.model import Status
-from jobs.simulate import (Comparison, Guard, SimulateError, extract, floor_pct, judge_yardstick,
-                           parse_cachegrind, render_section, stop_after_pair)
+from jobs.simulate import (Comparison, Guard, SimulateError, digest_problems, extract, extract_digests, floor_pct,
+                           judge_yardstick, parse_cachegrind, render_section, stop_after_pair, unstable_digests)
 from jobs.spec import Invocation, RawResult
 from jobs.verdict import VerdictPlan
 from summaries import run_summary
@@ -42,6 +42,41 @@ def test_extract_sums_every_process_and_ignores_the_rest():
     c = extract(text, marker)
     assert c.get("Ir") == 150 and c.get("I1mr") == 3 and c.processes == 2
     assert c.cycles == 150 + 10 * 3
+
+
+def test_the_workloads_digests_are_read_before_the_first_marker_only():
+    marker = "MARK-123"
+    text = ("DIGEST argmax=00ff\nnot a DIGEST line\nDIGEST bad=zz\n" + marker + "\nevents: Ir\nsummary: 1\n"
+            "DIGEST late=01\n")
+    # after the marker is cachegrind's file, not the workload's output
+    assert extract_digests(text, marker) == {"argmax": "00ff"}
+    assert extract_digests(marker + "\nevents: Ir\nsummary: 1\n", marker) == {}
+
+
+def test_a_simulated_workload_that_computes_something_else_is_invalid_before_any_pair():
+    # The yardstick counts one build and the pairs time another (llama.cpp: an AVX2 copy): a candidate
+    # that skips work only where it is counted would be kept on its simulated saving, with an
+    # unchanged wall clock. Its counted process prints what it computed, and that must match.
+    raw = raw_with(0.0, 1_000_000, 600_000, n=0)
+    raw.simulated["A"]["digests"] = {"argmax": "aaaa", "shape": "01"}
+    raw.simulated["B"]["digests"] = {"argmax": "bbbb", "shape": "01"}
+    j = judge_yardstick(raw, CONFIG, PLAN, 0.5, GUARD)
+    assert j.status == Status.INVALID and "DIGEST argmax is bbbb for the candidate and aaaa" in j.reason, j.reason
+    assert j.reason.startswith("the simulated workload:") and "nothing was sampled" in j.reason
+    # only the names the A/A calibration found deterministic are compared; [] compares none
+    assert judge_yardstick(raw, CONFIG, PLAN, 0.5, GUARD, ["shape"]).status != Status.INVALID
+    assert judge_yardstick(raw, CONFIG, PLAN, 0.5, GUARD, []).status != Status.INVALID
+    raw.simulated["B"]["digests"] = {"shape": "01"}
+    assert "printed no DIGEST argmax" in judge_yardstick(raw, CONFIG, PLAN, 0.5, GUARD).reason
+    # equal digests: the yardstick decides as before
+    raw.simulated["B"]["digests"] = {"argmax": "aaaa", "shape": "01"}
+    assert digest_problems(raw.simulated, None) == []
+
+
+def test_a_digest_two_simulated_runs_of_one_commit_disagree_on_is_unstable():
+    sim = {"A": {"digests": {"argmax": "01", "clock": "02"}}, "B": {"digests": {"argmax": "01", "clock": "03"}}}
+    assert unstable_digests(sim) == ["clock"]
+    assert unstable_digests({"A": {"cycles": 1}, "B": {"cycles": 1}}) == []
 
 
 @pytest.mark.parametrize("text", ["", "events: Ir\n", "events: Ir I1mr\nsummary: 1\n", "events: Ir\nsummary: x\n"])
@@ -257,6 +292,11 @@ def test_tiny_c_target_end_to_end(tmp_path):
     patches = [
         patch_for(target, p / "drop_redundant.patch", {"src/extra": "100000000\n"}),   # -4% of the work
         patch_for(target, p / "comment.patch", {"src/work.c": WORK_C + "/* tidy */\n"}),   # same binary
+        # half the work, only at the yardstick's input size (simulate runs `./work 20000`): counted as
+        # -50%, the wall clock unchanged, so without the digest of the counted run it would be kept
+        patch_for(target, p / "skip_where_counted.patch", {"src/work.c": WORK_C.replace(
+            "for (long i = 0; i < n; i++) h ^= mix(i);",
+            "for (long i = 0; i < (n == 20000 ? n / 2 : n); i++) h ^= mix(i);")}),
     ]
     out = tmp_path / "out"
     summary = Run(RunOptions(target=target, out=out, run_id="t1", agent="none", candidates=patches)).execute()
@@ -269,10 +309,14 @@ def test_tiny_c_target_end_to_end(tmp_path):
     assert drop["status"] == "keep", drop["reason"]
     assert by["comment"]["status"] == "discard" and "no change in the binary" in by["comment"]["reason"], by["comment"]["reason"]
     assert by["comment"]["runner"]["pairs"] == 0
+    skip = by["skip_where_counted"]
+    assert skip["status"] == "invalid" and "the simulated workload: DIGEST h is" in skip["reason"], skip["reason"]
+    assert skip["runner"]["pairs"] == 0
     cal = summary.simulate["local"]
     # two builds of one commit differ by ~0.003-0.012% (seen here: the build folder's path length
     # reaches the binary and its start-up); far below the 0.5% floor and the -1.8% above
     assert abs(cal["aa_delta_pct"]) < 0.1 and cal["seconds"] > 0
+    assert cal["digests"] == ["h"]          # the counted run's DIGEST, deterministic, so checked
     pr = (out / "pr.md").read_text()
     assert "## Deterministic yardstick (simulated cycles)" in pr and "| drop_redundant | local |" in pr
 
