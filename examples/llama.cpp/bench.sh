@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# One benchmark sample for autoresearch: ONE llama-bench process, two METRIC lines.
+# One benchmark sample for autoresearch: ONE llama-bench process, two METRIC lines, then what
+# the build computes (llama-digest, built by digest.sh beside llama-bench) as a DIGEST line.
 #   METRIC pp512=<tokens/s>   prompt processing, 512-token prompt
 #   METRIC tg128=<tokens/s>   generation, 128 tokens
+#   DIGEST logits=<hex>       every logit of 64 prompt and 4 generated positions (llama-digest,
+#                             exact bits), inputs drawn from $AUTORESEARCH_SEED (both builds of a
+#                             pair get the same seed, and autoresearch requires equal digests): a
+#                             candidate that skips work in a kernel the checks do not reach (the
+#                             repacked Q4_0 matrix multiply) computes other logits and is invalid
 # Model: $AUTORESEARCH_MODEL (default: the synthetic 4-layer TinyLlama-shaped Q4_0 GGUF that
 # autoresearch's tests/kernels/llama_ab.py writes). Threads: $AUTORESEARCH_THREADS (default 1:
 # on a shared 2-core machine -t 2 makes the samples bimodal when a neighbour takes a core).
@@ -16,6 +22,8 @@ MODEL="${AUTORESEARCH_MODEL:-$HOME/.cache/autoresearch/models/synthetic-tinyllam
 THREADS="${AUTORESEARCH_THREADS:-1}"
 FA="${AUTORESEARCH_FA:-auto}"
 BENCH="${AUTORESEARCH_LLAMA_BENCH:-build/bin/llama-bench}"
+DIGEST_BIN="$(dirname "$BENCH")/llama-digest"
+SEED="${AUTORESEARCH_SEED:-1}"
 case "${AUTORESEARCH_TG:-on}" in
   on) GEN=128 ;;
   off) GEN=0 ;;
@@ -23,10 +31,18 @@ case "${AUTORESEARCH_TG:-on}" in
 esac
 
 [ -x "$BENCH" ] || { echo "bench.sh: $BENCH not found or not executable (did the build run?)" >&2; exit 3; }
+[ -x "$DIGEST_BIN" ] || { echo "bench.sh: $DIGEST_BIN not found or not executable (the build's 'digest.sh build' step makes it)" >&2; exit 3; }
 [ -f "$MODEL" ] || { echo "bench.sh: model $MODEL not found (set AUTORESEARCH_MODEL)" >&2; exit 3; }
+[[ "$SEED" =~ ^[0-9]+$ ]] || { echo "bench.sh: AUTORESEARCH_SEED must be a number (got '$SEED')" >&2; exit 3; }
 
 out="$("$BENCH" -m "$MODEL" -p 512 -n "$GEN" -r 1 -o json -t "$THREADS" -fa "$FA")" || {
   echo "bench.sh: llama-bench failed (exit $?)" >&2; exit 4; }
+
+# The digest after the timed process, in a process of its own: llama-bench's clock never sees it.
+# Same threads and flash-attention setting as the benchmark, so the same kernels and splits run.
+case "$FA" in on) fa=1 ;; off) fa=0 ;; *) fa=-1 ;; esac
+digest="$("$DIGEST_BIN" "$MODEL" "$SEED" 64 4 "$THREADS" "$fa")" || {
+  echo "bench.sh: llama-digest failed (exit $?)" >&2; exit 4; }
 
 # llama-bench -o json prints one object per test: the pp512 test has n_prompt=512, n_gen=0;
 # the tg128 test has n_prompt=0, n_gen=128. Pick each by those fields, never by position or by
@@ -60,3 +76,5 @@ if missing:
 for name in want:
     print(f"METRIC {name}={found[name]:.3f}")
 PY
+printf '%s\n' "$digest" | grep -E '^DIGEST logits=[0-9a-f]{16}$' || {
+  echo "bench.sh: llama-digest printed no DIGEST line (got: ${digest:0:200})" >&2; exit 4; }

@@ -99,7 +99,7 @@ make_target() {
   # everything but the vocab models, docs and media (the GPU backends stay: the gap scan reads them)
   tar -C "$tree" --exclude=./.git --exclude=./models --exclude=./docs --exclude=./media -cf - . | tar -C "$dir" -xf -
   mkdir -p "$dir/.github/autoresearch"
-  cp "$HERE/bench.sh" "$HERE/sim.sh" "$dir/.github/autoresearch/"
+  cp "$HERE/bench.sh" "$HERE/sim.sh" "$HERE/digest.sh" "$HERE/digest.cpp" "$dir/.github/autoresearch/"
   if [ "$primary" = pp512 ]; then
     cp "$HERE/autoresearch.yml" "$dir/.github/autoresearch.yml"
   elif [ "$primary" = pp512only ]; then

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # The deterministic yardstick's side of the llama.cpp contract (autoresearch.yml `simulate:`).
 #
-#   sim.sh build   (the build command's last step) builds build-sim/bin/llama-bench for Valgrind,
-#                  only when AUTORESEARCH_SIM_MODEL is set; otherwise it does nothing
-#   sim.sh run     (simulate.command) one llama-bench process on the reduced model, which
-#                  autoresearch runs once per arm under cachegrind and counts
+#   sim.sh build   (the build command's last step) builds build-sim/bin/llama-digest (digest.sh) for
+#                  Valgrind, only when AUTORESEARCH_SIM_MODEL is set; otherwise it does nothing
+#   sim.sh run     (simulate.command) one llama-digest process on the reduced model, which
+#                  autoresearch runs once per arm under cachegrind and counts: it decodes a prompt
+#                  (or generates tokens) and prints DIGEST logits=..., the bits of every logit, which
+#                  must equal the baseline's (same AUTORESEARCH_SEED): the work that
+#                  is counted is the work that is checked, in one process, so a candidate cannot
+#                  be fast where it is counted and correct where it is checked
 #   sim.sh checks OP...  (the checks' first step) test-backend-ops of build-sim on these ops, only
 #                  when AUTORESEARCH_SIM_MODEL is set: the yardstick counts build-sim, so its AVX2
 #                  kernels must pass the checks too, or a candidate could skip work on the AVX2 path
@@ -23,14 +27,17 @@
 #   AUTORESEARCH_SIM_PROMPT  prompt tokens (default 64: one Q tile of the flash-attention path, and
 #                            13-30 s per arm under cachegrind for a 2-layer Qwen3 shape)
 #   AUTORESEARCH_SIM_GEN     generated tokens instead of a prompt (e.g. 16, for a config whose primary
-#                            metric is tg128: one token at a time, the matrix-vector path); default 0
+#                            metric is tg128: one token at a time, the matrix-vector path, after a
+#                            one-token prompt); default 0
+#   AUTORESEARCH_SEED        the token ids (autoresearch sets it; both arms get the same)
 #   AUTORESEARCH_FA          -fa, as for bench.sh (default auto)
 #   AUTORESEARCH_CCACHE_DIR  the ccache directory, as for the build
 # One thread always: ggml's thread pool spins while it waits, and under Valgrind (which runs threads
 # one at a time) the spin count would differ from run to run; one thread counts the same every time.
 set -euo pipefail
 
-BIN=build-sim/bin/llama-bench
+BIN=build-sim/bin/llama-digest
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 case "${1:-}" in
   build)
@@ -49,7 +56,8 @@ case "${1:-}" in
       -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_TOOLS=ON \
       -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DBUILD_SHARED_LIBS=OFF \
       -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache > /dev/null
-    cmake --build build-sim -j 2 --target llama-bench
+    cmake --build build-sim -j 2 --target llama      # the libraries llama-digest links (not llama-bench's tools)
+    bash "$HERE/digest.sh" build build-sim
     ;;
   run)
     MODEL="${AUTORESEARCH_SIM_MODEL:-}"
@@ -59,8 +67,11 @@ case "${1:-}" in
     PROMPT="${AUTORESEARCH_SIM_PROMPT:-64}" GEN="${AUTORESEARCH_SIM_GEN:-0}"
     [[ "$PROMPT" =~ ^[1-9][0-9]*$ ]] || { echo "sim.sh: AUTORESEARCH_SIM_PROMPT must be a positive number (got '$PROMPT')" >&2; exit 3; }
     [[ "$GEN" =~ ^[0-9]+$ ]] || { echo "sim.sh: AUTORESEARCH_SIM_GEN must be a number of tokens (got '$GEN')" >&2; exit 3; }
-    [ "$GEN" -gt 0 ] && PROMPT=0      # generation alone: llama-bench's tgN test has no prompt
-    exec "$BIN" -m "$MODEL" -p "$PROMPT" -n "$GEN" -r 1 -t 1 -fa "${AUTORESEARCH_FA:-auto}" -o json
+    SEED="${AUTORESEARCH_SEED:-1}"
+    [[ "$SEED" =~ ^[0-9]+$ ]] || { echo "sim.sh: AUTORESEARCH_SEED must be a number (got '$SEED')" >&2; exit 3; }
+    [ "$GEN" -gt 0 ] && PROMPT=1      # generation: one prompt token, then GEN tokens one at a time
+    case "${AUTORESEARCH_FA:-auto}" in on) fa=1 ;; off) fa=0 ;; *) fa=-1 ;; esac
+    exec "$BIN" "$MODEL" "$SEED" "$PROMPT" "$GEN" 1 "$fa"
     ;;
   checks)
     shift

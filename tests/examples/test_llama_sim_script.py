@@ -31,27 +31,33 @@ def test_run_names_what_is_missing(tmp_path):
     assert gone.returncode == 3 and "not found" in gone.stderr
     model.write_bytes(b"GGUF")
     unbuilt = sim(tmp_path, "run", AUTORESEARCH_SIM_MODEL=str(model))
-    assert unbuilt.returncode == 3 and "build-sim/bin/llama-bench not found" in unbuilt.stderr
+    assert unbuilt.returncode == 3 and "build-sim/bin/llama-digest not found" in unbuilt.stderr
     assert sim(tmp_path, "nonsense").returncode == 2
 
 
-def test_run_is_one_single_threaded_prompt_process_on_the_avx2_copy(tmp_path):
+def test_run_is_one_single_threaded_digest_process_on_the_avx2_copy(tmp_path):
+    # llama-digest, not llama-bench: the counted process prints what it computed (DIGEST), so a
+    # candidate cannot be fast where the yardstick counts and correct where something else checks
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
-    bench = tmp_path / "build-sim" / "bin" / "llama-bench"
-    bench.parent.mkdir(parents=True)
-    bench.write_text('#!/bin/sh\necho "$@" > called\n')
-    bench.chmod(0o755)
-    done = sim(tmp_path, "run", AUTORESEARCH_SIM_MODEL=str(model), AUTORESEARCH_THREADS="2")
+    digest = tmp_path / "build-sim" / "bin" / "llama-digest"
+    digest.parent.mkdir(parents=True)
+    digest.write_text('#!/bin/sh\necho "$@" > called\necho "DIGEST logits=00ff"\n')
+    digest.chmod(0o755)
+    done = sim(tmp_path, "run", AUTORESEARCH_SIM_MODEL=str(model), AUTORESEARCH_THREADS="2", AUTORESEARCH_SEED="99")
     assert done.returncode == 0, done.stderr
-    # -t 1 whatever the benchmark's threads: a spinning pool would count differently per run
-    assert (tmp_path / "called").read_text().split() == ["-m", str(model), "-p", "64", "-n", "0", "-r", "1",
-                                                         "-t", "1", "-fa", "auto", "-o", "json"]
+    assert done.stdout == "DIGEST logits=00ff\n"
+    # MODEL SEED n_prompt n_gen threads fa; -t 1 whatever the benchmark's threads: a spinning pool
+    # would count differently per run
+    assert (tmp_path / "called").read_text().split() == [str(model), "99", "64", "0", "1", "-1"]
     bad = sim(tmp_path, "run", AUTORESEARCH_SIM_MODEL=str(model), AUTORESEARCH_SIM_PROMPT="64; rm -rf /")
     assert bad.returncode == 3 and "positive number" in bad.stderr
-    tg = sim(tmp_path, "run", AUTORESEARCH_SIM_MODEL=str(model), AUTORESEARCH_SIM_GEN="16")
-    assert tg.returncode == 0 and (tmp_path / "called").read_text().split()[2:6] == ["-p", "0", "-n", "16"]
+    tg = sim(tmp_path, "run", AUTORESEARCH_SIM_MODEL=str(model), AUTORESEARCH_SIM_GEN="16", AUTORESEARCH_FA="on")
+    # generation: a one-token prompt, then 16 tokens one at a time
+    assert tg.returncode == 0 and (tmp_path / "called").read_text().split()[1:] == ["1", "1", "16", "1", "1"]
     assert sim(tmp_path, "run", AUTORESEARCH_SIM_MODEL=str(model), AUTORESEARCH_SIM_GEN="x").returncode == 3
+    assert "AUTORESEARCH_SEED must be a number" in sim(tmp_path, "run", AUTORESEARCH_SIM_MODEL=str(model),
+                                                       AUTORESEARCH_SEED="x").stderr
 
 
 def test_checks_run_the_ops_on_the_copy_the_yardstick_counts_and_fail_when_one_fails(tmp_path):
@@ -72,3 +78,11 @@ def test_checks_run_the_ops_on_the_copy_the_yardstick_counts_and_fail_when_one_f
     failed = sim(tmp_path, "checks", "SOFT_MAX", "RMS_NORM", **env)
     assert failed.returncode != 0 and "1/2 backends passed" in failed.stdout
     assert sim(tmp_path, "checks", **env).returncode == 2
+
+
+def test_digest_build_names_a_missing_library_and_its_usage(tmp_path):
+    script = ROOT / "examples" / "llama.cpp" / "digest.sh"
+    done = subprocess.run(["bash", str(script), "build", "build"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 3 and "build/src/libllama.a not found" in done.stderr
+    assert subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60).returncode == 2
