@@ -246,6 +246,17 @@ def _interval(m: dict[str, Any] | None) -> str:
     return interval(m) if m else "—"
 
 
+def _decided_interval(exp: dict[str, Any], m: dict[str, Any] | None) -> str:
+    """The interval the experiment was decided with: for one the yardstick decided, the wall-clock
+    guard's (the keep rule's own would read "too few pairs", which decided nothing)."""
+    runner = exp.get("runner") or {}
+    guard = runner.get("wall_guard")
+    if runner.get("simulated") and guard and guard.get("pairs"):
+        from .simulate import guard_interval
+        return f"guard {guard_interval(guard)} ({guard.get('alpha', 0):g}; {guard.get('pairs')} pairs)"
+    return _interval(m)
+
+
 def _yardstick_headline(summary: RunSummary) -> list[str]:
     from .simulate import headline
     return headline(summary)
@@ -307,7 +318,7 @@ def render_pr(summary: RunSummary) -> str:
         m = _primary(e, primary)
         out.append(f"| {untrusted(e['name'])} | {untrusted(e['platform'])} | {untrusted(e.get('hypothesis_kind', ''))} | "
                    f"{STATUS_WORDS.get(e['status'], e['status'])} | {_pct(m['delta_pct']) if m else '—'} | "
-                   f"{_interval(m)} | {untrusted(e['reason'])} |")
+                   f"{_decided_interval(e, m)} | {untrusted(e['reason'])} |")
     out.append("")
     if summary.attribution:
         out += ["## Does each commit earn its place? (leave-one-out, last-ranked first)", "",
@@ -319,7 +330,7 @@ def render_pr(summary: RunSummary) -> str:
             m = _primary(a, primary)
             out.append(f"| {untrusted(a['name'].removeprefix('attribution:'))} | {untrusted(a['platform'])} | "
                        f"{STATUS_WORDS.get(a['status'], a['status'])} | {_pct(m['delta_pct']) if m else '—'} | "
-                       f"{_interval(m)} | {untrusted(a['reason'])} |")
+                       f"{_decided_interval(a, m)} | {untrusted(a['reason'])} |")
         out.append("")
     clocks = runner_table(experiments + list(stacks.values()))
     if clocks:

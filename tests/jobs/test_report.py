@@ -97,6 +97,22 @@ def test_a_commit_the_yardstick_decided_shows_its_simulated_change_not_too_few_p
     assert plain == "alone: pp512 +4.6%, interval unbounded (0.0081): too few pairs at this level"
 
 
+def test_the_per_optimization_table_shows_the_guard_interval_a_yardstick_keep_was_decided_with():
+    exps = summary().experiments
+    m = metric("tg", 4.6, 0.3, "no detectable difference")
+    m.update(ci_low_pct=None, ci_high_pct=None, alpha=0.0081)
+    exps[0] = {**exps[0], "metrics": [m], "runner": {
+        "pairs": 7, "simulated": {"delta_pct": -0.6, "floor_pct": 0.5, "base_cycles": 1000, "head_cycles": 994},
+        "wall_guard": {"lo_pct": -3.7, "hi_pct": 6.8, "alpha": 0.05, "pairs": 7}}}
+    md = render_pr(summary(experiments=exps))
+    table = md.split("## Per optimization")[1].split("\n\n")[1]
+    row = next(line for line in table.splitlines() if line.startswith("| fuse-a |"))
+    assert "guard -3.7%…+6.8% (0.05; 7 pairs)" in row and "too few pairs" not in row, row
+    # a wall-clock keep keeps its own rule's interval
+    decoy = next(line for line in table.splitlines() if line.startswith("| decoy |"))
+    assert "| -2.6%…+3.4% |" in decoy and "guard" not in decoy, decoy
+
+
 def test_yardstick_like_paths():
     from jobs.report_review import yardstick_like
     files = ["bench/bench.c", "src/ops.c", "tests/test_ops.c", "ggml/src/ggml-cpu/ops.cpp", "benchmark.py",
