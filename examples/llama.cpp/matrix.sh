@@ -8,6 +8,8 @@
 #   examples/llama.cpp/matrix.sh run CELL [ARGS]  # one cell, e.g. qwen3-t1-pp512 (ARGS go to autoresearch run)
 #   examples/llama.cpp/matrix.sh all [ARGS]       # every cell, one after the other
 #   examples/llama.cpp/matrix.sh publish CELL     # copy a finished cell's staged reports into results/
+#   TAG=WORD examples/llama.cpp/matrix.sh publish CELL   # ... as results/<cell>[-sim]-WORD-<isa>/, beside
+#                                                 #   an earlier run of the cell instead of replacing it
 #   examples/llama.cpp/matrix.sh candidate RECIPE # one recipe's edits as a patch, for
 #                                                 #   `run CELL --agent none --candidate $WORK/candidates/RECIPE.patch`
 #   examples/llama.cpp/matrix.sh smoke            # the short smoke run (gemma3 4 layers, -t 1, --repeats 3)
@@ -32,7 +34,7 @@
 # AUTORESEARCH_CFLAGS is passed to the build (see autoresearch.yml; on an AMX VM whose AMX path
 # crashes set it to "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"). Runs are niced (shared machine).
 # SIM=1: the cell runs on a variant of its target whose config declares the example's `simulate:`
-# yardstick (sim.sh: an AVX2 copy of llama-bench, one process per arm under cachegrind, pp64 on a
+# yardstick (sim.sh: an AVX2 copy with llama-digest, one process per arm under cachegrind, pp64 on a
 # 2-layer model of the cell's shape, -t 1; tg128 cells generate 16 tokens instead:
 # AUTORESEARCH_SIM_GEN=16), with AUTORESEARCH_SIM_MODEL set to that model.
 set -euo pipefail
@@ -62,6 +64,8 @@ declare -A SIM_MODEL=(
   [qwen3]="$MODELS_DIR/synthetic-qwen3-2L-q4_0.gguf"
 )
 case "${SIM:-}" in ""|1) ;; *) echo "matrix.sh: SIM must be 1 or unset (got '$SIM')" >&2; exit 2 ;; esac
+[[ "${TAG:-}" =~ ^([a-z0-9]+(-[a-z0-9]+)*)?$ ]] || {
+  echo "matrix.sh: TAG must be lower-case letters, digits and inner dashes (got '$TAG')" >&2; exit 2; }
 
 cells() {
   for m in tinyllama qwen3; do for t in 1 2; do for p in pp512 tg128 pp512only; do echo "$m-t$t-$p"; done; done; done
@@ -227,11 +231,11 @@ run_cell() {
 }
 
 # publish CELL: a finished run's staged folder (exit 0, with pr.md and summary.json) replaces
-# results/<cell>-<isa>/ whole, so a committed folder never mixes files of two runs.
+# results/<cell>[-TAG]-<isa>/ whole, so a committed folder never mixes files of two runs.
 publish() {
   local cell="$1${SIM:+-sim}" suffix
   suffix="$(isa)"
-  local src="$STAGE/$cell-$suffix" dest="$PUBLISHED/$cell-$suffix"
+  local src="$STAGE/$cell-$suffix" dest="$PUBLISHED/$cell${TAG:+-$TAG}-$suffix"
   [ -d "$src" ] || { echo "matrix.sh: nothing staged for $cell on $suffix ($src); run '$0 run $cell' first" >&2; exit 2; }
   grep -q '^# exit 0 ' "$src/command.txt" 2>/dev/null && [ -f "$src/pr.md" ] && [ -f "$src/summary.json" ] || {
     echo "matrix.sh: $src is not a finished run (needs '# exit 0' in command.txt, pr.md and summary.json); not published" >&2; exit 2; }

@@ -194,6 +194,11 @@ def test_sim_runs_a_committed_variant_with_the_yardstick_and_stages_it_apart(tmp
     assert "AUTORESEARCH_SIM_GEN" not in line          # a prompt cell's yardstick processes a prompt
     assert sh({**env, "SIM": "1"}, "publish", "qwen3-t2-pp512only").returncode == 0
     assert (tmp_path / "published" / staged.name / "pr.md").exists()
+    # TAG: the same cell published beside the earlier one, not over it
+    assert sh({**env, "SIM": "1", "TAG": "digest"}, "publish", "qwen3-t2-pp512only").returncode == 0
+    tagged = tmp_path / "published" / f"qwen3-t2-pp512only-sim-digest-{machine_facts()['isa']}"
+    assert (tagged / "pr.md").exists() and (tmp_path / "published" / staged.name / "pr.md").exists()
+    assert "TAG must be" in sh({**env, "TAG": "../x"}, "publish", "qwen3-t2-pp512only").stderr
     assert sh({**env, "SIM": "yes"}, "cells").returncode == 2
 
 
