@@ -279,10 +279,10 @@ class _Done(Exception):
 
 def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: Isolation, progress: Progress,
                log: list[str]) -> bool:
-    """Before any pair (jobs/simrun.py): compare the declared build outputs (True: byte-identical, so
-    nothing is sampled), then run the reduced workload once per arm under cachegrind (True too when
-    the candidate's workload printed another DIGEST than the baseline's: invalid, nothing sampled)."""
+    """Before any pair (jobs/simrun.py): compare the declared build outputs, then run the reduced workload
+    once per arm under cachegrind. True: nothing to sample (identical outputs, or another DIGEST: invalid)."""
     from . import simrun
+    from .simulate import digest_problems
     if spec.artifacts and spec.kind != "calibration" and trees["A"][0] != trees["B"][0]:
         result.artifacts = simrun.compare_artifacts(trees["A"][0], trees["B"][0], spec.artifacts)
         if result.artifacts["identical"]:
@@ -307,14 +307,11 @@ def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: 
                 result.steps["native_simulate_s"] = native.seconds
         log.append(f"== simulated {who}: {result.simulated[arm]['cycles']:,} cycles "
                    f"({result.simulated[arm]['wall_s']:.1f} s)\n")
-    if spec.kind != "calibration":
-        from .simulate import digest_problems
-        problems = digest_problems(result.simulated, spec.simulate_digests)
-        if problems:          # the counted build computes something else: no pair can make it a keep
-            log.append("== " + "; ".join(problems) + "\n")
-            result.stopped = "invalid"
-            return True
-    return False
+    problems = [] if spec.kind == "calibration" else digest_problems(result.simulated, spec.simulate_digests)
+    if problems:              # the counted build computes something else: no pair can make it a keep
+        log.append("== " + "; ".join(problems) + "\n")
+        result.stopped = "invalid"
+    return bool(problems)
 
 
 def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, build_base: bool = True,
