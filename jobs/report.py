@@ -252,8 +252,8 @@ def _decided_interval(exp: dict[str, Any], m: dict[str, Any] | None) -> str:
     runner = exp.get("runner") or {}
     guard = runner.get("wall_guard")
     if runner.get("simulated") and guard and guard.get("pairs"):
-        from .simulate import guard_interval
-        return f"guard {guard_interval(guard)} ({guard.get('alpha', 0):g}; {guard.get('pairs')} pairs)"
+        from .simulate import guard_interval_at
+        return f"guard {guard_interval_at(guard)}"
     return _interval(m)
 
 

@@ -122,9 +122,9 @@ def hypothesis_line(h: dict[str, Any] | None, alone: dict[str, Any] | None, prim
             # wall-clock keep rule's own interval would read "too few pairs", which decided nothing)
             parts.append(f"alone: simulated cycles {sim['delta_pct']:+.2f}% (floor {sim['floor_pct']:.2g}%)")
             if m and guard:
-                from .simulate import guard_interval
+                from .simulate import guard_interval_at
                 parts.append(f"wall clock beside it {primary} {pct(m.get('delta_pct'))}, interval "
-                             f"{guard_interval(guard)} ({guard.get('alpha', 0):g}, {guard.get('pairs', 0)} pairs)")
+                             f"{guard_interval_at(guard)}")
         elif m:
             parts.append(f"alone: {primary} {pct(m.get('delta_pct'))}, interval {interval(m)}")
     return "; ".join(parts) or "no hypothesis on record"

@@ -323,6 +323,11 @@ def guard_interval(g: dict) -> str:
     return f"{g.get('lo_pct', -100):+.1f}%…{'+inf' if hi is None or hi == math.inf else f'{hi:+.1f}%'}"
 
 
+def guard_interval_at(g: dict) -> str:
+    """The guard interval with its level and pairs: `-3.7%…+6.8% (0.05, 7 pairs)`."""
+    return f"{guard_interval(g)} ({g.get('alpha', 0):g}, {g.get('pairs', 0)} pairs)"
+
+
 def render_section(summary: RunSummary) -> list[str]:
     """pr.md's 'Deterministic yardstick' section: the model, this machine's A/A jitter and cost, and
     per experiment the simulated change beside the wall-clock interval, both labelled."""

@@ -107,7 +107,7 @@ def test_the_per_optimization_table_shows_the_guard_interval_a_yardstick_keep_wa
     md = render_pr(summary(experiments=exps))
     table = md.split("## Per optimization")[1].split("\n\n")[1]
     row = next(line for line in table.splitlines() if line.startswith("| fuse-a |"))
-    assert "guard -3.7%…+6.8% (0.05; 7 pairs)" in row and "too few pairs" not in row, row
+    assert "guard -3.7%…+6.8% (0.05, 7 pairs)" in row and "too few pairs" not in row, row
     # a wall-clock keep keeps its own rule's interval
     decoy = next(line for line in table.splitlines() if line.startswith("| decoy |"))
     assert "| -2.6%…+3.4% |" in decoy and "guard" not in decoy, decoy
