@@ -1,12 +1,12 @@
-"""examples/llama.cpp/bench.sh: one llama-bench process -> METRIC lines, picked by test shape,
-then llama-digest's DIGEST line.
+"""examples/llama.cpp/bench.sh: one `llama-digest --bench` process -> a METRIC and a DIGEST line per
+test, checked before they are passed on.
 
-A stand-in llama-bench (a shell script printing llama-bench's JSON for the -p/-n it is given,
-rows in either order) checks that the parser selects pp512 and tg128 by n_prompt/n_gen, that
-AUTORESEARCH_TG=off runs the prompt only (-n 0) and prints no tg128 line, and that bad input
-(an unknown switch value, a missing test, non-JSON) exits non-zero saying what is wrong. A
-stand-in llama-digest beside it records its arguments (the pair's seed, the benchmark's threads
-and flash-attention setting); the real one runs in `SIM=1 matrix.sh run` (examples/llama.cpp/README.md).
+A stand-in llama-digest (a shell script) records its arguments and prints what the real one prints
+(digest.cpp's bench mode) or something broken. It checks that the pair's seed, the benchmark's threads
+and flash-attention setting reach the timed process, that AUTORESEARCH_TG=off runs the prompt only,
+and that a rate without the digest of what was timed, a duplicated or missing test, a non-positive
+rate or a failed process is not a sample (exit non-zero, saying what is wrong). The real program runs
+in `matrix.sh run` (examples/llama.cpp/README.md, "The timed process is the checked one").
 """
 from __future__ import annotations
 
@@ -19,39 +19,32 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "examples" / "llama.cpp" / "bench.sh"
 
 FAKE = r"""#!/usr/bin/env bash
-# arguments as llama-bench gets them: -m M -p 512 -n N -r 1 -o json -t T -fa F
+# arguments as bench.sh gives them: --bench MODEL SEED 512 N_GEN THREADS FA
 echo "$@" > "$(dirname "$0")/argv"
-n=0; while [ $# -gt 0 ]; do [ "$1" = -n ] && n="$2"; shift; done
+gen="$5"
 case "${FAKE_MODE:-ok}" in
-  garbage) echo "not json"; exit 0 ;;
-  no-pp) echo '[{"n_prompt": 0, "n_gen": 128, "avg_ts": 40.5}]'; exit 0 ;;
+  fail) echo "llama-digest: logit 3 of position 511 is not finite (nan)" >&2; exit 1 ;;
+  no-digest) echo "METRIC pp512=55.250"; exit 0 ;;
+  twice) echo "METRIC pp512=55.250"; echo "DIGEST pp512=00112233445566ff"; echo "METRIC pp512=56.000"; exit 0 ;;
+  zero) echo "METRIC pp512=0.000"; echo "DIGEST pp512=00112233445566ff"; exit 0 ;;
+  no-tg) echo "METRIC pp512=55.250"; echo "DIGEST pp512=00112233445566ff"; exit 0 ;;
 esac
-if [ "$n" = 0 ]; then
-  echo '[{"n_prompt": 512, "n_gen": 0, "avg_ts": 55.25}]'
-else
-  echo '[{"n_prompt": 0, "n_gen": 128, "avg_ts": 40.5}, {"n_prompt": 512, "n_gen": 0, "avg_ts": 55.25}]'
+echo "llama-digest: pp512 9.3 s timed" >&2
+echo "METRIC pp512=55.250"
+echo "DIGEST pp512=00112233445566ff"
+if [ "$gen" != 0 ]; then
+  echo "some chatter"
+  echo "METRIC tg128=40.500"
+  echo "DIGEST tg128=ffeeddccbbaa9988"
 fi
-"""
-
-
-DIGEST = r"""#!/usr/bin/env bash
-echo "$@" > "$(dirname "$0")/digest-argv"
-case "${FAKE_DIGEST:-ok}" in
-  fail) echo "llama-digest: logit 3 of position 0 is not finite (nan)" >&2; exit 1 ;;
-  none) echo "hello" ;;
-  *) echo "DIGEST logits=00112233445566ff" ;;
-esac
 """
 
 
 @pytest.fixture()
 def fake(tmp_path):
-    exe = tmp_path / "llama-bench"
+    exe = tmp_path / "llama-digest"
     exe.write_text(FAKE)
     exe.chmod(0o755)
-    digest = tmp_path / "llama-digest"
-    digest.write_text(DIGEST)
-    digest.chmod(0o755)
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
     return exe, model
@@ -59,46 +52,59 @@ def fake(tmp_path):
 
 def _run(fake, **env):
     exe, model = fake
-    full = {**os.environ, "AUTORESEARCH_LLAMA_BENCH": str(exe), "AUTORESEARCH_MODEL": str(model), **env}
+    full = {**os.environ, "AUTORESEARCH_LLAMA_DIGEST": str(exe), "AUTORESEARCH_MODEL": str(model), **env}
     return subprocess.run(["bash", str(BENCH)], capture_output=True, text=True, timeout=60, env=full)
 
 
-def test_both_metrics_by_test_shape_not_position(fake):
+def _argv(fake):
+    return (fake[0].parent / "argv").read_text().split()
+
+
+def test_both_tests_with_the_digest_of_what_each_timed(fake):
     proc = _run(fake)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["METRIC pp512=55.250", "METRIC tg128=40.500", "DIGEST logits=00112233445566ff"]
-    assert " -n 128 " in (fake[0].parent / "argv").read_text()
+    assert proc.stdout.splitlines() == ["METRIC pp512=55.250", "DIGEST pp512=00112233445566ff",
+                                        "METRIC tg128=40.500", "DIGEST tg128=ffeeddccbbaa9988"]
+    assert _argv(fake) == ["--bench", str(fake[1]), "1", "512", "128", "1", "-1"]   # seed 1, one thread, auto
 
 
-def test_the_digest_runs_on_the_pairs_seed_with_the_benchmarks_threads_and_attention(fake):
+def test_the_timed_process_gets_the_pairs_seed_threads_and_attention(fake):
     proc = _run(fake, AUTORESEARCH_SEED="4242", AUTORESEARCH_THREADS="2", AUTORESEARCH_FA="off")
     assert proc.returncode == 0, proc.stderr
-    assert (fake[0].parent / "digest-argv").read_text().split() == [str(fake[1]), "4242", "64", "4", "2", "0"]
-    assert _run(fake).returncode == 0 and (fake[0].parent / "digest-argv").read_text().split()[1:] == \
-        ["1", "64", "4", "1", "-1"]                          # by hand: seed 1, one thread, auto
+    assert _argv(fake)[2:] == ["4242", "512", "128", "2", "0"]
+    assert _run(fake, AUTORESEARCH_FA="on").returncode == 0 and _argv(fake)[-1] == "1"
 
 
 def test_generation_off_runs_the_prompt_only(fake):
     proc = _run(fake, AUTORESEARCH_TG="off")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["METRIC pp512=55.250", "DIGEST logits=00112233445566ff"]
-    assert " -n 0 " in (fake[0].parent / "argv").read_text()
+    assert proc.stdout.splitlines() == ["METRIC pp512=55.250", "DIGEST pp512=00112233445566ff"]
+    assert _argv(fake)[4] == "0"
 
 
 @pytest.mark.parametrize("env, message", [
     ({"AUTORESEARCH_TG": "maybe"}, "AUTORESEARCH_TG must be on or off"),
-    ({"FAKE_MODE": "no-pp"}, "lacks pp512"),
-    ({"FAKE_MODE": "garbage"}, "not JSON"),
+    ({"AUTORESEARCH_FA": "yes"}, "AUTORESEARCH_FA must be on, off or auto"),
     ({"AUTORESEARCH_SEED": "7; rm -rf /"}, "AUTORESEARCH_SEED must be a number"),
-    ({"FAKE_DIGEST": "fail"}, "llama-digest failed"),
-    ({"FAKE_DIGEST": "none"}, "printed no DIGEST line"),
+    ({"AUTORESEARCH_THREADS": "0"}, "AUTORESEARCH_THREADS must be a positive number"),
+    ({"FAKE_MODE": "fail"}, "llama-digest --bench failed"),
+    ({"FAKE_MODE": "no-digest"}, "1 METRIC and 0 DIGEST lines for pp512"),
+    ({"FAKE_MODE": "twice"}, "2 METRIC and 1 DIGEST lines for pp512"),
+    ({"FAKE_MODE": "no-tg"}, "0 METRIC and 0 DIGEST lines for tg128"),
+    ({"FAKE_MODE": "zero"}, "pp512 rate is 0.000"),
 ])
-def test_bad_input_says_what_is_wrong(fake, env, message):
+def test_bad_input_says_what_is_wrong_and_prints_no_sample(fake, env, message):
     proc = _run(fake, **env)
     assert proc.returncode != 0 and message in proc.stderr, (proc.stdout, proc.stderr)
+    assert "METRIC" not in proc.stdout
 
 
 def test_a_build_without_llama_digest_is_named(fake):
-    (fake[0].parent / "llama-digest").unlink()
+    fake[0].unlink()
     proc = _run(fake)
     assert proc.returncode == 3 and "llama-digest not found" in proc.stderr and "digest.sh build" in proc.stderr
+
+
+def test_a_missing_model_is_named(fake):
+    proc = _run(fake, AUTORESEARCH_MODEL="/nonexistent/model.gguf")
+    assert proc.returncode == 3 and "model /nonexistent/model.gguf not found" in proc.stderr
