@@ -33,8 +33,17 @@ def setup_env(tmp: Path) -> dict[str, str]:
     (cache / "models").mkdir(parents=True)
     (cache / "models" / "synthetic-qwen3-28L-q4_0.gguf").write_bytes(b"GGUF")
     make_repo(cache / "matrix" / "target-pp512only", {"README": "x"})
-    return {**os.environ, "PATH": f"{tools}:{os.environ['PATH']}", "AUTORESEARCH_CACHE_ROOT": str(cache),
+    return {**operator_free_environ(), "PATH": f"{tools}:{os.environ['PATH']}", "AUTORESEARCH_CACHE_ROOT": str(cache),
             "AUTORESEARCH": str(tools / "autoresearch"), "RESULTS": str(tmp / "published")}
+
+
+# matrix.sh's own knobs: an operator who ran a cell from the same shell (WORK=... for a second set of
+# targets) must not send these tests' runs into that folder
+MATRIX_KNOBS = ("WORK", "SIM", "TOP", "TAG", "RESULTS", "LLAMA_TREE", "AUTORESEARCH_CFLAGS", "AUTORESEARCH_SIM_MODEL")
+
+
+def operator_free_environ() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in MATRIX_KNOBS}
 
 
 def sh(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
@@ -42,7 +51,7 @@ def sh(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
 
 
 def test_cells_list_every_cell_with_the_prompt_only_ones():
-    out = sh(dict(os.environ), "cells").stdout.splitlines()
+    out = sh(operator_free_environ(), "cells").stdout.splitlines()
     names = [line.split(":")[0] for line in out]
     assert len(names) == 12 and "qwen3-t2-pp512only" in names and "tinyllama-t1-tg128" in names
     assert all("AUTORESEARCH_TG=off" in line for line in out if "pp512only:" in line)
