@@ -3,53 +3,43 @@
 
     python3 compare_timers.py BUILD_BIN MODEL [--rounds 5] [--threads 1 2]
 
-runs `BUILD_BIN/llama-bench -p 512 -n 128 -r 1 -o json -t T` and `BUILD_BIN/llama-digest --bench
-MODEL SEED 512 128 T -1` interleaved (A B, then B A, ...; one process each per round, seed = the round)
-and prints, per thread count and test, both medians and their min-max, and the median (min-max) of
-each round's ratio digest/bench, the ratio also as a METRIC line. Build both first: `cmake --build build --target llama llama-bench` and
-`bash .github/autoresearch/digest.sh build build`. Run it again after moving to a newer llama.cpp:
-the program follows llama-bench's way of running a test (README, "Benchmark"), and upstream may change it.
+runs `BUILD_BIN/llama-bench -p 512 -n 128 -r 1 -o json -fa -1 -t T` and `BUILD_BIN/llama-digest
+--bench MODEL SEED 512 128 T -1` interleaved (A B, then B A, ...; one process each per round, seed =
+the round) and prints, per thread count and test, both medians and their min-max, and the median
+(min-max) of each round's ratio digest/bench, the ratio also as a METRIC line. Build both first:
+`cmake --build build --target llama llama-bench` and `bash .github/autoresearch/digest.sh build build`.
+Run it again after moving to a newer llama.cpp: the program follows llama-bench's way of running a
+test (README, "Benchmark"), and upstream may change it. Run from this project's checkout, installed
+(`pip install -e '.[test]'`): it reads llama-bench's JSON with tests/kernels/llama_ab.py's parser.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 
-TESTS = {"pp512": (512, 0), "tg128": (0, 128)}
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "kernels"))
+from jobs.metrics import parse_metrics  # noqa: E402  (the runner's own METRIC parser)
+from llama_ab import run_bench  # noqa: E402  (the A/B script's llama-bench run and JSON parser)
+
+TESTS = ("pp512", "tg128")
+AUTO_FA = -1   # llama-bench's default -fa, and llama-digest's
 
 
-def llama_bench_rates(stdout: str) -> dict[str, float]:
-    rows = json.loads(stdout)
-    rates = {}
-    for name, shape in TESTS.items():
-        found = [r["avg_ts"] for r in rows if isinstance(r, dict) and (r.get("n_prompt"), r.get("n_gen")) == shape]
-        if len(found) != 1:
-            raise ValueError(f"llama-bench printed {len(found)} {name} results")
-        rates[name] = float(found[0])
-    return rates
-
-
-def digest_rates(stdout: str) -> dict[str, float]:
-    rates = {}
-    for line in stdout.splitlines():
-        if line.startswith("METRIC "):
-            name, _, value = line[len("METRIC "):].partition("=")
-            rates[name] = float(value)
+def digest_rates(bin_dir: Path, model: Path, seed: int, threads: int) -> dict[str, float]:
+    cmd = [str(bin_dir / "llama-digest"), "--bench", str(model), str(seed), "512", "128", str(threads), str(AUTO_FA)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr[-500:]}")
+    rates = parse_metrics(done.stdout).values
     missing = [n for n in TESTS if n not in rates]
     if missing:
         raise ValueError(f"llama-digest --bench printed no METRIC {', '.join(missing)}")
     return rates
-
-
-def run(cmd: list[str]) -> str:
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr[-500:]}")
-    return done.stdout
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,13 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for threads in args.threads:
             for r in range(args.rounds):
-                bench = [str(args.bin / "llama-bench"), "-m", str(args.model), "-p", "512", "-n", "128", "-r", "1",
-                         "-o", "json", "-t", str(threads)]
-                digest = [str(args.bin / "llama-digest"), "--bench", str(args.model), str(r + 1), "512", "128",
-                          str(threads), "-1"]
-                order = [("llama-bench", bench, llama_bench_rates), ("llama-digest", digest, digest_rates)]
-                for prog, cmd, parse in order if r % 2 == 0 else order[::-1]:
-                    for name, rate in parse(run(cmd)).items():
+                order = [("llama-bench", lambda: run_bench(args.bin, args.model, AUTO_FA, threads)),
+                         ("llama-digest", lambda: digest_rates(args.bin, args.model, r + 1, threads))]
+                for prog, measure in order if r % 2 == 0 else order[::-1]:
+                    for name, rate in measure().items():
                         if name in TESTS:
                             samples.setdefault((threads, prog, name), []).append(rate)
     except (RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
