@@ -24,6 +24,20 @@ def test_build_does_nothing_without_a_reduced_model(tmp_path):
     assert done.returncode == 0 and not (tmp_path / "build-sim").exists()
 
 
+def test_build_refuses_on_arm_and_says_why_before_building_anything(tmp_path):
+    # Valgrind 3.19 cannot run arm64's dot-product kernels: no copy worth counting exists there
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "uname").write_text("#!/bin/sh\necho aarch64\n")
+    (tools / "cmake").write_text("#!/bin/sh\ntouch cmake-ran\n")
+    for tool in tools.iterdir():
+        tool.chmod(0o755)
+    done = sim(tmp_path, "build", AUTORESEARCH_SIM_MODEL="m.gguf", PATH=f"{tools}:{os.environ['PATH']}")
+    assert done.returncode == 3
+    assert "on aarch64" in done.stderr and "dot-product" in done.stderr and "remove simulate:" in done.stderr
+    assert not (tmp_path / "cmake-ran").exists() and not (tmp_path / "build-sim").exists()
+
+
 def test_run_names_what_is_missing(tmp_path):
     assert "AUTORESEARCH_SIM_MODEL is not set" in sim(tmp_path, "run").stderr
     model = tmp_path / "m.gguf"
