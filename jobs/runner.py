@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import declared_paths, pairjournal, sandbox
-from .locations import Locations
+from .locations import Locations, swap_coins
 from .hostfacts import cpu_model, load_now, machine_facts  # noqa: F401  (cpu_model: jobs.runner's own name)
 from .integrity import EXCLUDED, UNDECIDED, digest_problems, value_problems
 from .limits import Limits
@@ -234,13 +234,6 @@ def _invoke(spec: ExperimentSpec, tree: Path, who: str, seed: int, isolation: Is
     return Invocation(arm="", pair=-1, position=0, seed=seed,
                       metrics={k: v for k, v in parsed.values.items() if k in spec.metrics},
                       digests=parsed.digests, wall_s=done.seconds, cpu_s=done.cpu_s)
-
-
-def swap_coins(n_pairs: int, seed: int) -> list[int]:
-    """Per pair, 1 when the arms trade folders (jobs.locations): a fair coin drawn from `seed`
-    alone, independent of the order coin, so a resumed run repeats it."""
-    import numpy as np
-    return [int(c) for c in np.random.default_rng([seed, 0x10CA7E]).integers(0, 2, n_pairs)]
 
 
 def stop_reason(spec: ExperimentSpec, result: RawResult) -> str:

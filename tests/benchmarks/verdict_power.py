@@ -11,10 +11,12 @@ the runner's stop rule (`jobs.runner.stop_reason`) and judged (`jobs.verdict.jud
 slot's level of a run of `budget.max_experiments`. Processes are simulated in run order under the
 noise models of `Noise` (quiet, a second-in-pair effect, t3 tails with outliers, i.i.d. and Markov
 2.9x slow states, AR(1) drift, heteroscedastic, a busy day) with true effects 0, +5% and +14.5%,
-and under three hazards with no real effect: a 3% faster candidate folder (location), a candidate
+and under hazards with no real effect: a 3% or 10% faster candidate folder (location), a candidate
 that slows the next process by 10% (carry-over), a candidate that prints 1.5x its MB/s (the
 runner's CPU clock sees the same work). The runner's folder swap is emulated when the loaded code
-has it (`jobs.runner.swap_coins`). keep_rate at effect 0 = false keeps; at 5 and 14.5 = power.
+has it (`jobs.locations.swap_coins`, earlier `jobs.runner.swap_coins`). keep_rate at effect 0 =
+false keeps; at 5 and 14.5 = power; slower_rate = discards that call the candidate slower (at
+effect 0: false alarms).
 
 `demo`: the real loop on this machine, `--runs` times: `autoresearch run` on the bundled demo
 target with the offline agent (all recipes) plus `--nulls` maintainer candidates that change only
@@ -75,7 +77,7 @@ class Noise:
         raise ValueError(k)
 
 
-HAZARDS = ("location-3%", "carry-over-10%", "printed-1.5x")
+HAZARDS = ("location-3%", "location-10%", "carry-over-10%", "printed-1.5x")
 
 
 def one_run(kind: str, effect_pct: float, hazard: str, rng: np.random.Generator, config, slot: int,
@@ -89,9 +91,12 @@ def one_run(kind: str, effect_pct: float, hazard: str, rng: np.random.Generator,
     from jobs.spec import ExperimentSpec, Invocation, RawResult
     from jobs.verdict import VerdictPlan, judge
     try:
-        from jobs.runner import swap_coins          # this branch: arms swap folders by a coin per pair
+        from jobs.locations import swap_coins       # this branch: arms swap folders, blocks of two pairs
     except ImportError:
-        swap_coins = None
+        try:
+            from jobs.runner import swap_coins      # older: a coin per pair
+        except ImportError:
+            swap_coins = None
     noise_kind = "quiet" if hazard else kind
     noise = Noise(noise_kind, rng)
 
@@ -104,8 +109,8 @@ def one_run(kind: str, effect_pct: float, hazard: str, rng: np.random.Generator,
             nonlocal last
             v = noise.next(position) + (head_effect if arm == "B" else 0.0)
             in_q = (arm == "B") != bool(swapped)     # the candidate's folder (exp-*) is Q
-            if experiment and hazard == "location-3%" and in_q:
-                v += math.log(1.03)
+            if experiment and hazard.startswith("location-") and in_q:
+                v += math.log1p(float(hazard[len("location-"):-1]) / 100)
             if experiment and hazard == "carry-over-10%" and last == "B":
                 v += math.log(0.9)
             printed = v + (math.log(1.5) if experiment and hazard == "printed-1.5x" and arm == "B" else 0.0)
@@ -159,7 +164,9 @@ def one_run(kind: str, effect_pct: float, hazard: str, rng: np.random.Generator,
                                       head_commit="b", n_per_arm=rp.max, seed=seed + 1, stop=stop,
                                       prior=[list(p) for p in c.prior], **extra)
     raw = measure(rp.max, math.log1p(effect_pct / 100), seed + 1, stop=spec)
-    return judge(raw, config, plan).status.value
+    judged = judge(raw, config, plan)
+    # a discard that names the candidate slower is its own outcome: at effect 0 it is a false alarm
+    return "slower" if judged.status.value == "discard" and judged.reason.startswith("m slower") else judged.status.value
 
 
 def simulate(args) -> None:
@@ -183,6 +190,7 @@ def simulate(args) -> None:
         tag = f"sim.{name}.effect{effect:g}"
         print(f"METRIC {tag}.keep_rate={outcomes.count('keep') / sims:.3f}")
         print(f"METRIC {tag}.invalid_rate={outcomes.count('invalid') / sims:.3f}")
+        print(f"METRIC {tag}.slower_rate={outcomes.count('slower') / sims:.3f}")
         print(f"METRIC {tag}.runs={sims}", flush=True)
 
 

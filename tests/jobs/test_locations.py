@@ -2,15 +2,16 @@
 coin per pair picks which stands where (jobs.locations). Real git, real builds and benchmarks."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import git, make_repo
 from jobs import gitops
-from jobs.locations import Locations
+from jobs.locations import Locations, swap_coins
 from jobs.pipeline import Run, RunOptions
-from jobs.runner import swap_coins
 from synthetic import FILES, patch_for
 
 pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
@@ -49,6 +50,9 @@ def test_each_arm_runs_from_the_folder_it_was_built_in_and_the_folders_come_back
 def test_the_swap_coin_is_fair_reproducible_and_not_the_order_coin():
     coins = swap_coins(4000, 7)
     assert coins == swap_coins(4000, 7) and 0.47 < sum(coins) / 4000 < 0.53
+    assert all(a + b == 1 for a, b in zip(coins[0::2], coins[1::2]))      # one swap in every two pairs
+    assert 0.45 < sum(coins[0::2]) / 2000 < 0.55                          # ... and which one is a coin
+    assert swap_coins(5, 7)[:4] == coins[:4] and len(swap_coins(5, 7)) == 5
     from jobs.sequential import pair_schedule
     order = [first == "B" for first, _ in pair_schedule(4000, 7)]
     agree = sum(int(a) == b for a, b in zip(order, coins)) / 4000
@@ -56,6 +60,20 @@ def test_the_swap_coin_is_fair_reproducible_and_not_the_order_coin():
 
 
 LOCATION_BIAS = 1.06     # 6% faster when run from an experiment's folder: far above the 1% floor
+
+
+def test_a_location_effect_alone_never_stops_an_identical_candidate():
+    # The stop rule on 2,000 identical candidates whose folder is 6% faster, 20 pairs each, with the
+    # runner's swap coins: a coin per pair let same-side runs stop 2.2% of them as "slower" (and keep
+    # some); blocks of two pairs with one swap each cancel the effect every two pairs.
+    from jobs.sequential import Rule, decide_paths
+    rng = np.random.default_rng(3)
+    n, paths = 20, 2000
+    side = np.array([[1 if c else -1 for c in swap_coins(n, seed)] for seed in range(paths)])
+    y = math.log(LOCATION_BIAS) * side + rng.normal(0, 0.008, (paths, n))
+    rule = Rule(alpha_keep=0.05, floor=math.log(1.01), target=math.log(1.03), min_pairs=3, max_pairs=n)
+    kinds, _, _ = decide_paths(y, np.full((paths, n), 0.008), rule)
+    assert not ({"keep", "loss"} & set(kinds.tolist())), {k: int((kinds == k).sum()) for k in set(kinds.tolist())}
 
 
 @pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="needs bubblewrap (make test installs it)")
