@@ -66,7 +66,9 @@ def test_a_hostile_target_through_the_app_is_contained(bot_env, tmp_path, monkey
     assert bot_env.comment(REPO, 1, "alice", "/autoresearch optimize cpu").status == 202
     bot_env.work()
     rec = Store(bot_env.redis).current_run(REPO, 1)
-    assert rec.state == "done", rec
+    # on failure say why (the record's repr is truncated): its phase, message, warnings, last comment
+    last_comment = [c["body"] for c in bot_env.github.comments.values()][-1:]
+    assert rec.state == "done", (rec.state, rec.phase, rec.phase_detail, rec.message, rec.warnings, last_comment)
 
     h.assert_contained(bot_env.redis)
     pr = bot_env.github.pulls[(REPO, 100)]
