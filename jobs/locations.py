@@ -108,4 +108,4 @@ def swap_coins(n_pairs: int, seed: int) -> list[int]:
     Without a location effect nothing changes."""
     import numpy as np
     first = np.random.default_rng([seed, 0x10CA7E]).integers(0, 2, (n_pairs + 1) // 2)
-    return [int(first[i // 2]) if i % 2 == 0 else 1 - int(first[i // 2]) for i in range(n_pairs)]
+    return [int(first[i // 2]) ^ (i % 2) for i in range(n_pairs)]     # the block's second pair: the other side

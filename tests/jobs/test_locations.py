@@ -1,5 +1,6 @@
-"""Where a build runs cannot decide a verdict (issue 21): each arm is built in both folders and a
-coin per pair picks which stands where (jobs.locations). Real git, real builds and benchmarks."""
+"""Where a build runs cannot decide a verdict (issue 21): each arm is built in both folders and
+the arms trade folders in one pair of every two, which one a coin picks (jobs.locations). Real git,
+real builds and benchmarks."""
 from __future__ import annotations
 
 import math
