@@ -1,7 +1,9 @@
 """examples/llama.cpp/sim.sh, the llama.cpp contract's deterministic yardstick (issue 26): its build step
-does nothing unless a reduced model is named, and its run step says what is missing instead of letting
-cachegrind count a failed process. The real build and cachegrind run are exercised by `SIM=1 matrix.sh run`
-(examples/llama.cpp/README.md); here a stand-in llama-bench records what it was called with."""
+does nothing unless a reduced model is named, builds the copy Valgrind can count on each machine (AVX2 on
+x86-64, armv8.2-a+dotprod on arm64 once a probe shows the installed Valgrind runs an SDOT) or says why
+not before configuring anything, and its run step says what is missing instead of letting cachegrind
+count a failed process. The real build and cachegrind run are exercised by `SIM=1 matrix.sh run`
+(examples/llama.cpp/README.md); here stand-ins record what they were called with."""
 from __future__ import annotations
 
 import os
@@ -24,18 +26,66 @@ def test_build_does_nothing_without_a_reduced_model(tmp_path):
     assert done.returncode == 0 and not (tmp_path / "build-sim").exists()
 
 
-def test_build_refuses_on_arm_and_says_why_before_building_anything(tmp_path):
-    # Valgrind 3.19 cannot run arm64's dot-product kernels: no copy worth counting exists there
+def stand_ins(tmp_path: Path, machine: str, valgrind: str) -> dict[str, str]:
+    """uname, cc, valgrind and cmake that record what sim.sh asked of them (cmake configures nothing)."""
     tools = tmp_path / "tools"
     tools.mkdir()
-    (tools / "uname").write_text("#!/bin/sh\necho aarch64\n")
-    (tools / "cmake").write_text("#!/bin/sh\ntouch cmake-ran\n")
+    (tools / "uname").write_text(f"#!/bin/sh\necho {machine}\n")
+    (tools / "cc").write_text('#!/bin/sh\necho "$@" >> cc-args\n'
+                              'while [ $# -gt 1 ]; do [ "$1" = -o ] && touch "$2"; shift; done\n')
+    (tools / "valgrind").write_text(valgrind)
+    (tools / "cmake").write_text('#!/bin/sh\necho "$@" >> cmake-args\n')
     for tool in tools.iterdir():
         tool.chmod(0o755)
-    done = sim(tmp_path, "build", AUTORESEARCH_SIM_MODEL="m.gguf", PATH=f"{tools}:{os.environ['PATH']}")
-    assert done.returncode == 3
-    assert "on aarch64" in done.stderr and "dot-product" in done.stderr and "remove simulate:" in done.stderr
-    assert not (tmp_path / "cmake-ran").exists() and not (tmp_path / "build-sim").exists()
+    return {"AUTORESEARCH_SIM_MODEL": "m.gguf", "PATH": f"{tools}:{os.environ['PATH']}"}
+
+
+# Debian 12's Valgrind 3.19 on arm64 (seen under qemu-aarch64): an SDOT stops the client with SIGILL
+OLD_VALGRIND = """#!/bin/sh
+[ "$1" = --version ] && { echo valgrind-3.19.0; exit 0; }
+echo "disInstr(arm64): unhandled instruction 0x4E829420" >&2
+kill -ILL $$
+"""
+NEW_VALGRIND = '#!/bin/sh\n[ "$1" = --version ] && { echo valgrind-3.27.1; exit 0; }\necho "$@" >> valgrind-args\n'
+
+
+def test_build_on_arm_refuses_a_valgrind_that_cannot_run_sdot_before_configuring_anything(tmp_path):
+    env = stand_ins(tmp_path, "aarch64", OLD_VALGRIND)
+    done = sim(tmp_path, "build", **env)
+    assert done.returncode == 3, done.stderr
+    assert "valgrind-3.19.0 cannot run the dot-product instruction (SDOT)" in done.stderr
+    assert "unhandled instruction 0x4E829420" in done.stderr and "3.23 or newer" in done.stderr
+    assert "remove simulate:" in done.stderr and "Illegal instruction" not in done.stderr
+    assert "-march=armv8.2-a+dotprod" in (tmp_path / "cc-args").read_text()     # the probe was built for the copy
+    assert not (tmp_path / "cmake-args").exists() and not (tmp_path / "build-sim").exists()
+
+
+def test_build_on_arm_configures_the_dotprod_copy_when_valgrind_runs_it(tmp_path):
+    env = stand_ins(tmp_path, "aarch64", NEW_VALGRIND)
+    done = sim(tmp_path, "build", **env)
+    # the stand-in cmake built no libraries, so linking llama-digest stops, naming what is missing
+    assert done.returncode == 3 and "libllama.a not found" in done.stderr, done.stderr
+    configure = (tmp_path / "cmake-args").read_text().splitlines()[0].split()
+    assert "-DGGML_CPU_ARM_ARCH=armv8.2-a+dotprod" in configure and "-DGGML_NATIVE=OFF" in configure
+    assert not [a for a in configure if "AVX" in a]
+    assert "--tool=none" in (tmp_path / "valgrind-args").read_text()
+
+
+def test_build_on_x86_configures_the_avx2_copy_without_asking_valgrind(tmp_path):
+    env = stand_ins(tmp_path, "x86_64", OLD_VALGRIND)
+    done = sim(tmp_path, "build", **env)
+    assert done.returncode == 3 and "libllama.a not found" in done.stderr, done.stderr
+    configure = (tmp_path / "cmake-args").read_text().splitlines()[0].split()
+    assert "-DGGML_AVX2=ON" in configure and "-DGGML_AVX512=OFF" in configure and "-DGGML_NATIVE=OFF" in configure
+    assert configure.index("-DGGML_AVX2=OFF") < configure.index("-DGGML_AVX2=ON")
+    assert not [a for a in configure if "ARM_ARCH" in a] and not (tmp_path / "cc-args").exists()
+
+
+def test_build_refuses_another_machine_before_configuring_anything(tmp_path):
+    env = stand_ins(tmp_path, "riscv64", NEW_VALGRIND)
+    done = sim(tmp_path, "build", **env)
+    assert done.returncode == 3 and "not riscv64" in done.stderr and "remove simulate:" in done.stderr
+    assert not (tmp_path / "cmake-args").exists()
 
 
 def test_run_names_what_is_missing(tmp_path):
