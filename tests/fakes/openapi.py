@@ -15,10 +15,14 @@ PACKAGE = "@octokit/openapi"
 VERSION = "23.0.2"          # pinned; tests/system-deps.sh installs the same version
 
 
-def spec_path() -> Path:
+def install_prefix() -> Path:
+    """The folder npm installs into (`npm install --prefix`); tests/system-deps.sh uses the same."""
     base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return (base / "autoresearch-tests" / f"openapi-{VERSION}" / "node_modules" / PACKAGE / "generated"
-            / "api.github.com.json")
+    return base / "autoresearch-tests" / f"openapi-{VERSION}"
+
+
+def spec_path() -> Path:
+    return install_prefix() / "node_modules" / PACKAGE / "generated" / "api.github.com.json"
 
 
 def install_spec() -> Path:
@@ -30,7 +34,7 @@ def install_spec() -> Path:
     if npm is None:
         raise RuntimeError(f"npm is not installed: it is needed to install {PACKAGE}@{VERSION} (GitHub's "
                            "OpenAPI description). Run `make system-deps` or apt-get install npm.")
-    prefix = path.parents[3]
+    prefix = install_prefix()
     prefix.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run([npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--no-save",
                            f"{PACKAGE}@{VERSION}"], capture_output=True, text=True, timeout=600)
