@@ -34,9 +34,9 @@
 # AUTORESEARCH_CFLAGS is passed to the build (see autoresearch.yml; on an AMX VM whose AMX path
 # crashes set it to "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"). Runs are niced (shared machine).
 # SIM=1: the cell runs on a variant of its target whose config declares the example's `simulate:`
-# yardstick (sim.sh: an AVX2 copy with llama-digest, one process per arm under cachegrind, pp64 on a
-# 2-layer model of the cell's shape, -t 1; tg128 cells generate 16 tokens instead:
-# AUTORESEARCH_SIM_GEN=16), with AUTORESEARCH_SIM_MODEL set to that model.
+# yardstick (sim.sh: an AVX2 copy, on arm64 an armv8.2-a+dotprod one, with llama-digest, one process
+# per arm under cachegrind, pp64 on a 2-layer model of the cell's shape, -t 1; tg128 cells generate 16
+# tokens instead: AUTORESEARCH_SIM_GEN=16), with AUTORESEARCH_SIM_MODEL set to that model.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
