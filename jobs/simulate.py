@@ -52,7 +52,7 @@ from dataclasses import dataclass
 
 from .runsummary import RunSummary
 
-# What cachegrind (3.19, --cache-sim=yes) prints on its `events:` line.
+# What cachegrind (3.19 on x86-64; 3.24 and 3.27 on arm64, --cache-sim=yes) prints on its `events:` line.
 EVENTS = ("Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw")
 L1_WEIGHT, LL_WEIGHT = 10, 100
 MODEL = (f"simulated cycles = Ir + {L1_WEIGHT}·(I1mr + D1mr + D1mw) + {LL_WEIGHT}·(ILmr + DLmr + DLmw) "

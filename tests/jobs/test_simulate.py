@@ -35,6 +35,26 @@ def test_parse_and_model():
     assert c.cycles == 15112631 + 10 * (1232 + 1122 + 373) + 100 * (1231 + 979 + 349)
 
 
+# Real cachegrind 3.27.1 output (arm64, under qemu-aarch64: tests/kernels/arm_yardstick.sh), header and
+# totals of llama-digest on a 2-layer model: the format the arm64 yardstick reads is the same.
+SAMPLE_ARM64 = """desc: I1 cache:         32768 B, 64 B, 8-way associative
+desc: D1 cache:         32768 B, 64 B, 8-way associative
+desc: LL cache:         8388608 B, 64 B, 16-way associative
+cmd: build-sim/bin/llama-digest synthetic-qwen3-2L-q4_0.gguf 1 64 0 1 -1
+events: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw 
+fl=???
+fn=(below main)
+0 142 8 7 25 11 0 11 0 0
+summary: 1037387691 22519 9362 200698689 9087733 2346388 58799020 2301873 1204703
+"""
+
+
+def test_a_newer_cachegrind_on_arm64_reads_the_same():
+    c = parse_cachegrind(SAMPLE_ARM64)
+    assert c.get("Ir") == 1037387691 and c.get("DLmw") == 1204703
+    assert c.cycles == 1507554241        # Ir + 10 (I1mr + D1mr + D1mw) + 100 (ILmr + DLmr + DLmw)
+
+
 def test_extract_sums_every_process_and_ignores_the_rest():
     marker = "MARK-123"
     text = ("noise METRIC x=1\n" + marker + "\nevents: Ir I1mr\nsummary: 100 1\n"
