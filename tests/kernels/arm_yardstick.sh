@@ -128,9 +128,11 @@ count() {
   local tree="${1:?count TREE MODEL}" model="${2:?count TREE MODEL}" prompt="${3:-64}" gen="${4:-0}" out
   [ "$gen" -gt 0 ] && prompt=1      # as sim.sh run: one prompt token, then GEN
   out="$(mktemp -d)"
-  # simulate:'s cachegrind options (jobs/simulate.py: wrapped_command, CACHES)
+  # simulate:'s cache geometry, from the code that counts (jobs/simulate.py); split into options on purpose
+  caches="$(PYTHONPATH="$ROOT" python3 -c 'from jobs.simulate import CACHES; print(" ".join(CACHES))')"
+  # shellcheck disable=SC2086
   VALGRIND_SUITE="${SUITE[${VALGRIND:-new}]}" "$DIR/shim/valgrind" --tool=cachegrind --cache-sim=yes \
-    --branch-sim=no --I1=32768,8,64 --D1=32768,8,64 --LL=8388608,16,64 --vgdb=no \
+    --branch-sim=no $caches --vgdb=no \
     --cachegrind-out-file="$out/cg.out" "$tree/build-sim/bin/llama-digest" "$model" 1 "$prompt" "$gen" 1 -1 \
     > "$out/run.log" 2>&1 || { tail -n 20 "$out/run.log"; exit 1; }
   grep '^DIGEST ' "$out/run.log"
@@ -138,18 +140,15 @@ count() {
 import sys
 from collections import Counter
 from pathlib import Path
+from jobs.research.cgformat import costs
 from jobs.simulate import parse_cachegrind
 text = Path(sys.argv[1]).read_text()
 counts = parse_cachegrind(text)
 print(f"METRIC sim_cycles={counts.cycles}")
 print(f"METRIC sim_ir={counts.get('Ir')}")
-# where the instructions went, by function (cachegrind's fn= records; Ir is the first count)
-by_fn, fn = Counter(), None
-for line in text.splitlines():
-    if line.startswith("fn="):
-        fn = line[3:]
-    elif fn and line[:1].isdigit():
-        by_fn[fn] += int(line.split()[1])
+by_fn = Counter()       # where the instructions went, by function
+for cost in costs(text):
+    by_fn[cost.fn] += cost.costs.get("Ir", 0)
 for name, ir in by_fn.most_common(5):
     print(f"  {100 * ir / counts.get('Ir'):5.1f}% of Ir  {name[:100]}")
 EOF
