@@ -62,6 +62,10 @@ class Recipe(_Strict):
     # row) has no Amdahl bound on the other workload, however much time its op takes there.
     min_tokens: int = Field(1, ge=1, description="acts only on graphs of at least this many tokens")
     max_tokens: int | None = Field(None, ge=1, description="acts only on graphs of at most this many tokens")
+    # A change inside one architecture's code (arch/arm/, arch/x86/) compiles to nothing elsewhere:
+    # on a profile taken on another machine it has no bound, whatever its op's share.
+    arches: list[Literal["x86_64", "aarch64"]] = Field(
+        default_factory=list, description="machines (uname -m) whose builds compile the change; empty: all")
     detect: Detect
     edits: list[Edit] = Field(min_length=1)
     commit: str = Field(description="commit message: subject line, blank line, body")

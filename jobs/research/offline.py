@@ -191,11 +191,31 @@ def sequence_label(seqs: list[tuple[str, ...]]) -> str:
     return first + "".join(f" (+{e})" for e in extra)
 
 
-def why_not_acting(h: Hypothesis, recipe: Recipe | None):
-    """For Profile.bounds: why `h` cannot change a workload at all, "" when it can. Outside its
-    recipe's token range (a prompt-only path on a 1-token graph); or a change to the split between
-    threads on a workload that runs one thread, however much time its op takes."""
+# what each known platform builds for (jobs.config.Platform); a platform of another name is unknown
+PLATFORM_ARCH = {"x86": "x86_64", "arm": "aarch64"}
+
+
+def run_arches(platforms, local_arch: str) -> set[str] | None:
+    """The machines (uname -m) this run's experiments build for: `local` is where the profile ran,
+    `x86`/`arm` their cloud machines. None when a platform's arch is unknown (a custom name)."""
+    arches = set()
+    for p in platforms:
+        arch = local_arch if p.name == "local" else PLATFORM_ARCH.get(p.name, "")
+        if not arch:
+            return None
+        arches.add(arch)
+    return arches
+
+
+def why_not_acting(h: Hypothesis, recipe: Recipe | None, arches: set[str] | None = None):
+    """For Profile.bounds: why `h` cannot change a workload at all, "" when it can. Its recipe's
+    code compiles only for machines none of the run's experiments build for (`arches`, None:
+    unknown); outside its recipe's token range (a prompt-only path on a 1-token graph); or a change
+    to the split between threads on a workload that runs one thread, however much time its op takes."""
     def why(w) -> str:
+        if recipe is not None and recipe.arches and arches and not arches & set(recipe.arches):
+            return (f"this change compiles only for {' and '.join(recipe.arches)} builds, and this run's "
+                    f"experiments build for {' and '.join(sorted(arches))}")
         if recipe is not None and not recipe.acts_on(w.tokens):
             return f"this change acts only on {recipe.token_range()} ({w.tokens} per graph here)"
         if h.kind == "parallelism" and w.graphs and w.graphs[0].n_threads == 1:
@@ -211,6 +231,7 @@ def apply_profile(hypotheses: list[Hypothesis], sources, recipes: dict[str, Reci
     profile table in research.md lists them."""
     from . import profile as profile_mod
     prof = sources.profile
+    arches = run_arches(config.platforms, prof.arch) if prof.arch else None
     primary = prof.workload(config.primary.name)
     if primary is None:
         sources.notes.append(f"profile: no workload is named after the primary metric {config.primary.name} "
@@ -221,7 +242,7 @@ def apply_profile(hypotheses: list[Hypothesis], sources, recipes: dict[str, Reci
             continue
         label = sequence_label(seqs)
         sources.profile_sequences.setdefault(label, seqs)
-        bounds = prof.bounds(seqs, why_not_acting(h, recipes.get(h.recipe or "")))
+        bounds = prof.bounds(seqs, why_not_acting(h, recipes.get(h.recipe or ""), arches))
         h.evidence += [Evidence(f"profile:{b.workload}", b.sentence(label)) for b in bounds]
         if primary is not None:
             pct = next(b for b in bounds if b.workload == primary.name).pct

@@ -12,6 +12,7 @@ benchmark process (jobs/research/profile.py); a failure becomes a note, never a 
 from __future__ import annotations
 
 import os
+import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,7 +120,7 @@ def _profile(tree: Path, config: TargetConfig, notes: list[str], run=None, on_st
     except (RecipeError, profile_mod.ProfileError) as exc:
         notes.append(f"profile: not measured ({exc})")
         return None
-    prof.cpu = cpu_model()
+    prof.cpu, prof.arch = cpu_model(), platform.machine()
     return prof
 
 
