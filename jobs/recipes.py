@@ -63,7 +63,7 @@ class Recipe(_Strict):
     min_tokens: int = Field(1, ge=1, description="acts only on graphs of at least this many tokens")
     max_tokens: int | None = Field(None, ge=1, description="acts only on graphs of at most this many tokens")
     # A change inside one architecture's code (arch/arm/, arch/x86/) compiles to nothing elsewhere:
-    # on a profile taken on another machine it has no bound, whatever its op's share.
+    # research leaves it out of a run whose experiments all build for other machines (offline.other_arch).
     arches: list[Literal["x86_64", "aarch64"]] = Field(
         default_factory=list, description="machines (uname -m) whose builds compile the change; empty: all")
     detect: Detect

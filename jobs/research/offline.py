@@ -5,6 +5,7 @@ that finds its optimization already present is reported as such and never become
 """
 from __future__ import annotations
 
+import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,8 +53,38 @@ def _overlaps(finding: Finding, evidence: list[str]) -> bool:
     return False
 
 
-def research(tree: Path, config: TargetConfig) -> Research:
+# what each known platform builds for (jobs.config.Platform); a platform of another name is unknown
+PLATFORM_ARCH = {"x86": "x86_64", "arm": "aarch64"}
+
+
+def run_arches(platforms, local_arch: str) -> set[str] | None:
+    """The machines (uname -m) this run's experiments build for: `local` is the machine research
+    runs on (the worker that runs them), `x86`/`arm` their cloud machines. None when a platform's
+    arch is unknown (a name of the config's own)."""
+    arches = set()
+    for p in platforms:
+        arch = local_arch if p.name == "local" else PLATFORM_ARCH.get(p.name, "")
+        if not arch:
+            return None
+        arches.add(arch)
+    return arches
+
+
+def other_arch(recipe: Recipe, arches: set[str] | None) -> str:
+    """Why `recipe` cannot change this run's builds ("" when it can): its code compiles only for
+    machines none of the run's experiments build for (a change inside arch/arm/ is no code at all
+    on x86-64, so measuring it there would spend an experiment on a certain no-op)."""
+    if not recipe.arches or arches is None or arches & set(recipe.arches):
+        return ""
+    return (f"its code compiles only for {' and '.join(recipe.arches)} builds, and this run's experiments "
+            f"build for {' and '.join(sorted(arches))}")
+
+
+def research(tree: Path, config: TargetConfig, local_arch: str | None = None) -> Research:
+    """Recipe detections and scan findings in `tree`, ranked. `local_arch` (default: this machine's
+    `uname -m`) is what the `local` platform builds for."""
     tree = Path(tree)
+    arches = run_arches(config.platforms, local_arch or platform.machine())
     findings: list[Finding] = []
     for path in editable_sources(tree, config):
         rel = path.relative_to(tree).as_posix()
@@ -67,7 +98,8 @@ def research(tree: Path, config: TargetConfig) -> Research:
     for name in config.research.recipes:
         for recipe in load_recipe_set(name):
             recipes[recipe.id] = recipe
-    detections = [detect(r, tree) for r in recipes.values()]
+    detections = [Detection(r.id, "not_found", reason=other_arch(r, arches)) if other_arch(r, arches)
+                  else detect(r, tree) for r in recipes.values()]
 
     hypotheses: list[Hypothesis] = []
     claimed: set[int] = set()
@@ -191,31 +223,11 @@ def sequence_label(seqs: list[tuple[str, ...]]) -> str:
     return first + "".join(f" (+{e})" for e in extra)
 
 
-# what each known platform builds for (jobs.config.Platform); a platform of another name is unknown
-PLATFORM_ARCH = {"x86": "x86_64", "arm": "aarch64"}
-
-
-def run_arches(platforms, local_arch: str) -> set[str] | None:
-    """The machines (uname -m) this run's experiments build for: `local` is where the profile ran,
-    `x86`/`arm` their cloud machines. None when a platform's arch is unknown (a custom name)."""
-    arches = set()
-    for p in platforms:
-        arch = local_arch if p.name == "local" else PLATFORM_ARCH.get(p.name, "")
-        if not arch:
-            return None
-        arches.add(arch)
-    return arches
-
-
-def why_not_acting(h: Hypothesis, recipe: Recipe | None, arches: set[str] | None = None):
-    """For Profile.bounds: why `h` cannot change a workload at all, "" when it can. Its recipe's
-    code compiles only for machines none of the run's experiments build for (`arches`, None:
-    unknown); outside its recipe's token range (a prompt-only path on a 1-token graph); or a change
-    to the split between threads on a workload that runs one thread, however much time its op takes."""
+def why_not_acting(h: Hypothesis, recipe: Recipe | None):
+    """For Profile.bounds: why `h` cannot change a workload at all, "" when it can. Outside its
+    recipe's token range (a prompt-only path on a 1-token graph); or a change to the split between
+    threads on a workload that runs one thread, however much time its op takes."""
     def why(w) -> str:
-        if recipe is not None and recipe.arches and arches and not arches & set(recipe.arches):
-            return (f"this change compiles only for {' and '.join(recipe.arches)} builds, and this run's "
-                    f"experiments build for {' and '.join(sorted(arches))}")
         if recipe is not None and not recipe.acts_on(w.tokens):
             return f"this change acts only on {recipe.token_range()} ({w.tokens} per graph here)"
         if h.kind == "parallelism" and w.graphs and w.graphs[0].n_threads == 1:
@@ -231,7 +243,6 @@ def apply_profile(hypotheses: list[Hypothesis], sources, recipes: dict[str, Reci
     profile table in research.md lists them."""
     from . import profile as profile_mod
     prof = sources.profile
-    arches = run_arches(config.platforms, prof.arch) if prof.arch else None
     primary = prof.workload(config.primary.name)
     if primary is None:
         sources.notes.append(f"profile: no workload is named after the primary metric {config.primary.name} "
@@ -242,7 +253,7 @@ def apply_profile(hypotheses: list[Hypothesis], sources, recipes: dict[str, Reci
             continue
         label = sequence_label(seqs)
         sources.profile_sequences.setdefault(label, seqs)
-        bounds = prof.bounds(seqs, why_not_acting(h, recipes.get(h.recipe or ""), arches))
+        bounds = prof.bounds(seqs, why_not_acting(h, recipes.get(h.recipe or "")))
         h.evidence += [Evidence(f"profile:{b.workload}", b.sentence(label)) for b in bounds]
         if primary is not None:
             pct = next(b for b in bounds if b.workload == primary.name).pct

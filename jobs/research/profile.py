@@ -261,7 +261,6 @@ class Profile:
     workloads: list[Workload]
     command: str = ""
     cpu: str = ""
-    arch: str = ""      # uname -m of the machine it ran on: the arch the `local` platform builds for
     notes: list[str] = field(default_factory=list)
 
     def workload(self, name: str) -> Workload | None:
@@ -277,7 +276,7 @@ class Profile:
 
     def to_dict(self) -> dict:
         """Plain data for state/summary (pr.md renders it with jobs.report.profile_section)."""
-        return {"command": self.command, "cpu": self.cpu, "arch": self.arch, "notes": list(self.notes), "workloads": [
+        return {"command": self.command, "cpu": self.cpu, "notes": list(self.notes), "workloads": [
             {"name": w.name, "tokens": w.tokens, "graphs": len(w.graphs), "skipped": w.skipped,
              "total_ms": round(w.total_ns / 1e6, 3), "threads": w.graphs[0].n_threads if w.graphs else 0,
              "by_op": {k: round(v / w.total_ns, 5) for k, v in w.by_op().items()} if w.total_ns else {},

@@ -12,7 +12,6 @@ benchmark process (jobs/research/profile.py); a failure becomes a note, never a 
 from __future__ import annotations
 
 import os
-import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,7 +119,7 @@ def _profile(tree: Path, config: TargetConfig, notes: list[str], run=None, on_st
     except (RecipeError, profile_mod.ProfileError) as exc:
         notes.append(f"profile: not measured ({exc})")
         return None
-    prof.cpu, prof.arch = cpu_model(), platform.machine()
+    prof.cpu = cpu_model()
     return prof
 
 

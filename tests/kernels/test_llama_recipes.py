@@ -358,3 +358,38 @@ def test_research_offers_a_stacked_recipe_once_its_base_recipe_is_in_the_tree(tr
         hyp = next(h for h in after.hypotheses if h.recipe == rid)
         assert any("ops.cpp" in e.where for e in hyp.evidence)
         assert f"{below}: already present" in " ".join(after.notes)
+
+
+def test_a_recipe_whose_edits_are_all_in_one_arch_says_so(recipes):
+    """Research leaves a recipe out of runs that build for no machine it names (`arches`), so the
+    field must match the edits: all under arch/x86/ -> x86_64, all under arch/arm/ -> aarch64,
+    otherwise every machine (empty)."""
+    folder = {"x86": "x86_64", "arm": "aarch64"}
+    for rid, recipe in recipes.items():
+        files = {e.file for e in recipe.edits}
+        dirs = {f.split("/arch/")[1].split("/")[0] if "/arch/" in f else "" for f in files}
+        want = [folder[dirs.pop()]] if len(dirs) == 1 and "" not in dirs else []
+        assert recipe.arches == want, (rid, sorted(files))
+
+
+@pytest.mark.parametrize("platforms,local,arm_offered,x86_offered", [
+    ("[local]", "x86_64", False, True), ("[x86]", "aarch64", False, True), ("[local]", "aarch64", True, False),
+    ("[x86, arm]", "x86_64", True, True), ("[local, {name: big-box, instance_type: m7g.large}]", "x86_64", True, True)])
+def test_research_leaves_out_a_recipe_no_experiment_builds_for(tree, platforms, local, arm_offered, x86_offered):
+    """q4-0-4x4-gemv-four-groups edits only arch/arm/: on a run whose experiments all build for
+    x86-64 it is no code at all, so research notes why and offers no experiment; once the run has
+    an arm platform (or its local machine is AArch64) it is a hypothesis. q4-0-unsigned-nibble
+    (arch/x86/ only) the other way round. A platform of the config's own naming leaves the arch
+    unknown, and both offered."""
+    from jobs.config import parse_config
+    from jobs.research.offline import merge_sources, research
+    text = (Path(__file__).resolve().parents[2] / "examples" / "llama.cpp" / "autoresearch.yml").read_text()
+    config = parse_config(text.replace("platforms: [local]", f"platforms: {platforms}"))
+    found = merge_sources(research(tree, config, local_arch=local), None, config)
+    offered = {h.recipe for h in found.hypotheses}
+    assert ("q4-0-4x4-gemv-four-groups" in offered) == arm_offered, sorted(offered)
+    assert ("q4-0-unsigned-nibble" in offered) == x86_offered, sorted(offered)
+    note = ("q4-0-4x4-gemv-four-groups: not applicable (its code compiles only for aarch64 builds, and this "
+            "run's experiments build for x86_64)")
+    assert (note in found.notes) == (not arm_offered), found.notes
+    assert "fa-tile-pack" in offered                      # ops.cpp: every machine builds it

@@ -230,32 +230,6 @@ def test_a_change_has_no_bound_on_workloads_its_token_range_excludes():
         Recipe(**{**_recipe("bad", ["ROPE"]).model_dump(), "min_tokens": 4, "max_tokens": 2})
 
 
-def test_a_change_for_another_arch_has_no_bound_where_no_experiment_builds_for_it():
-    """An AArch64-only kernel (arch/arm/) compiles to nothing on an x86-64 build: on a run whose
-    experiments all build for x86-64 it has no bound, however much time MUL_MAT takes; once an
-    `arm` platform is in the run, or its local machine is AArch64, it ranks by its op's share."""
-    arm_only = Recipe(**{**_recipe("neon-gemv", ["MUL_MAT"]).model_dump(), "arches": ["aarch64"]})
-    for platforms, local, acting in (("[local]", "x86_64", False), ("[x86]", "x86_64", False),
-                                     ("[local]", "aarch64", True), ("[x86, arm]", "x86_64", True),
-                                     ("[local, {name: big-box, instance_type: m7.large}]", "x86_64", True),
-                                     ("[local]", "", True)):
-        config = parse_config(CONFIG + f"platforms: {platforms}\n")
-        prof = P.from_text(profile_text(), ["pp4", "tg2"])
-        prof.arch = local
-        h = Hypothesis(id="neon-gemv", title="n", kind="micro", rationale="r", ops=["MUL_MAT"], score=3.0,
-                       recipe="neon-gemv")
-        merged = merge_sources(Research([h], recipes={"neon-gemv": arm_only}), Sources(profile=prof), config)
-        notes = {e.where: e.note for e in merged.hypotheses[0].evidence if e.where.startswith("profile:")}
-        gated = ("but this change compiles only for aarch64 builds, and this run's experiments build for "
-                 "x86_64 (bound 0%)")
-        assert notes["profile:pp4"].endswith(gated) != acting, (platforms, local, notes)
-        assert (merged.hypotheses[0].score > 3.0) == acting, (platforms, local, merged.hypotheses[0].score)
-    from jobs.research.offline import run_arches
-    assert run_arches(parse_config(CONFIG + "platforms: [local, arm]\n").platforms, "x86_64") == {"x86_64", "aarch64"}
-    with pytest.raises(ValueError, match="arches"):
-        Recipe(**{**_recipe("bad", ["ROPE"]).model_dump(), "arches": ["arm64"]})
-
-
 def test_primary_metric_without_a_workload_leaves_the_ranking_and_says_so():
     config = parse_config(CONFIG.replace("name: pp4, primary: true}, {name: tg2}",
                                          "name: latency, primary: true}, {name: tg2}"))

@@ -70,3 +70,26 @@ def test_research_on_a_tree_without_recipes_still_finds_scan_hypotheses(tmp_path
     found = research(tree, parse_config(cfg))
     assert [h.recipe for h in found.hypotheses] == [None]
     assert found.hypotheses[0].evidence[0].where == "ops.c:2"
+
+
+def test_run_arches_and_a_recipe_for_another_machine():
+    """What a run's experiments build for, from its platforms, and the reason research gives for
+    leaving out a recipe none of them compiles (no reason when one does, or when unknown)."""
+    import pytest
+    from jobs.recipes import Recipe
+    from jobs.research.offline import other_arch, run_arches
+    base = "build: 'true'\nbenchmark: 'true'\nchecks: 'true'\nmetrics: [{name: t, primary: true}]\neditable: ['**']\n"
+    def arches(platforms, local):
+        return run_arches(parse_config(base + f"platforms: {platforms}\n").platforms, local)
+    assert arches("[local]", "x86_64") == {"x86_64"}
+    assert arches("[local]", "aarch64") == {"aarch64"}
+    assert arches("[x86, arm]", "riscv64") == {"x86_64", "aarch64"}
+    assert arches("[x86, {name: big-box, instance_type: m7g.large}]", "x86_64") is None
+    recipe = Recipe(id="neon", title="n", kind="micro", why="w", detect={"unfused": [{"file": "x", "pattern": "x"}]},
+                    edits=[{"file": "x", "find": "x", "replace": "y"}], commit="c", arches=["aarch64"])
+    assert other_arch(recipe, {"x86_64"}) == ("its code compiles only for aarch64 builds, and this run's "
+                                              "experiments build for x86_64")
+    assert other_arch(recipe, {"x86_64", "aarch64"}) == "" and other_arch(recipe, None) == ""
+    assert other_arch(recipe.model_copy(update={"arches": []}), {"x86_64"}) == ""
+    with pytest.raises(ValueError, match="arches"):
+        Recipe(**{**recipe.model_dump(), "arches": ["arm64"]})
