@@ -47,16 +47,19 @@ EXPECTED = {
     "fa-k-pack-once": "not_found",
     "q4-0-unsigned-nibble": "applicable",
     "q4-0-4x4-gemv-four-groups": "applicable",
+    # edits q4-0-unsigned-nibble's GEMV: not on the base tree
+    "q4-0-gemv-eight-groups": "not_found",
 }
 # recipes that apply on top of another one (its applied form is what they detect and edit)
-STACKED_ON = {"fa-k-pack-once": "fa-tile-pack"}
+STACKED_ON = {"fa-k-pack-once": "fa-tile-pack", "q4-0-gemv-eight-groups": "q4-0-unsigned-nibble"}
 # recipes that add a node fusion to the CPU graph executor: the reference path is the executor's
 # own early return (use_ref, GGML_CPU_DISABLE_FUSION) ahead of every fusion in ggml_cpu_try_fuse_ops
 GRAPH_FUSIONS = {"fuse-rmsnorm-mul-add", "fuse-rmsnorm-mul-rope", "fuse-mul-mat-glu"}
 # recipes whose new kernel is bit-identical to the one it replaces (their harness tests compare the
 # two): no reference switch to keep, but the old kernel must stay in the file for the other builds
 BIT_IDENTICAL_KERNELS = {"q4-0-unsigned-nibble": "gemm_q4_b32_8x8_q8_0_lut_avx<block_q4_0x8>(",
-                         "q4-0-4x4-gemv-four-groups": "ggml_gemv_q4_0_4x4_q8_0_generic(n, s, bs, vx, vy, nr, nc);"}
+                         "q4-0-4x4-gemv-four-groups": "ggml_gemv_q4_0_4x4_q8_0_generic(n, s, bs, vx, vy, nr, nc);",
+                         "q4-0-gemv-eight-groups": "gemv_q4_b32_8x8_q8_0_lut_avx<block_q4_0x8>("}
 CPU_DIR = "ggml/src/ggml-cpu"
 X86 = platform.machine() in ("x86_64", "AMD64")
 AVX2 = ["-mavx2", "-mfma", "-mf16c"]
@@ -356,7 +359,7 @@ def test_research_offers_a_stacked_recipe_once_its_base_recipe_is_in_the_tree(tr
         _apply(recipes[below], work)
         after = merge_sources(research(work, config), None, config)   # recipes get the slots first
         hyp = next(h for h in after.hypotheses if h.recipe == rid)
-        assert any("ops.cpp" in e.where for e in hyp.evidence)
+        assert any(e.where.split(":")[0] in touched_files(recipes[rid]) for e in hyp.evidence), hyp.evidence
         assert f"{below}: already present" in " ".join(after.notes)
 
 
