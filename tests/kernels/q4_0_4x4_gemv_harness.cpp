@@ -29,21 +29,7 @@ struct block_q8_0 { ggml_half d; int8_t qs[32]; };           // one activation r
 // only reached without the dot product, which this harness is never built without
 static void ggml_gemv_q4_0_4x4_q8_0_generic(int, float *, size_t, const void *, const void *, int, int) { abort(); }
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
-namespace orig {
-#include "orig_kernel.inc"
-}
-namespace patched {
-#include "patched_kernel.inc"
-}
-#pragma GCC diagnostic pop
-
-static uint32_t rng = 20261203;
-static uint32_t next_u32() {
-    rng ^= rng << 13; rng ^= rng >> 17; rng ^= rng << 5;
-    return rng;
-}
+#include "orig_and_patched.h"
 
 static float half_to_float(ggml_half h) { __fp16 f; memcpy(&f, &h, 2); return (float) f; }
 static ggml_half float_to_half(float x) { __fp16 f = (__fp16) x; ggml_half h; memcpy(&h, &f, 2); return h; }

@@ -19,12 +19,9 @@ from pathlib import Path
 import pytest
 
 from jobs.recipes import load_recipe, planned_edits
-from loaders import load_llama
-from test_q4_0_unsigned_nibble import _function
+from recipe_sources import RECIPES, function, original_and_patched, tree
 
-llama_tree = load_llama("llama_tree")
-
-RECIPE = Path(__file__).resolve().parents[2] / "kernels/recipes/llama.cpp/q4-0-4x4-gemv-four-groups.yml"
+RECIPE = RECIPES / "q4-0-4x4-gemv-four-groups.yml"
 HARNESS = Path(__file__).with_name("q4_0_4x4_gemv_harness.cpp")
 ARM_REPACK = "ggml/src/ggml-cpu/arch/arm/repack.cpp"
 MARKER = "// autoresearch q4-0-4x4-gemv-four-groups"
@@ -35,16 +32,12 @@ GROUP_OFFSET = "b_ptr + (size_t) g*nb + b"
 def kernel_source(text: str) -> str:
     """The 4x4 GEMV, preceded by the recipe's helper when applied (inserted just before it)."""
     helper = text[text.index(MARKER):text.index(GEMV)] if MARKER in text[:text.index(GEMV)] else ""
-    return helper + _function(text, GEMV)
+    return helper + function(text, GEMV)
 
 
 @pytest.fixture(scope="module")
 def sources() -> tuple[str, str]:
-    try:
-        tree = llama_tree.ensure_llama_tree()
-    except (llama_tree.TreeUnavailable, OSError, subprocess.TimeoutExpired) as exc:
-        pytest.skip(f"llama.cpp source unavailable (llama-cpp-python sdist download failed): {exc}")
-    return (tree / ARM_REPACK).read_text(), planned_edits(load_recipe(RECIPE), tree)[ARM_REPACK]
+    return original_and_patched(ARM_REPACK, "q4-0-4x4-gemv-four-groups")
 
 
 def _run(tmp_path: Path, orig: str, patched: str) -> subprocess.CompletedProcess:
@@ -86,6 +79,6 @@ def test_only_the_arm_gemv_changes(sources):
     orig, patched = sources
     for head in ("void ggml_gemm_q4_0_4x4_q8_0(", "void ggml_gemv_q4_0_4x8_q8_0(", "void ggml_gemv_q4_0_8x8_q8_0(",
                  "void ggml_gemv_iq4_nl_4x4_q8_0(", "void ggml_gemv_q8_0_4x4_q8_0("):
-        assert _function(orig, head) == _function(patched, head), head
-    assert _function(orig, GEMV) != _function(patched, GEMV)
-    assert set(planned_edits(load_recipe(RECIPE), llama_tree.ensure_llama_tree())) == {ARM_REPACK}
+        assert function(orig, head) == function(patched, head), head
+    assert function(orig, GEMV) != function(patched, GEMV)
+    assert set(planned_edits(load_recipe(RECIPE), tree())) == {ARM_REPACK}

@@ -10,36 +10,27 @@ has. Reading every group's weights from the first group's blocks must make it fa
 """
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from jobs.recipes import detect, load_recipe, planned_edits
-from loaders import load_llama
-from test_q4_0_unsigned_nibble import ISAS, RECIPE as NIBBLE, X86_REPACK, _run
+from jobs.recipes import detect, load_recipe
+from recipe_sources import RECIPES, function, original_and_patched, tree
+from test_q4_0_unsigned_nibble import GEMM, ISAS, X86_REPACK, _run
 
-llama_tree = load_llama("llama_tree")
-
-RECIPE = Path(__file__).resolve().parents[2] / "kernels/recipes/llama.cpp/q4-0-gemv-eight-groups.yml"
+RECIPE = RECIPES / "q4-0-gemv-eight-groups.yml"
 GROUP_OFFSET = "w + (size_t) g*nb + b"
 
 
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory) -> tuple[str, str]:
     """The tree's arch/x86/repack.cpp, and the same with q4-0-unsigned-nibble then this recipe applied."""
-    try:
-        tree = llama_tree.ensure_llama_tree()
-    except (llama_tree.TreeUnavailable, OSError, subprocess.TimeoutExpired) as exc:
-        pytest.skip(f"llama.cpp source unavailable (llama-cpp-python sdist download failed): {exc}")
     work = tmp_path_factory.mktemp("eight-groups")
-    (work / X86_REPACK).parent.mkdir(parents=True)
-    (work / X86_REPACK).write_text(planned_edits(load_recipe(NIBBLE), tree)[X86_REPACK])
-    (work / "ggml/src/ggml-cpu/repack.cpp").write_text((tree / "ggml/src/ggml-cpu/repack.cpp").read_text())
+    original, patched = original_and_patched(X86_REPACK, "q4-0-unsigned-nibble", "q4-0-gemv-eight-groups", work=work)
     recipe = load_recipe(RECIPE)
-    assert detect(recipe, tree).status == "not_found"        # it stacks on q4-0-unsigned-nibble
+    assert detect(recipe, tree()).status == "not_found"      # it stacks on q4-0-unsigned-nibble
     assert detect(recipe, work).status == "applicable"
-    return (tree / X86_REPACK).read_text(), planned_edits(recipe, work)[X86_REPACK]
+    return original, patched
 
 
 @pytest.mark.parametrize("isa", sorted(ISAS))
@@ -57,9 +48,7 @@ def test_reading_one_group_for_all_fails_the_harness(tmp_path, sources):
 
 
 def test_the_gemm_is_left_as_q4_0_unsigned_nibble_made_it(sources):
-    from test_q4_0_unsigned_nibble import GEMM, _function
-    tree = llama_tree.ensure_llama_tree()
-    nibble = planned_edits(load_recipe(NIBBLE), tree)[X86_REPACK]
+    _, nibble = original_and_patched(X86_REPACK, "q4-0-unsigned-nibble")
     _, patched = sources
-    assert _function(nibble, GEMM) == _function(patched, GEMM)
+    assert function(nibble, GEMM) == function(patched, GEMM)
     assert "gemm_q4_0_8x8_q8_0_unsigned" in patched and "q4_0_u_gemv_cols<GGML_Q4_0_U_GEMV_GROUPS>" in patched
