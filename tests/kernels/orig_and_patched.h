@@ -1,4 +1,4 @@
-// Shared by the repacked-kernel harnesses (q4_0_unsigned_nibble_harness.cpp, q4_0_4x4_gemv_harness.cpp):
+// For a repacked-kernel harness (q4_0_unsigned_nibble_harness.cpp; the next one includes it too):
 // the kernel cut out of the tree as it is (orig_kernel.inc) and with the recipe applied
 // (patched_kernel.inc, both written by the test) in namespaces of their own, and the harness's
 // random numbers. Included after the stand-ins for the ggml definitions the kernels use.

@@ -214,7 +214,7 @@ int main() {
             check_gemm({nb, nr, nc, (int)(next_u32() % 3) * 3, (Values)(next_u32() % 4)});
             cases++;
         }
-        // 1, 2, 3, 5, 7, 9 and 15 groups of 8 columns: q4-0-gemv-eight-groups takes 8 at a time, then the rest
+        // 1 to 15 groups of 8 columns (a GEMV that takes several groups per pass must handle every remainder)
         for (int nr : {1, 1, 1, 2, 3}) for (int nc : {8, 16, 24, 40, 56, 72, 120}) {
             check_gemv({nb, nr, nc, 0, nr == 1 ? (Values)(next_u32() % 4) : (Values)(next_u32() % 2)});
             cases++;

@@ -46,20 +46,15 @@ EXPECTED = {
     # needs fa-tile-pack's vector K pack (it caches what that pack fills): not on the base tree
     "fa-k-pack-once": "not_found",
     "q4-0-unsigned-nibble": "applicable",
-    "q4-0-4x4-gemv-four-groups": "applicable",
-    # edits q4-0-unsigned-nibble's GEMV: not on the base tree
-    "q4-0-gemv-eight-groups": "not_found",
 }
 # recipes that apply on top of another one (its applied form is what they detect and edit)
-STACKED_ON = {"fa-k-pack-once": "fa-tile-pack", "q4-0-gemv-eight-groups": "q4-0-unsigned-nibble"}
+STACKED_ON = {"fa-k-pack-once": "fa-tile-pack"}
 # recipes that add a node fusion to the CPU graph executor: the reference path is the executor's
 # own early return (use_ref, GGML_CPU_DISABLE_FUSION) ahead of every fusion in ggml_cpu_try_fuse_ops
 GRAPH_FUSIONS = {"fuse-rmsnorm-mul-add", "fuse-rmsnorm-mul-rope", "fuse-mul-mat-glu"}
 # recipes whose new kernel is bit-identical to the one it replaces (their harness tests compare the
 # two): no reference switch to keep, but the old kernel must stay in the file for the other builds
-BIT_IDENTICAL_KERNELS = {"q4-0-unsigned-nibble": "gemm_q4_b32_8x8_q8_0_lut_avx<block_q4_0x8>(",
-                         "q4-0-4x4-gemv-four-groups": "ggml_gemv_q4_0_4x4_q8_0_generic(n, s, bs, vx, vy, nr, nc);",
-                         "q4-0-gemv-eight-groups": "gemv_q4_b32_8x8_q8_0_lut_avx<block_q4_0x8>("}
+BIT_IDENTICAL_KERNELS = {"q4-0-unsigned-nibble": "gemm_q4_b32_8x8_q8_0_lut_avx<block_q4_0x8>("}
 CPU_DIR = "ggml/src/ggml-cpu"
 X86 = platform.machine() in ("x86_64", "AMD64")
 AVX2 = ["-mavx2", "-mfma", "-mf16c"]
@@ -375,24 +370,22 @@ def test_a_recipe_whose_edits_are_all_in_one_arch_says_so(recipes):
         assert recipe.arches == want, (rid, sorted(files))
 
 
-@pytest.mark.parametrize("platforms,local,arm_offered,x86_offered", [
-    ("[local]", "x86_64", False, True), ("[x86]", "aarch64", False, True), ("[local]", "aarch64", True, False),
-    ("[x86, arm]", "x86_64", True, True), ("[local, {name: big-box, instance_type: m7g.large}]", "x86_64", True, True)])
-def test_research_leaves_out_a_recipe_no_experiment_builds_for(tree, platforms, local, arm_offered, x86_offered):
-    """q4-0-4x4-gemv-four-groups edits only arch/arm/: on a run whose experiments all build for
-    x86-64 it is no code at all, so research notes why and offers no experiment; once the run has
-    an arm platform (or its local machine is AArch64) it is a hypothesis. q4-0-unsigned-nibble
-    (arch/x86/ only) the other way round. A platform of the config's own naming leaves the arch
-    unknown, and both offered."""
+@pytest.mark.parametrize("platforms,local,offered", [
+    ("[local]", "x86_64", True), ("[local]", "aarch64", False), ("[arm]", "x86_64", False),
+    ("[x86, arm]", "aarch64", True), ("[local, {name: big-box, instance_type: m7g.large}]", "aarch64", True)])
+def test_research_leaves_out_a_recipe_no_experiment_builds_for(tree, platforms, local, offered):
+    """q4-0-unsigned-nibble edits only arch/x86/: on a run whose experiments all build for AArch64
+    it is no code at all, so research notes why and offers no experiment; once the run has an x86
+    platform (or its local machine is x86-64) it is a hypothesis. A platform of the config's own
+    naming leaves the arch unknown, and the recipe offered."""
     from jobs.config import parse_config
     from jobs.research.offline import merge_sources, research
     text = (Path(__file__).resolve().parents[2] / "examples" / "llama.cpp" / "autoresearch.yml").read_text()
     config = parse_config(text.replace("platforms: [local]", f"platforms: {platforms}"))
     found = merge_sources(research(tree, config, local_arch=local), None, config)
-    offered = {h.recipe for h in found.hypotheses}
-    assert ("q4-0-4x4-gemv-four-groups" in offered) == arm_offered, sorted(offered)
-    assert ("q4-0-unsigned-nibble" in offered) == x86_offered, sorted(offered)
-    note = ("q4-0-4x4-gemv-four-groups: not applicable (its code compiles only for aarch64 builds, and this "
-            "run's experiments build for x86_64)")
-    assert (note in found.notes) == (not arm_offered), found.notes
-    assert "fa-tile-pack" in offered                      # ops.cpp: every machine builds it
+    recipes_offered = {h.recipe for h in found.hypotheses}
+    assert ("q4-0-unsigned-nibble" in recipes_offered) == offered, sorted(recipes_offered)
+    note = ("q4-0-unsigned-nibble: not applicable (its code compiles only for x86_64 builds, and this "
+            "run's experiments build for aarch64)")
+    assert (note in found.notes) == (not offered), found.notes
+    assert "fa-tile-pack" in recipes_offered               # ops.cpp: every machine builds it
