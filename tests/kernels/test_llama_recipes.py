@@ -46,18 +46,15 @@ EXPECTED = {
     # needs fa-tile-pack's vector K pack (it caches what that pack fills): not on the base tree
     "fa-k-pack-once": "not_found",
     "q4-0-unsigned-nibble": "applicable",
-    # replaces q4-0-unsigned-nibble's GEMV: not on the base tree
-    "q4-0-gemv-row-once": "not_found",
 }
 # recipes that apply on top of another one (its applied form is what they detect and edit)
-STACKED_ON = {"fa-k-pack-once": "fa-tile-pack", "q4-0-gemv-row-once": "q4-0-unsigned-nibble"}
+STACKED_ON = {"fa-k-pack-once": "fa-tile-pack"}
 # recipes that add a node fusion to the CPU graph executor: the reference path is the executor's
 # own early return (use_ref, GGML_CPU_DISABLE_FUSION) ahead of every fusion in ggml_cpu_try_fuse_ops
 GRAPH_FUSIONS = {"fuse-rmsnorm-mul-add", "fuse-rmsnorm-mul-rope", "fuse-mul-mat-glu"}
 # recipes whose new kernel is bit-identical to the one it replaces (their harness tests compare the
 # two): no reference switch to keep, but the old kernel must stay in the file for the other builds
-BIT_IDENTICAL_KERNELS = {"q4-0-unsigned-nibble": "gemm_q4_b32_8x8_q8_0_lut_avx<block_q4_0x8>(",
-                         "q4-0-gemv-row-once": "gemv_q4_b32_8x8_q8_0_lut_avx<block_q4_0x8>("}
+BIT_IDENTICAL_KERNELS = {"q4-0-unsigned-nibble": "gemm_q4_b32_8x8_q8_0_lut_avx<block_q4_0x8>("}
 CPU_DIR = "ggml/src/ggml-cpu"
 X86 = platform.machine() in ("x86_64", "AMD64")
 AVX2 = ["-mavx2", "-mfma", "-mf16c"]
