@@ -40,7 +40,21 @@ struct block_q8_0 { ggml_half d; int8_t qs[32]; };           // one activation r
 static void ggml_gemm_q4_0_8x8_q8_0_generic(int, float *, size_t, const void *, const void *, int, int) { abort(); }
 static void ggml_gemv_q4_0_8x8_q8_0_generic(int, float *, size_t, const void *, const void *, int, int) { abort(); }
 
-#include "orig_and_patched.h"
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+namespace orig {
+#include "orig_kernel.inc"
+}
+namespace patched {
+#include "patched_kernel.inc"
+}
+#pragma GCC diagnostic pop
+
+static uint32_t rng = 20261202;
+static uint32_t next_u32() {
+    rng ^= rng << 13; rng ^= rng >> 17; rng ^= rng << 5;
+    return rng;
+}
 
 static float half_to_float(ggml_half h) { return _cvtsh_ss(h); }
 static ggml_half float_to_half(float f) { return _cvtss_sh(f, 0); }

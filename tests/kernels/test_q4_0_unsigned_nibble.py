@@ -22,9 +22,12 @@ from pathlib import Path
 import pytest
 
 from fa_harness import require_x86
-from recipe_sources import RECIPES, function, original_and_patched
+from jobs.recipes import load_recipe, planned_edits
+from loaders import load_llama
 
-RECIPE = RECIPES / "q4-0-unsigned-nibble.yml"
+llama_tree = load_llama("llama_tree")
+
+RECIPE = Path(__file__).resolve().parents[2] / "kernels/recipes/llama.cpp/q4-0-unsigned-nibble.yml"
 HARNESS = Path(__file__).with_name("q4_0_unsigned_nibble_harness.cpp")
 X86_REPACK = "ggml/src/ggml-cpu/arch/x86/repack.cpp"
 MARKER = "// autoresearch q4-0-unsigned-nibble"
@@ -42,18 +45,33 @@ ISAS = {"avx2-f16c": (["-mavx2", "-mfma", "-mf16c"], {"avx2", "f16c", "fma"}),
         "avx512-vnni": ([*_AVX512, "-mavx512vnni"], _AVX512_CPU | {"avx512_vnni"})}
 
 
+def _function(text: str, head: str) -> str:
+    """The definition starting at `head` through its closing brace."""
+    start = text.index(head)
+    depth, i = 0, text.index("{", start)
+    while True:
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[start:i + 1] + "\n"
+        i += 1
+
+
 def kernel_source(text: str) -> str:
     """The Q4_0 GEMM and GEMV and what they need from arch/x86/repack.cpp: the f16 load macros and
     int8 dot helpers (the file's head up to the activation quantiser), the LUT kernels, the
     recipe's kernels when applied (inserted before the GEMV), and the two entry points."""
     head = text[text.index("#if defined(__AVX__)\n"):text.index("void ggml_quantize_mat_q8_0_4x8(")]
     recipe = text[text.index(MARKER):text.index(GEMV)] if MARKER in text else ""
-    return head + function(text, LUT_GEMV) + function(text, LUT_GEMM) + recipe + function(text, GEMV) + function(text, GEMM)
+    return head + _function(text, LUT_GEMV) + _function(text, LUT_GEMM) + recipe + _function(text, GEMV) + _function(text, GEMM)
 
 
 @pytest.fixture(scope="module")
 def sources() -> tuple[str, str]:
-    return original_and_patched(X86_REPACK, "q4-0-unsigned-nibble")
+    try:
+        tree = llama_tree.ensure_llama_tree()
+    except (llama_tree.TreeUnavailable, OSError, subprocess.TimeoutExpired) as exc:
+        pytest.skip(f"llama.cpp source unavailable (llama-cpp-python sdist download failed): {exc}")
+    return (tree / X86_REPACK).read_text(), planned_edits(load_recipe(RECIPE), tree)[X86_REPACK]
 
 
 def _run(tmp_path: Path, isa: str, orig: str, patched: str) -> subprocess.CompletedProcess:
@@ -82,7 +100,7 @@ def test_dropping_the_correction_fails_the_harness(tmp_path, sources, kernel, bi
     """The mutation check: without the -8 x sum(a) start the sums are sum q*a, and the harness
     must say so for the kernel that lost it."""
     orig, patched = sources
-    body = function(patched, bias)
+    body = _function(patched, bias)
     assert body.count("_mm256_set1_epi16(-8)") == 1
     mutant = patched.replace(body, body.replace("_mm256_set1_epi16(-8)", "_mm256_set1_epi16(0)"))
     run = _run(tmp_path, "avx2-f16c", orig, mutant)
@@ -95,5 +113,5 @@ def test_other_kernels_keep_their_code(sources):
     orig, patched = sources
     for head in (LUT_GEMM, LUT_GEMV, "void ggml_gemm_iq4_nl_8x8_q8_0(", "void ggml_gemv_iq4_nl_8x8_q8_0(",
                  "void ggml_gemm_mxfp4_8x8_q8_0(", "void ggml_gemv_mxfp4_8x8_q8_0(", "void ggml_quantize_mat_q8_0_4x8("):
-        assert function(orig, head) == function(patched, head), head
-    assert function(orig, GEMM) != function(patched, GEMM) and function(orig, GEMV) != function(patched, GEMV)
+        assert _function(orig, head) == _function(patched, head), head
+    assert _function(orig, GEMM) != _function(patched, GEMM) and _function(orig, GEMV) != _function(patched, GEMV)
