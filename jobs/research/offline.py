@@ -53,20 +53,22 @@ def _overlaps(finding: Finding, evidence: list[str]) -> bool:
     return False
 
 
-# what each known platform builds for (jobs.config.Platform); a platform of another name is unknown
-PLATFORM_ARCH = {"x86": "x86_64", "arm": "aarch64"}
-
-
 def run_arches(platforms, local_arch: str) -> set[str] | None:
     """The machines (uname -m) this run's experiments build for: `local` is the machine research
-    runs on (the worker that runs them), `x86`/`arm` their cloud machines. None when a platform's
-    arch is unknown (a name of the config's own)."""
+    runs on (the worker that runs them); a cloud platform's is its instance type's (configured or
+    the default, jobs.plan.instance_type_for) in the shipped catalog. None when one is unknown."""
+    from ..cloud.catalog import CatalogError, lookup
+    from ..plan import instance_type_for
     arches = set()
     for p in platforms:
-        arch = local_arch if p.name == "local" else PLATFORM_ARCH.get(p.name, "")
-        if not arch:
+        if p.name == "local":
+            arches.add(local_arch)
+            continue
+        try:
+            arch = lookup(instance_type_for(p)).arch
+        except CatalogError:
             return None
-        arches.add(arch)
+        arches.add("aarch64" if arch == "arm64" else arch)   # the catalog says arm64, uname -m aarch64
     return arches
 
 
@@ -98,8 +100,10 @@ def research(tree: Path, config: TargetConfig, local_arch: str | None = None) ->
     for name in config.research.recipes:
         for recipe in load_recipe_set(name):
             recipes[recipe.id] = recipe
-    detections = [Detection(r.id, "not_found", reason=other_arch(r, arches)) if other_arch(r, arches)
-                  else detect(r, tree) for r in recipes.values()]
+    detections = []
+    for r in recipes.values():
+        elsewhere = other_arch(r, arches)
+        detections.append(Detection(r.id, "not_found", reason=elsewhere) if elsewhere else detect(r, tree))
 
     hypotheses: list[Hypothesis] = []
     claimed: set[int] = set()

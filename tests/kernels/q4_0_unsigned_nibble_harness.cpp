@@ -228,7 +228,7 @@ int main() {
             check_gemm({nb, nr, nc, (int)(next_u32() % 3) * 3, (Values)(next_u32() % 4)});
             cases++;
         }
-        // 1 to 15 groups of 8 columns (a GEMV that takes several groups per pass must handle every remainder)
+        // 1 to 15 groups of 8 columns, odd and even, below and above 8
         for (int nr : {1, 1, 1, 2, 3}) for (int nc : {8, 16, 24, 40, 56, 72, 120}) {
             check_gemv({nb, nr, nc, 0, nr == 1 ? (Values)(next_u32() % 4) : (Values)(next_u32() % 2)});
             cases++;

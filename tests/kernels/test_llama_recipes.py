@@ -362,8 +362,8 @@ def test_a_recipe_whose_edits_are_all_in_one_arch_says_so(recipes):
 def test_research_leaves_out_a_recipe_no_experiment_builds_for(tree, platforms, local, offered):
     """q4-0-unsigned-nibble edits only arch/x86/: on a run whose experiments all build for AArch64
     it is no code at all, so research notes why and offers no experiment; once the run has an x86
-    platform (or its local machine is x86-64) it is a hypothesis. A platform of the config's own
-    naming leaves the arch unknown, and the recipe offered."""
+    platform (or its local machine is x86-64) it is a hypothesis. A platform whose instance type the
+    shipped catalog does not know leaves the arch unknown, and the recipe offered."""
     from jobs.config import parse_config
     from jobs.research.offline import merge_sources, research
     text = (Path(__file__).resolve().parents[2] / "examples" / "llama.cpp" / "autoresearch.yml").read_text()

@@ -85,6 +85,9 @@ def test_run_arches_and_a_recipe_for_another_machine():
     assert arches("[local]", "aarch64") == {"aarch64"}
     assert arches("[x86, arm]", "riscv64") == {"x86_64", "aarch64"}
     assert arches("[x86, {name: big-box, instance_type: m7g.large}]", "x86_64") is None
+    # a platform's arch is its instance type's in the shipped catalog, whatever the platform is called
+    assert arches("[{name: big-box, instance_type: c7g.2xlarge}]", "x86_64") == {"aarch64"}
+    assert arches("[{name: x86, instance_type: c7g.2xlarge}]", "x86_64") == {"aarch64"}
     recipe = Recipe(id="neon", title="n", kind="micro", why="w", detect={"unfused": [{"file": "x", "pattern": "x"}]},
                     edits=[{"file": "x", "find": "x", "replace": "y"}], commit="c", arches=["aarch64"])
     assert other_arch(recipe, {"x86_64"}) == ("its code compiles only for aarch64 builds, and this run's "
