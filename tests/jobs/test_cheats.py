@@ -44,8 +44,14 @@ def small_demo(dest: Path) -> Path:
     repo = demo_target(dest)
     bench, cfg = repo / "bench.sh", repo / ".github" / "autoresearch.yml"
     bench.write_text(bench.read_text().replace("bench -p 512 -n 448", "bench -p 336 -n 24"))
-    cfg.write_text(cfg.read_text().replace("  calibration: 10\n", "  calibration: 4\n"))
+    # 24 generated tokens are 9-28 ms of CPU: under CI's load one A/A baseline's tg_tps spread 3.19x
+    # (the other arm 1.69x) while the whole process's time, mostly the prompt, did not follow, and the
+    # spread alarm stopped calibration at the default 3x. A short timed part is what max_spread is for
+    # (examples/clibs/xxhash sets 6 for the same reason); the checks and the DIGEST vouch for the numbers.
+    cfg.write_text(cfg.read_text().replace("  calibration: 10\n", "  calibration: 4\n")
+                   + "thresholds: {max_spread: 8.0}\n")
     assert "bench -p 336 -n 24" in bench.read_text() and "calibration: 4" in cfg.read_text()
+    assert "thresholds" not in cfg.read_text().split("thresholds: {max_spread: 8.0}")[0]
     git(repo, "commit", "-qam", "benchmark sized for a test")
     return repo
 
