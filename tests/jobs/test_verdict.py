@@ -222,6 +222,24 @@ def test_the_sanity_failure_names_its_likeliest_cause():
     assert any("most likely machine load" in p for p in calibration.problems)
 
 
+def test_one_slow_process_among_few_pairs_is_load_not_the_parser():
+    """Stop 37's CI: 5 A/A pairs of a 24-token generation on a loaded host; one baseline process ran
+    3.19x slower, the other arm's slowest 1.69x (below the square root of 3.19, which alone said
+    'parser'), the processes' time flat. Two builds of one commit: no parser misreads only one."""
+    plain = parse_config("build: make\nbenchmark: ./b\nchecks: ./c\nmetrics: [{name: tps, primary: true}]\n"
+                         "editable: [src/**]\n")
+    raw = RawResult(status="ok", cpu="test")
+    base, other = [2699.4, 2650.0, 2600.0, 2550.0, 847.33], [2600.0, 2590.0, 2580.0, 2550.0, 1540.0]
+    for i, (first, s) in enumerate(pair_schedule(5, 3)):
+        for position, arm in enumerate((first, "A" if first == "B" else "B")):
+            raw.invocations.append(Invocation(arm=arm, pair=i, position=position, seed=s, index=2 * i + position,
+                                              wall_s=1.0 + 0.001 * i, cpu_s=1.0 + 0.001 * i,
+                                              metrics={"tps": (base if arm == "A" else other)[i]}))
+    cal = calibrate_run(raw, plain, n_sims=20)
+    assert any("most likely machine load" in p and "short part" in p for p in cal.problems), cal.problems
+    assert not any("parser" in p for p in cal.problems), cal.problems
+
+
 def test_an_infinite_value_makes_no_pair_and_stops_the_runner_at_once():
     from jobs.runner import stop_reason
     from jobs.sequential import Rule
