@@ -7,12 +7,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from jobs.model import Status
 from jobs.runner import stop_reason
-from jobs.sequential import pair_schedule, warmup_order
+from jobs.sequential import adjusted, confidence_sequence, pair_schedule, warmup_order
 from jobs.spec import Invocation, RawResult
-from jobs.verdict import carry_over, judge
+from jobs.verdict import carry_over, carry_over_issue, judge, metric_pairs
 from test_clock_test import CONFIG, clock_plan
 
 
@@ -56,3 +57,40 @@ def test_the_carry_over_is_measured_and_reported():
 def test_an_honest_speed_up_without_carry_over_is_still_kept():
     kept = sum(sampled(1.15, 1.0, seed)[1].status == Status.KEEP for seed in range(20))
     assert kept >= 18, kept
+
+
+def cheat_that_carries_over(seed: int, n: int, spread: float) -> RawResult:
+    """n pairs of a candidate printing ~2.4x the baseline's MB/s (its scatter `spread`, so the claim's
+    lower bound stays small) while every process's CPU time is the same: its work went where the
+    benchmark's clock does not see it. A process right after it also prints 20% less."""
+    rng = np.random.default_rng(seed)
+    raw = RawResult(status="ok", cpu="test")
+    last = None
+
+    def run(arm: str, pair: int, position: int, s: int) -> None:
+        nonlocal last
+        v = (0.8 if last == "B" else 1.0) * math.exp(rng.normal(0, 0.02))
+        v *= 2.4 * math.exp(rng.normal(0, spread)) if arm == "B" else 1.0
+        t = 0.11 * math.exp(rng.normal(0, 0.02))
+        raw.invocations.append(Invocation(arm=arm, pair=pair, position=position, seed=s, metrics={"mbps": 100 * v},
+                                          wall_s=t, cpu_s=t, index=len(raw.invocations)))
+        last = arm
+    for arm in warmup_order(seed):
+        run(arm, -1, 0, 1)
+    for i, (first, s) in enumerate(pair_schedule(n, seed)):
+        for position, arm in enumerate((first, "A" if first == "B" else "B")):
+            run(arm, i, position, s)
+    return raw
+
+
+@pytest.mark.parametrize("n,spread", [(12, 0.6), (16, 0.9)])
+def test_a_claim_the_clock_excludes_is_invalid_even_when_a_carry_over_could_explain_it(n, spread):
+    """Stop 37's CI: the fork-work cheat (+142.9% printed, claim's lower bound +9.6%) was discarded for
+    a carry-over (p = 0.03) before the runner's clock was asked. The clock is asked first now: a claim
+    it excludes is the cheat it is (these two seeded cases were carry-over discards before)."""
+    raw = cheat_that_carries_over(6, n, spread)
+    plan, _ = clock_plan(40, 6)
+    y, s = adjusted(metric_pairs(raw, "mbps", "higher"))
+    assert carry_over_issue(raw, "mbps", "higher", confidence_sequence(y, s, plan.alpha)[0], 0.05)
+    j = judge(raw, CONFIG, plan)
+    assert j.status == Status.INVALID and "clock does not see" in j.reason, j.reason
