@@ -13,7 +13,8 @@ noise models of `Noise` (quiet, a second-in-pair effect, t3 tails with outliers,
 2.9x slow states, AR(1) drift, heteroscedastic, a busy day) with true effects 0, +5% and +14.5%,
 and under hazards with no real effect: a 3% or 10% faster candidate folder (location), a candidate
 that slows the next process by 10% (carry-over), a candidate that prints 1.5x its MB/s (the
-runner's CPU clock sees the same work). The runner's folder swap is emulated when the loaded code
+runner's CPU clock sees the same work), and one that does both with a 25% carry-over (the clock's
+pairs inherit it as a saving). The runner's folder swap is emulated when the loaded code
 has it (`jobs.locations.swap_coins`, earlier `jobs.runner.swap_coins`). keep_rate at effect 0 =
 false keeps; at 5 and 14.5 = power; slower_rate = discards that call the candidate slower (at
 effect 0: false alarms).
@@ -77,7 +78,7 @@ class Noise:
         raise ValueError(k)
 
 
-HAZARDS = ("location-3%", "location-10%", "carry-over-10%", "printed-1.5x")
+HAZARDS = ("location-3%", "location-10%", "carry-over-10%", "printed-1.5x", "printed-1.5x+carry-over-25%")
 
 
 def one_run(kind: str, effect_pct: float, hazard: str, rng: np.random.Generator, config, slot: int,
@@ -113,7 +114,9 @@ def one_run(kind: str, effect_pct: float, hazard: str, rng: np.random.Generator,
                 v += math.log1p(float(hazard[len("location-"):-1]) / 100)
             if experiment and hazard == "carry-over-10%" and last == "B":
                 v += math.log(0.9)
-            printed = v + (math.log(1.5) if experiment and hazard == "printed-1.5x" and arm == "B" else 0.0)
+            if experiment and hazard == "printed-1.5x+carry-over-25%" and last == "B":
+                v += math.log(0.75)        # the next process, and its clock, 25% slower
+            printed = v + (math.log(1.5) if experiment and hazard.startswith("printed-1.5x") and arm == "B" else 0.0)
             cpu = 0.02 * math.exp(rng.normal(0, 0.05)) + 0.1 * math.exp(-v)
             raw.invocations.append(Invocation(arm=arm, pair=pair, position=position, seed=s,
                                               metrics={"m": 100 * math.exp(printed)}, wall_s=cpu, cpu_s=cpu,
