@@ -259,7 +259,8 @@ def judge(raw: RawResult, config: TargetConfig, plan: VerdictPlan, *,
         lo, _ = confidence_sequence(y, s, plan.alpha)
         # The clock first: a claim the runner's own clock excludes is invalid whatever else is found
         # (stop 37's CI: the fork-work cheat's carry-over, p = 0.03, was reported instead of its
-        # unseen work). Which non-keep is said changes; what is kept does not.
+        # unseen work). This order changes only which non-keep is said. The clock's own carry-over
+        # test (clock_carry_over_issue) runs only where the clock confirmed.
         clock_issue, said = _clock_issue(raw, config, primary.name, primary.clock, lo, plan)
         if clock_issue == "invalid":
             return Judgement(Status.INVALID, said, results, flags, view)
