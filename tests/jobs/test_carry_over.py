@@ -17,28 +17,41 @@ from jobs.verdict import carry_over, carry_over_issue, judge, metric_pairs
 from test_clock_test import CONFIG, clock_plan
 
 
-def sampled(speed: float, carry: float, seed: int, noise: float = 0.03, max_pairs: int = 40):
-    """Processes in run order (one warm-up per arm, then coin-ordered pairs); a process right after
-    a candidate process runs `carry` times as fast (its CPU time likewise)."""
+def in_run_order(seed: int, n: int, process, stop=None) -> RawResult:
+    """One warm-up per arm, then up to n coin-ordered pairs (until the runner's stop rule `stop`
+    ends them, if given); `process(arm, after_candidate, rng)` gives one process's (MB/s, seconds
+    of the runner's clock)."""
     rng = np.random.default_rng(seed)
-    plan, spec = clock_plan(max_pairs, seed)
     raw = RawResult(status="ok", cpu="test")
     last = None
 
     def run(arm: str, pair: int, position: int, s: int) -> None:
         nonlocal last
-        v = (speed if arm == "B" else 1.0) * (carry if last == "B" else 1.0) * math.exp(rng.normal(0, noise))
-        raw.invocations.append(Invocation(arm=arm, pair=pair, position=position, seed=s, metrics={"mbps": 100 * v},
-                                          wall_s=0.01 + 0.1 / v, cpu_s=0.01 + 0.1 / v, index=len(raw.invocations)))
+        mbps, t = process(arm, last == "B", rng)
+        raw.invocations.append(Invocation(arm=arm, pair=pair, position=position, seed=s, metrics={"mbps": mbps},
+                                          wall_s=t, cpu_s=t, index=len(raw.invocations)))
         last = arm
     for arm in warmup_order(seed):
         run(arm, -1, 0, 1)
-    for i, (first, s) in enumerate(pair_schedule(max_pairs, seed)):
+    for i, (first, s) in enumerate(pair_schedule(n, seed)):
         for position, arm in enumerate((first, "A" if first == "B" else "B")):
             run(arm, i, position, s)
-        raw.stopped = stop_reason(spec, raw)
-        if raw.stopped:
-            break
+        if stop is not None:
+            raw.stopped = stop_reason(stop, raw)
+            if raw.stopped:
+                break
+    return raw
+
+
+def sampled(speed: float, carry: float, seed: int, noise: float = 0.03, max_pairs: int = 40):
+    """Processes in run order through the runner's stop rule; a process right after a candidate
+    process runs `carry` times as fast (its CPU time likewise)."""
+    plan, spec = clock_plan(max_pairs, seed)
+
+    def process(arm, after_candidate, rng):
+        v = (speed if arm == "B" else 1.0) * (carry if after_candidate else 1.0) * math.exp(rng.normal(0, noise))
+        return 100 * v, 0.01 + 0.1 / v
+    raw = in_run_order(seed, max_pairs, process, stop=spec)
     return raw, judge(raw, CONFIG, plan)
 
 
@@ -68,24 +81,11 @@ def cheat_that_carries_over(seed: int, n: int, spread: float) -> RawResult:
     """n pairs of a candidate printing ~2.4x the baseline's MB/s (its scatter `spread`, so the claim's
     lower bound stays small) while every process's CPU time is the same: its work went where the
     benchmark's clock does not see it. A process right after it also prints 20% less."""
-    rng = np.random.default_rng(seed)
-    raw = RawResult(status="ok", cpu="test")
-    last = None
-
-    def run(arm: str, pair: int, position: int, s: int) -> None:
-        nonlocal last
-        v = (0.8 if last == "B" else 1.0) * math.exp(rng.normal(0, 0.02))
+    def process(arm, after_candidate, rng):
+        v = (0.8 if after_candidate else 1.0) * math.exp(rng.normal(0, 0.02))
         v *= 2.4 * math.exp(rng.normal(0, spread)) if arm == "B" else 1.0
-        t = 0.11 * math.exp(rng.normal(0, 0.02))
-        raw.invocations.append(Invocation(arm=arm, pair=pair, position=position, seed=s, metrics={"mbps": 100 * v},
-                                          wall_s=t, cpu_s=t, index=len(raw.invocations)))
-        last = arm
-    for arm in warmup_order(seed):
-        run(arm, -1, 0, 1)
-    for i, (first, s) in enumerate(pair_schedule(n, seed)):
-        for position, arm in enumerate((first, "A" if first == "B" else "B")):
-            run(arm, i, position, s)
-    return raw
+        return 100 * v, 0.11 * math.exp(rng.normal(0, 0.02))
+    return in_run_order(seed, n, process)
 
 
 @pytest.mark.parametrize("n,spread", [(12, 0.6), (16, 0.9)])
@@ -104,24 +104,10 @@ def test_a_claim_the_clock_excludes_is_invalid_even_when_a_carry_over_could_expl
 def printed_and_carried(seed: int, n: int = 24) -> RawResult:
     """A candidate that prints 1.5x its MB/s (the same work, so the same CPU time) and slows the next
     process by 25%, metric and clock alike: verdict_power's hazard printed-1.5x+carry-over-25%."""
-    rng = np.random.default_rng(seed)
-    raw = RawResult(status="ok", cpu="test")
-    last = None
-
-    def run(arm: str, pair: int, position: int, s: int) -> None:
-        nonlocal last
-        v = (0.75 if last == "B" else 1.0) * math.exp(rng.normal(0, 0.0325))
-        t = 0.02 * math.exp(rng.normal(0, 0.05)) + 0.1 / v
-        raw.invocations.append(Invocation(arm=arm, pair=pair, position=position, seed=s,
-                                          metrics={"mbps": 100 * v * (1.5 if arm == "B" else 1.0)},
-                                          wall_s=t, cpu_s=t, index=len(raw.invocations)))
-        last = arm
-    for arm in warmup_order(seed):
-        run(arm, -1, 0, 1)
-    for i, (first, s) in enumerate(pair_schedule(n, seed)):
-        for position, arm in enumerate((first, "A" if first == "B" else "B")):
-            run(arm, i, position, s)
-    return raw
+    def process(arm, after_candidate, rng):
+        v = (0.75 if after_candidate else 1.0) * math.exp(rng.normal(0, 0.0325))
+        return 100 * v * (1.5 if arm == "B" else 1.0), 0.02 * math.exp(rng.normal(0, 0.05)) + 0.1 / v
+    return in_run_order(seed, n, process)
 
 
 def test_a_clock_that_confirms_only_through_a_carry_over_keeps_nothing():
