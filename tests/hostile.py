@@ -98,7 +98,12 @@ def hostile_target(tmp_path: Path, secret: Path, redis_port: int) -> Hostile:
                                                      redis_port=redis_port, marker=marker)
                                 + (t / "build.sh").read_text())
     cfg = t / ".github" / "autoresearch.yml"
-    cfg.write_text(cfg.read_text() + f"sandbox: {{caches: ['{report}']}}\n")
+    # Its first build runs a bounded `find /` (up to 30 s): beside two CPU hogs and the suite's other
+    # worker it passed the synthetic target's 20 s build timeout once, and the run failed at its
+    # baseline instead of showing the attempts. 90 s covers the search.
+    text = cfg.read_text().replace("timeouts: {build: 20,", "timeouts: {build: 90,")
+    assert "timeouts: {build: 90," in text
+    cfg.write_text(text + f"sandbox: {{caches: ['{report}']}}\n")
     git(t, "add", "-A")
     git(t, "commit", "-qm", "a hostile build")
     return Hostile(t, patch, report, secret, marker)
