@@ -90,9 +90,14 @@ def metric_pairs(raw: RawResult, name: str, direction: str, adjust: tuple[str, .
     return out
 
 
+def clock_attr(clock: str) -> str:
+    """The Invocation field that holds a process's time on the runner's clock `clock` (cpu | wall)."""
+    return "cpu_s" if clock == "cpu" else "wall_s"
+
+
 def clock_pairs(raw: RawResult, clock: str) -> list[Pair]:
     """Pairs of the runner's own clock as a saving: y = log(baseline time / candidate time)."""
-    attr = "cpu_s" if clock == "cpu" else "wall_s"
+    attr = clock_attr(clock)
     return [Pair(math.log(getattr(a, attr) / getattr(b, attr)), (1.0 if b.position == 1 else -1.0,))
             for a, b in raw.pairs() if getattr(a, attr) > 0 and getattr(b, attr) > 0]
 
@@ -318,7 +323,7 @@ def carry_over(raw: RawResult, name: str, direction: str, clock: str = "") -> tu
     runner's own time of each process instead of the metric."""
     from scipy.stats import norm, rankdata
     seq = sorted(raw.invocations, key=lambda i: i.index)
-    attr = {"cpu": "cpu_s", "wall": "wall_s"}.get(clock)
+    attr = clock_attr(clock) if clock else None
 
     def value(inv) -> float | None:
         v = getattr(inv, attr) if attr else inv.metrics.get(name)
