@@ -2,6 +2,7 @@
 
     .venv/bin/python tests/benchmarks/verdict_power.py simulate                 # the table, at the defaults
     PYTHONPATH=/path/to/other/checkout .venv/bin/python tests/benchmarks/verdict_power.py simulate   # "before"
+    .venv/bin/python tests/benchmarks/verdict_power.py yardstick                # a simulate: target's wall guard
     .venv/bin/python tests/benchmarks/verdict_power.py demo --runs 10 --nulls 3
     .venv/bin/python tests/benchmarks/verdict_power.py demo --runs 2 --nulls 3 --load states
 
@@ -18,6 +19,14 @@ pairs inherit it as a saving). The runner's folder swap is emulated when the loa
 has it (`jobs.locations.swap_coins`, earlier `jobs.runner.swap_coins`). keep_rate at effect 0 =
 false keeps; at 5 and 14.5 = power; slower_rate = discards that call the candidate slower (at
 effect 0: false alarms).
+
+`yardstick`: the same whole runs for a target with `simulate:` (the shape of
+examples/llama.cpp/autoresearch.yml: 8 A/A pairs, at most 20 per experiment), judged by
+`jobs.simulate.judge_yardstick`: a candidate whose simulated cycles fall past the floor (`--sim-pct`,
+-2.3% as the x86 GEMV recipes did) while its real speed changes by each of `--wall` (a gain, nothing,
+losses). Keeps are split into confirmed (the interval excludes a regression beyond the tolerance)
+and unconfirmed (kept on the count alone); at a negative wall effect every keep is a slowdown sold
+as a gain.
 
 `demo`: the real loop on this machine, `--runs` times: `autoresearch run` on the bundled demo
 target with the offline agent (all recipes) plus `--nulls` maintainer candidates that change only
@@ -75,35 +84,38 @@ class Noise:
             return r.normal(0, 0.0325 * math.exp(r.normal(0, 0.7)))
         if k == "noisy":            # the issue's busy day: 41% per pair
             return r.normal(0, 0.29)
+        if k == "tg128":            # llama.cpp's tg128 A/A on this machine kind: 8.8% per pair
+            return r.normal(0, 0.088 / math.sqrt(2))
         raise ValueError(k)
 
 
 HAZARDS = ("location-3%", "location-10%", "carry-over-10%", "printed-1.5x", "printed-1.5x+carry-over-25%")
 
 
-def one_run(kind: str, effect_pct: float, hazard: str, rng: np.random.Generator, config, slot: int,
-            family: int) -> str:
-    """One calibration (and its second batch where the loaded code asks for one) + one experiment
-    through the loaded code's own functions (the runner's stop rule, `calibrate_run`, `judge`);
-    returns the experiment's status."""
-    from jobs.calibration import calibrate_run
-    from jobs.runner import stop_reason
-    from jobs.sequential import pair_schedule, slot_alpha, warmup_order
-    from jobs.spec import ExperimentSpec, Invocation, RawResult
-    from jobs.verdict import VerdictPlan, judge
-    try:
-        from jobs.locations import swap_coins       # this branch: arms swap folders, blocks of two pairs
-    except ImportError:
-        try:
-            from jobs.runner import swap_coins      # older: a coin per pair
-        except ImportError:
-            swap_coins = None
-    noise_kind = "quiet" if hazard else kind
-    noise = Noise(noise_kind, rng)
+class Sampler:
+    """Benchmark processes in run order, through the loaded code's own pair schedule, warm-ups and
+    folder swap: `measure` returns a RawResult like the runner's, stopped by `stop` (a spec) when given."""
 
-    def measure(n_pairs: int, head_effect: float, seed: int, stop=None, experiment=True) -> RawResult:
+    def __init__(self, noise: Noise, rng: np.random.Generator, hazard: str = ""):
+        try:
+            from jobs.locations import swap_coins       # this branch: arms swap folders, blocks of two pairs
+        except ImportError:
+            try:
+                from jobs.runner import swap_coins      # older: a coin per pair
+            except ImportError:
+                swap_coins = None
+        self.noise, self.rng, self.hazard, self.swap_coins = noise, rng, hazard, swap_coins
+
+    def measure(self, n_pairs: int, head_effect: float, seed: int, stop=None, experiment: bool = True,
+                simulated: dict | None = None):
+        from jobs.runner import stop_reason
+        from jobs.sequential import pair_schedule, warmup_order
+        from jobs.spec import Invocation, RawResult
+        noise, rng, hazard = self.noise, self.rng, self.hazard
         raw = RawResult(status="ok", cpu="sim")
-        coins = swap_coins(n_pairs, seed) if swap_coins else [0] * n_pairs
+        if simulated:
+            raw.simulated = simulated
+        coins = self.swap_coins(n_pairs, seed) if self.swap_coins else [0] * n_pairs
         last = None
 
         def proc(arm: str, pair: int, position: int, s: int, swapped: int) -> None:
@@ -133,8 +145,16 @@ def one_run(kind: str, effect_pct: float, hazard: str, rng: np.random.Generator,
                     break
         return raw
 
-    seed = int(rng.integers(1, 2**31 - 1))
-    aa = measure(config.repeats.calibration, 0.0, seed, experiment=False)
+
+def calibrated(sampler: Sampler, config, slot: int, family: int):
+    """The A/A calibration (and its second batch where the loaded code asks for one) through
+    `calibrate_run`, then the experiment's plan and its spec's stop rule: (plan, metric calibration,
+    stop, spec extras, seed), or None when the calibration refuses."""
+    from jobs.calibration import calibrate_run
+    from jobs.sequential import slot_alpha
+    from jobs.verdict import VerdictPlan
+    seed = int(sampler.rng.integers(1, 2**31 - 1))
+    aa = sampler.measure(config.repeats.calibration, 0.0, seed, experiment=False)
     cal = calibrate_run(aa, config, n_sims=5)
     try:                                            # this branch: a wide bias bound buys a second A/A batch
         from jobs.calibration import extra_pairs, merge_pairs
@@ -142,9 +162,9 @@ def one_run(kind: str, effect_pct: float, hazard: str, rng: np.random.Generator,
         extra_pairs = None
     more = extra_pairs(cal, config, len(aa.pairs())) if extra_pairs else 0
     if more:
-        cal = calibrate_run(merge_pairs(aa, measure(more, 0.0, seed + 7, experiment=False)), config, n_sims=5)
+        cal = calibrate_run(merge_pairs(aa, sampler.measure(more, 0.0, seed + 7, experiment=False)), config, n_sims=5)
     if cal.problems:
-        return "calibration-refused"
+        return None
     c = cal.metrics["m"]
     th, rp = config.thresholds, config.repeats
     floor = max(th.min_effect_pct, c.floor_pct)
@@ -163,13 +183,87 @@ def one_run(kind: str, effect_pct: float, hazard: str, rng: np.random.Generator,
                         **{k: v for k, v in (("clock", "cpu"), ("timed_share", config.integrity.timed_share))
                            if k in fields})
         extra = {}
+    return plan, c, stop, extra, seed
+
+
+def one_run(kind: str, effect_pct: float, hazard: str, rng: np.random.Generator, config, slot: int,
+            family: int) -> str:
+    """One calibration + one experiment through the loaded code's own functions (the runner's stop
+    rule, `calibrate_run`, `judge`); returns the experiment's status."""
+    from jobs.spec import ExperimentSpec
+    from jobs.verdict import judge
+    sampler = Sampler(Noise("quiet" if hazard else kind, rng), rng, hazard)
+    got = calibrated(sampler, config, slot, family)
+    if got is None:
+        return "calibration-refused"
+    plan, c, stop, extra, seed = got
     spec = ExperimentSpec.from_config(config, run_id="sim", name="x", platform="sim", base_commit="a",
-                                      head_commit="b", n_per_arm=rp.max, seed=seed + 1, stop=stop,
+                                      head_commit="b", n_per_arm=config.repeats.max, seed=seed + 1, stop=stop,
                                       prior=[list(p) for p in c.prior], **extra)
-    raw = measure(rp.max, math.log1p(effect_pct / 100), seed + 1, stop=spec)
+    raw = sampler.measure(config.repeats.max, math.log1p(effect_pct / 100), seed + 1, stop=spec)
     judged = judge(raw, config, plan)
     # a discard that names the candidate slower is its own outcome: at effect 0 it is a false alarm
     return "slower" if judged.status.value == "discard" and judged.reason.startswith("m slower") else judged.status.value
+
+
+YARDSTICK_CONFIG = (   # the shape of examples/llama.cpp/autoresearch.yml with its simulate: line on
+    "build: make\nbenchmark: ./b\nchecks: ./c\neditable: ['src/**']\n"
+    "metrics: [{name: m, primary: true, clock: cpu}]\n"
+    "repeats: {min: 3, max: 20, warmup: 1, calibration: 8}\n"
+    "thresholds: {alpha: 0.05, min_effect_pct: 1.0, target_mde_pct: 5.0}\n"
+    "budget: {max_experiments: 12}\n"
+    "simulate: {command: ./sim, separate_build: true}\n")
+YARDSTICK_MODELS = ("quiet", "tg128", "states-markov", "noisy")
+
+
+def one_yardstick_run(kind: str, wall_pct: float, sim_pct: float, rng: np.random.Generator, config, slot: int,
+                      family: int) -> str:
+    """One calibration + one experiment of a target with `simulate:`: the candidate's simulated cycles
+    change by `sim_pct` (past the floor when negative), its real speed by `wall_pct`; sampled with the
+    runner's stop rule and judged by `jobs.simulate.judge_yardstick`. Returns keep-confirmed,
+    keep-unconfirmed or the status."""
+    from jobs.simulate import Guard, judge_yardstick
+    from jobs.spec import ExperimentSpec
+    sampler = Sampler(Noise(kind, rng), rng)
+    got = calibrated(sampler, config, slot, family)
+    if got is None:
+        return "calibration-refused"
+    plan, c, stop, extra, seed = got
+    floor = config.simulate.min_effect_pct
+    spec = ExperimentSpec.from_config(config, run_id="sim", name="x", platform="sim", base_commit="a",
+                                      head_commit="b", n_per_arm=config.repeats.max, seed=seed + 1, stop=stop,
+                                      prior=[list(p) for p in c.prior], simulate_floor_pct=floor, **extra)
+    base = 10**9
+    simulated = {"A": {"cycles": base}, "B": {"cycles": round(base * (1 + sim_pct / 100))}}
+    raw = sampler.measure(config.repeats.max, math.log1p(wall_pct / 100), seed + 1, stop=spec, simulated=simulated)
+    guard = Guard(config.simulate.wall_tolerance_pct, plan.alpha_loss, plan.min_pairs, plan.alpha)
+    judged = judge_yardstick(raw, config, plan, floor, guard, None)
+    if judged.status.value == "keep":
+        return "keep-confirmed" if (judged.runner.get("wall_guard") or {}).get("confirmed") else "keep-unconfirmed"
+    return judged.status.value
+
+
+def yardstick(args) -> None:
+    """What the wall-clock guard of a `simulate:` target keeps: a count win (simulated cycles
+    `--sim-pct`) whose real effect on the wall clock is a gain, nothing, or a loss."""
+    from jobs.config import parse_config
+    config = parse_config(YARDSTICK_CONFIG)
+    family = config.budget.max_experiments
+    print(f"# llama.cpp-shaped config: repeats.max {config.repeats.max}, calibration {config.repeats.calibration} "
+          f"pairs, wall_tolerance {config.simulate.wall_tolerance_pct}%, simulated {args.sim_pct:+g}%; slot {args.slot}",
+          flush=True)
+    rng = np.random.default_rng(args.seed)
+    only = set(args.only.split(",")) if args.only else None
+    for kind in YARDSTICK_MODELS:
+        if only and kind not in only:
+            continue
+        for wall in (float(w) for w in args.wall.split(",")):
+            outcomes = [one_yardstick_run(kind, wall, args.sim_pct, rng, config, args.slot, family)
+                        for _ in range(args.sims)]
+            tag = f"yardstick.{kind}.wall{wall:+g}"
+            for what in ("keep-confirmed", "keep-unconfirmed", "discard"):
+                print(f"METRIC {tag}.{what.replace('-', '_')}_rate={outcomes.count(what) / args.sims:.3f}")
+            print(f"METRIC {tag}.runs={args.sims}", flush=True)
 
 
 def simulate(args) -> None:
@@ -282,12 +376,19 @@ def main() -> int:
     s.add_argument("--slot", type=int, default=1, help="the experiment's slot in a run of max_experiments")
     s.add_argument("--only", default="", help="comma-separated model or hazard names")
     s.add_argument("--seed", type=int, default=0)
+    y = sub.add_parser("yardstick")
+    y.add_argument("--sims", type=int, default=100, help="runs per (noise model, wall effect)")
+    y.add_argument("--slot", type=int, default=1)
+    y.add_argument("--only", default="", help="comma-separated noise model names")
+    y.add_argument("--sim-pct", type=float, default=-2.3, help="the candidate's change in simulated cycles")
+    y.add_argument("--wall", default="2,0,-4,-8,-15", help="comma-separated true wall-clock effects in %%")
+    y.add_argument("--seed", type=int, default=0)
     d = sub.add_parser("demo")
     d.add_argument("--runs", type=int, default=10)
     d.add_argument("--nulls", type=int, default=3)
     d.add_argument("--load", choices=["none", "states"], default="none")
     args = parser.parse_args()
-    (simulate if args.what == "simulate" else demo)(args)
+    {"simulate": simulate, "yardstick": yardstick, "demo": demo}[args.what](args)
     return 0
 
 
