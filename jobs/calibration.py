@@ -29,6 +29,7 @@ from .integrity import load_flags, nondeterministic_digests
 from .power import mde, simulate
 from .sequential import Prior, Rule, adjusted, hodges_lehmann, slot_alpha, to_log, to_pct
 from .spec import RawResult
+from .stats import signed_rank_p
 from .verdict import NUISANCES, baseline_check, metric_pairs
 
 
@@ -67,16 +68,6 @@ class Calibration:
     problems: list[str]                       # any of these stops the run
     digests: list[str] | None                 # deterministic digest names; None when none printed
     warnings: list[str]
-
-
-def _signed_rank_p(y: np.ndarray) -> float:
-    nz = y[y != 0]
-    if nz.size < 2:
-        return 1.0
-    method = "exact" if nz.size <= 50 else "approx"
-    from scipy import stats  # here, not at the top: scipy.stats takes ~1 s to import, and every
-    # `autoresearch action` process imports this module without calibrating
-    return float(stats.wilcoxon(nz, alternative="two-sided", method=method).pvalue)
 
 
 def _signed_rank_cdf(n: int) -> np.ndarray:
@@ -144,7 +135,7 @@ def calibrate_metric(raw: RawResult, name: str, direction: str, config: TargetCo
     # is adjusted for in every experiment only if this A/A shows it (pre-registered here): an
     # adjustment that is not needed only adds its own estimation noise to every pair.
     order_eff = float(np.mean(y * order)) if order.size else 0.0
-    order_p = _signed_rank_p(y * order)
+    order_p = signed_rank_p(y * order)
     adjust = ["order"] if order_p < th.alpha else []
     if np.ptp(probe) > 0:
         from scipy import stats
@@ -163,7 +154,7 @@ def calibrate_metric(raw: RawResult, name: str, direction: str, config: TargetCo
         f"no improvement up to 10x is kept with 80% probability within {rp.max} pairs on this noise"
     return MetricCalibration(
         ok=True, n_pairs=len(pairs), sd_log=scale, aa_delta_pct=to_pct(hodges_lehmann(y)),
-        aa_p_value=_signed_rank_p(y), order_effect_pct=to_pct(order_eff), drift=order_p < th.alpha,
+        aa_p_value=signed_rank_p(y), order_effect_pct=to_pct(order_eff), drift=order_p < th.alpha,
         drift_note=(f"the second process of a pair runs {to_pct(order_eff):+.1f}% (p={order_p:.3g}); every "
                     "pair is adjusted for it" if order_p < th.alpha else ""),
         floor_pct=th.min_effect_pct, target_pct=th.target_mde_pct, alpha_first=alpha1,

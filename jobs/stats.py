@@ -1,4 +1,5 @@
-"""Small statistics helpers for scripts outside the pipeline (e.g. an op-level A/B script). Pure.
+"""Small statistics helpers: fixed-sample tests the pipeline takes at one look, and what scripts
+outside it use (e.g. an op-level A/B script). Pure.
 
 The pipeline decides with `jobs.sequential` (coin-ordered pairs, an anytime-valid e-process, a
 pre-registered plan from the A/A calibration). `compare` applies the same test to two lists of
@@ -16,6 +17,19 @@ from .model import MetricResult
 from .sequential import Pair, Rule, summarize, to_log, to_pct
 
 WARMUP, BASE, HEAD = "W", "A", "B"
+
+
+def signed_rank_p(y: Sequence[float] | np.ndarray, alternative: str = "two-sided") -> float:
+    """Wilcoxon's signed-rank p of paired values `y` (zeros dropped; exact up to 50 pairs), against
+    "centred on 0". Fixed-sample: valid at one look, not after every pair (that is jobs.sequential).
+    `alternative` as scipy's: "less" asks whether `y` lies below 0."""
+    values = np.asarray(y, dtype=float)
+    nz = values[values != 0]
+    if nz.size < 2:
+        return 1.0
+    from scipy import stats  # here, not at the top: scipy.stats takes ~1 s to import, and every
+    # `autoresearch action` process imports the modules that use this without testing anything
+    return float(stats.wilcoxon(nz, alternative=alternative, method="exact" if nz.size <= 50 else "approx").pvalue)
 
 
 def abba_order(n_per_arm: int, warmup: int = 0) -> list[str]:
