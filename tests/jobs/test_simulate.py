@@ -157,6 +157,26 @@ def test_a_noisy_wall_clock_neither_confirms_nor_refutes_and_says_so():
     assert few.status == Status.DISCARD and "needs at least 3" in few.reason
 
 
+TG128_PLAN = VerdictPlan(alpha=0.01, floor_pct=4.9, target_pct=5.0, max_pairs=20)   # llama.cpp's tg128 cell
+
+
+def test_pairs_that_lean_to_a_loss_refute_the_count_where_the_anytime_interval_cannot_reach():
+    """The shape of llama.cpp's tg128 cell: 20 pairs at 8.8% noise, the floor raised to 4.9%. A
+    count win whose real effect is an 8% slowdown leaves the anytime interval reaching past -5%, so
+    the guard alone kept it ("neither confirms nor refutes"); the one look at the last pair does not."""
+    for seed in (1, 2, 3, 5):
+        j = judge_yardstick(raw_with(-0.08, 1_000_000, 977_000, n=20, noise=0.088, seed=seed), CONFIG, TG128_PLAN,
+                            0.5, GUARD)
+        guard = j.runner["wall_guard"]
+        assert guard["hi_pct"] > -5.0 and not any(m.verdict == "loss" for m in j.metrics), j.reason
+        assert j.status == Status.DISCARD and "its pairs lean to a loss" in j.reason, j.reason
+        assert guard["loss_p"] < 0.05
+    for seed in (1, 2, 3, 5):       # the same noise with no real change: the count's keep stands
+        j = judge_yardstick(raw_with(0.0, 1_000_000, 977_000, n=20, noise=0.088, seed=seed), CONFIG, TG128_PLAN,
+                            0.5, GUARD)
+        assert j.status == Status.KEEP and j.runner["wall_guard"]["loss_p"] > 0.05, j.reason
+
+
 def busy_raw(head_cycles: int, *, candidate_spreads: bool = True, head_digest: str = "d1") -> RawResult:
     """12 pairs on a busy machine: the baseline's values spread 4x while each process took the same
     time (so the parser check fires); the candidate's spread alike (load) or not (a parser)."""
