@@ -355,16 +355,24 @@ def carry_over(raw: RawResult, name: str, direction: str, clock: str = "") -> tu
     return shift_num / weight, math.sqrt(var_num) / weight, p
 
 
+def _slowed_next(found: tuple[float, float, float] | None, alpha: float) -> tuple[float, float, float] | None:
+    """A `carry_over` finding that the candidate slows the next process, at level `alpha`: (shift, the
+    most it could add to the pairs: |shift| + 2 se, p), else None."""
+    if found is None or found[2] >= alpha or found[0] >= 0:
+        return None
+    shift, se, p = found
+    return shift, abs(shift) + 2 * se, p
+
+
 def carry_over_issue(raw: RawResult, name: str, direction: str, claim_lo: float, alpha: float) -> str:
     """Why a keep may be the candidate's carry-over rather than its own speed, or ''. A slowdown of
     the next process by c biases at most every pair by c; a keep stands when its lower bound clears
     what such a carry-over (at its far end) could add."""
-    found = carry_over(raw, name, direction)
+    found = _slowed_next(carry_over(raw, name, direction), alpha)
     if found is None:
         return ""
-    shift, se, p = found
-    reach = abs(shift) + 2 * se
-    if p >= alpha or shift >= 0 or claim_lo > reach:
+    shift, reach, p = found
+    if claim_lo > reach:
         return ""
     return (f"a process run right after the candidate does {to_pct(shift):+.1f}% (rank-sum p={p:.3g}) against one run "
             f"after the baseline: the candidate slows what runs next (caches, page cache, heat), which the pairs "
@@ -382,16 +390,15 @@ def clock_carry_over_issue(raw: RawResult, clock: str, claim_lo: float, timed_sh
     2 of 40 after). So the same test runs on the clock's times: the confirmation stands when the
     clock's saving bound, less what such a carry-over could add, still shows the half of the
     implied saving it must."""
-    found = carry_over(raw, "", "lower", clock=clock)
+    found = _slowed_next(carry_over(raw, "", "lower", clock=clock), alpha)
     pairs = clock_pairs(raw, clock)
     if found is None or len(pairs) < 2:
         return ""
-    shift, se, p = found
-    reach = abs(shift) + 2 * se
+    shift, reach, p = found
     need = required_saving(claim_lo, timed_share)
     y, s = adjusted(pairs)
     lo, _ = confidence_sequence(y, s, level)
-    if p >= alpha or shift >= 0 or lo - reach >= need / 2:
+    if lo - reach >= need / 2:
         return ""
     what = "CPU time" if clock == "cpu" else "wall time"
     return (f"the runner's own clock confirms it only through a carry-over: a process run right after the candidate "
