@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import declared_paths, pairjournal, sandbox
+from .carryover import clock_carry_over_open
 from .locations import Locations, swap_coins
 from .hostfacts import cpu_model, load_now, machine_facts  # noqa: F401  (cpu_model: jobs.runner's own name)
 from .integrity import EXCLUDED, UNDECIDED, digest_problems, value_problems
@@ -257,11 +258,17 @@ def stop_reason(spec: ExperimentSpec, result: RawResult) -> str:
     kind = decide(y, s, rule, prior).kind
     if kind == "keep" and spec.clock:
         # A keep is final only once the runner's own clock decides too (jobs.integrity.clock_decision).
-        state, _ = clock_check(result, spec.primary, spec.clock, confidence_sequence(y, s, rule.alpha_keep)[0],
-                               spec.timed_share, rule.alpha_loss, rule.alpha_loss)
+        claim_lo = confidence_sequence(y, s, rule.alpha_keep)[0]
+        state, _ = clock_check(result, spec.primary, spec.clock, claim_lo, spec.timed_share, rule.alpha_loss,
+                               rule.alpha_loss)
         if state == EXCLUDED:
             return "invalid"
         if state == UNDECIDED and len(pairs) < spec.n_per_arm:
+            return ""
+        # The judge's carry-over test on the clock (at a fifth of the level, as there) must be able to
+        # decide before a keep stops: at 9-12 pairs it cannot, whatever the shift.
+        if len(pairs) < spec.n_per_arm and clock_carry_over_open(result, spec.clock, claim_lo, spec.timed_share,
+                                                                   rule.alpha_loss / 5, rule.alpha_loss):
             return ""
     return kind if kind in ("keep", "loss", "futile") else ""
 

@@ -44,7 +44,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [   # bottom first; "x.*" is x and e
                 "jobs.overrides", "jobs.layout")),
     ("records and maths", ("jobs.ledger", "jobs.spec", "jobs.stats", "jobs.plan", "jobs.sequential", "jobs.meanbound", "jobs.power",
                            "jobs.integrity", "jobs.runlock", "jobs.configdoc", "jobs.yardstick", "jobs.pairjournal",
-                           "jobs.drift", "jobs.runstate", "jobs.runfiles")),
+                           "jobs.drift", "jobs.runstate", "jobs.runfiles", "jobs.carryover")),
     ("parts", ("jobs.verdict", "jobs.calibration", "jobs.report", "jobs.report_review", "jobs.review_facts",
                "jobs.sandboxinit", "jobs.sandbox", "jobs.runner", "jobs.research.*",
                "jobs.simulate", "jobs.simrun", "jobs.calcache",
@@ -75,7 +75,7 @@ IO_THIRD_PARTY = {"requests", "httpx", "urllib3", "redis", "rq", "flask", "werkz
                   "anthropic", "sky", "boto3", "botocore", "selenium"}
 MUST_BE_PURE = {"jobs.branches", "bot.commands", "bot.approval", "bot.routing", "bot.status", "bot.record", "bot.dashboard.view",
                 "jobs.plan", "jobs.results", "jobs.sequential", "jobs.meanbound", "jobs.power", "jobs.integrity", "jobs.verdict", "jobs.calibration", "jobs.mdsafe",
-                "jobs.stats"}
+                "jobs.stats", "jobs.carryover"}
 MAX_BOT_LINES = 400
 MAX_JOBS_LINES = 450
 PURE = re.compile(r"\bPure[.:;]")

@@ -187,15 +187,15 @@ def calibrated(sampler: Sampler, config, slot: int, family: int):
 
 
 def one_run(kind: str, effect_pct: float, hazard: str, rng: np.random.Generator, config, slot: int,
-            family: int) -> str:
+            family: int) -> tuple[str, int]:
     """One calibration + one experiment through the loaded code's own functions (the runner's stop
-    rule, `calibrate_run`, `judge`); returns the experiment's status."""
+    rule, `calibrate_run`, `judge`); returns the experiment's status and the pairs it sampled."""
     from jobs.spec import ExperimentSpec
     from jobs.verdict import judge
     sampler = Sampler(Noise("quiet" if hazard else kind, rng), rng, hazard)
     got = calibrated(sampler, config, slot, family)
     if got is None:
-        return "calibration-refused"
+        return "calibration-refused", 0
     plan, c, stop, extra, seed = got
     spec = ExperimentSpec.from_config(config, run_id="sim", name="x", platform="sim", base_commit="a",
                                       head_commit="b", n_per_arm=config.repeats.max, seed=seed + 1, stop=stop,
@@ -203,7 +203,8 @@ def one_run(kind: str, effect_pct: float, hazard: str, rng: np.random.Generator,
     raw = sampler.measure(config.repeats.max, math.log1p(effect_pct / 100), seed + 1, stop=spec)
     judged = judge(raw, config, plan)
     # a discard that names the candidate slower is its own outcome: at effect 0 it is a false alarm
-    return "slower" if judged.status.value == "discard" and judged.reason.startswith("m slower") else judged.status.value
+    slower = judged.status.value == "discard" and judged.reason.startswith("m slower")
+    return ("slower" if slower else judged.status.value), len(raw.pairs())
 
 
 YARDSTICK_CONFIG = (   # the shape of examples/llama.cpp/autoresearch.yml with its simulate: line on
@@ -283,8 +284,10 @@ def simulate(args) -> None:
         if only and name not in only:
             continue
         sims = args.sims if effect == 0 else max(1, args.sims // 2)
-        outcomes = [one_run(kind, effect, hazard, rng, config, args.slot, family) for _ in range(sims)]
+        runs = [one_run(kind, effect, hazard, rng, config, args.slot, family) for _ in range(sims)]
+        outcomes = [status for status, _ in runs]
         tag = f"sim.{name}.effect{effect:g}"
+        print(f"METRIC {tag}.pairs_mean={np.mean([pairs for _, pairs in runs]):.1f}")
         print(f"METRIC {tag}.keep_rate={outcomes.count('keep') / sims:.3f}")
         print(f"METRIC {tag}.invalid_rate={outcomes.count('invalid') / sims:.3f}")
         print(f"METRIC {tag}.slower_rate={outcomes.count('slower') / sims:.3f}")

@@ -13,7 +13,8 @@ from jobs.model import Status
 from jobs.runner import stop_reason
 from jobs.sequential import adjusted, confidence_sequence, pair_schedule, warmup_order
 from jobs.spec import Invocation, RawResult
-from jobs.verdict import carry_over, carry_over_issue, judge, metric_pairs
+from jobs.carryover import carry_over, carry_over_issue
+from jobs.verdict import judge, metric_pairs
 from test_clock_test import CONFIG, clock_plan
 
 
@@ -101,13 +102,13 @@ def test_a_claim_the_clock_excludes_is_invalid_even_when_a_carry_over_could_expl
     assert j.status == Status.INVALID and "clock does not see" in j.reason, j.reason
 
 
-def printed_and_carried(seed: int, n: int = 24) -> RawResult:
+def printed_and_carried(seed: int, n: int = 24, stop=None) -> RawResult:
     """A candidate that prints 1.5x its MB/s (the same work, so the same CPU time) and slows the next
     process by 25%, metric and clock alike: verdict_power's hazard printed-1.5x+carry-over-25%."""
     def process(arm, after_candidate, rng):
         v = (0.75 if after_candidate else 1.0) * math.exp(rng.normal(0, 0.0325))
         return 100 * v * (1.5 if arm == "B" else 1.0), 0.02 * math.exp(rng.normal(0, 0.05)) + 0.1 / v
-    return in_run_order(seed, n, process)
+    return in_run_order(seed, n, process, stop=stop)
 
 
 def test_a_clock_that_confirms_only_through_a_carry_over_keeps_nothing():
@@ -119,6 +120,19 @@ def test_a_clock_that_confirms_only_through_a_carry_over_keeps_nothing():
     assert all(j.status != Status.KEEP for j in judged), [j.reason for j in judged]
     # the rest end at the pair cap with a clock that neither confirms nor excludes; main kept seed 0
     assert any("only through a carry-over" in j.reason for j in judged), [j.reason for j in judged]
+
+
+def test_a_keep_waits_until_the_clocks_carry_over_test_can_decide():
+    """Through the runner's stop rule: the same candidate's keep was decided at 9-16 pairs, where the
+    clock's carry-over could not be tested (too few processes after each arm) or the rank-sum test
+    could not reach its level however large the shift, and it was kept (seeds 0, 3, 7 and 15 of 40 on
+    the previous stop rule, at 16, 12, 10 and 9 pairs). The runner now samples on while that test is
+    open, and the test then discards each (here at 13-21 pairs)."""
+    for seed in (0, 3, 7, 15):
+        plan, spec = clock_plan(40, seed)
+        raw = printed_and_carried(seed, 40, stop=spec)
+        j = judge(raw, CONFIG, plan)
+        assert j.status == Status.DISCARD and "only through a carry-over" in j.reason, (len(raw.pairs()), j.reason)
 
 
 def test_an_honest_speed_up_is_not_taken_for_a_clock_carry_over():
