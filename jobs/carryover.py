@@ -126,8 +126,8 @@ def clock_carry_over_issue(raw: RawResult, clock: str, claim_lo: float, timed_sh
     candidate takes longer), and a candidate whose printed number is not its time can scatter that
     number so that the metric's own carry-over test may miss it (tests/benchmarks/verdict_power.py,
     hazard printed-1.5x+carry-over-25%: 22 of 40 runs kept before this and the within-arm test;
-    after them 20 of 220 over three seeds, and 0 of 240 once the runner's stop rule waits for this
-    test, `clock_carry_over_open`). So the same test runs on the clock's times: the confirmation stands when the
+    after them 22 of 260 over four samplings, and 0 of 260 once the runner's stop rule waits for
+    this test, `clock_carry_over_open`). So the same test runs on the clock's times: the confirmation stands when the
     clock's saving bound, less what such a carry-over could add, still shows the half of the
     implied saving it must."""
     found, lo, need = _clock_carry(raw, clock, claim_lo, timed_share, level)
