@@ -2,7 +2,9 @@
 until it says "keep" cannot turn a no-change pull request into a win."""
 from __future__ import annotations
 
-import multiprocessing
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +15,7 @@ from jobs import sequential as sq
 from jobs.pipeline import Run
 
 ALPHA, FAMILY = 0.05, 30
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_each_bench_of_a_pull_request_takes_the_next_slot_and_a_resumed_one_keeps_its_own(tmp_path):
@@ -23,16 +26,27 @@ def test_each_bench_of_a_pull_request_takes_the_next_slot_and_a_resumed_one_keep
     assert Run.next_slot([], spent=3) == 4 and Run.next_slot([]) == 1
 
 
-def _claim(args: tuple[str, int]) -> list[int]:
-    root, worker = args
-    return [bench_slot(Path(root), 5, f"bench-5-{worker}-{k}") for k in range(40)]
+CLAIM = """
+import json, sys
+from pathlib import Path
+from bot.bench import bench_slot
+root, worker = sys.argv[1], int(sys.argv[2])
+print(json.dumps([bench_slot(Path(root), 5, f"bench-5-{worker}-{k}") for k in range(40)]))
+"""
 
 
 def test_benches_started_at_once_by_several_workers_never_share_a_slot(tmp_path):
     # Four processes each start 40 benches of one pull request as fast as they can: without the
-    # lock, two read the same ledger, both take its next slot, and one write is lost.
-    with multiprocessing.get_context("fork").Pool(4) as pool:
-        slots = [s for got in pool.map(_claim, [(str(tmp_path), w) for w in range(4)]) for s in got]
+    # lock, two read the same ledger, both take its next slot, and one write is lost. Separate
+    # interpreters, not a fork of this one: a fork of a test worker whose other threads (servers of
+    # earlier tests) held a lock at that moment hung the pool (a CI rehearsal, 600 s timeout).
+    procs = [subprocess.Popen([sys.executable, "-c", CLAIM, str(tmp_path), str(w)], cwd=ROOT, stdout=subprocess.PIPE,
+                              text=True) for w in range(4)]
+    slots = []
+    for p in procs:
+        out, _ = p.communicate(timeout=120)
+        assert p.returncode == 0
+        slots += json.loads(out)
     assert sorted(slots) == list(range(1, 161))
     assert bench_slot(tmp_path, 5, "bench-5-2-7") in slots       # each one's slot is on record
 
