@@ -265,10 +265,10 @@ def stop_reason(spec: ExperimentSpec, result: RawResult) -> str:
             return "invalid"
         if state == UNDECIDED and len(pairs) < spec.n_per_arm:
             return ""
-        # The judge's carry-over test on the clock (at a fifth of the level, as there) must be able to
-        # decide before a keep stops: at 9-12 pairs it cannot, whatever the shift.
+        # A keep does not stop while a carry-over could explain the clock's confirmation: the judge's
+        # test decides at the end, on every pair (jobs.carryover.clock_carry_over_open).
         if len(pairs) < spec.n_per_arm and clock_carry_over_open(result, spec.clock, claim_lo, spec.timed_share,
-                                                                   rule.alpha_loss / 5, rule.alpha_loss):
+                                                                   rule.alpha_loss):
             return ""
     return kind if kind in ("keep", "loss", "futile") else ""
 

@@ -13,7 +13,7 @@ from jobs.model import Status
 from jobs.runner import stop_reason
 from jobs.sequential import adjusted, confidence_sequence, pair_schedule, warmup_order
 from jobs.spec import Invocation, RawResult
-from jobs.carryover import carry_over, carry_over_issue
+from jobs.carryover import carry_over, carry_over_issue, clock_carry_over_open
 from jobs.verdict import judge, metric_pairs
 from test_clock_test import CONFIG, clock_plan
 
@@ -126,13 +126,24 @@ def test_a_keep_waits_until_the_clocks_carry_over_test_can_decide():
     """Through the runner's stop rule: the same candidate's keep was decided at 9-16 pairs, where the
     clock's carry-over could not be tested (too few processes after each arm) or the rank-sum test
     could not reach its level however large the shift, and it was kept (seeds 0, 3, 7 and 15 of 40 on
-    the previous stop rule, at 16, 12, 10 and 9 pairs). The runner now samples on while that test is
-    open, and the test then discards each (here at 13-21 pairs)."""
+    the previous stop rule, at 16, 12, 10 and 9 pairs). The runner now samples on while a carry-over
+    could explain the clock's confirmation; this one always could, so each runs to the 40-pair cap
+    and the judge's test discards it there."""
     for seed in (0, 3, 7, 15):
         plan, spec = clock_plan(40, seed)
         raw = printed_and_carried(seed, 40, stop=spec)
         j = judge(raw, CONFIG, plan)
         assert j.status == Status.DISCARD and "only through a carry-over" in j.reason, (len(raw.pairs()), j.reason)
+
+
+def test_the_carry_over_stays_open_while_it_could_explain_the_clock_whatever_its_p():
+    claim = math.log(1.3)
+    carried = printed_and_carried(0, 6)              # 6 pairs: a 25% carry-over, not yet significant
+    assert clock_carry_over_open(carried, "cpu", claim, 0.25, 0.05)
+    assert clock_carry_over_open(printed_and_carried(0, 40), "cpu", claim, 0.25, 0.05)   # significant: still open
+    assert clock_carry_over_open(printed_and_carried(0, 1), "cpu", claim, 0.25, 0.05)    # untestable
+    honest, _ = sampled(1.3, 1.0, 3)
+    assert not clock_carry_over_open(honest, "cpu", claim, 0.25, 0.05)
 
 
 def test_an_honest_speed_up_is_not_taken_for_a_clock_carry_over():
