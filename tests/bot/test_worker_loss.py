@@ -72,10 +72,13 @@ def start_a_run_in_a_worker(bot_env, tmp_path):
     record and the second is building (slowly): (store, run record, out dir, status bodies, worker)."""
     target = synthetic_target(tmp_path / "target")
     build = target / "build.sh"
-    # 10 s, not 3: the tests below act while this build runs. The second candidate's binary is the
-    # baseline's, so its experiment ends right after the build; with 3 s, a CI rehearsal beside two
-    # CPU hogs and other work recorded it before the SIGTERM landed.
-    build.write_text("[ -e src/slow-build ] && sleep 10\n" + build.read_text())
+    # 25 s: the tests below act while this build runs, and once it ends the second candidate's
+    # experiment (the baseline's speed, 5 short pairs) is over within seconds. With 3 s, and again
+    # with 10 s, a CI rehearsal beside two CPU hogs recorded it before the SIGTERM landed.
+    build.write_text("[ -e src/slow-build ] && sleep 25\n" + build.read_text())
+    cfg = target / ".github" / "autoresearch.yml"
+    cfg.write_text(cfg.read_text().replace("timeouts: {build: 20,", "timeouts: {build: 60,"))
+    assert "build: 60," in cfg.read_text()
     git(target, "commit", "-qam", "a build that can be slow")
     patches = {name: patch_for(target, tmp_path / f"{name}.patch", change).read_text() for name, change in
                (("1-faster", {"src/speed.txt": FASTER}),
@@ -191,7 +194,7 @@ def test_a_worker_asked_to_stop_hands_its_run_back_at_the_next_step(bot_env, tmp
     tree = [first.pid, *reaper.descendants(first.pid)]
     os.kill(first.pid, signal.SIGTERM)
     try:
-        first.wait(timeout=60)                      # one step (the 10 s build), not the whole run
+        first.wait(timeout=90)                      # one step (the 25 s build), not the whole run
     finally:
         if first.poll() is None:
             end_worker(first)
