@@ -72,13 +72,17 @@ def carry_over(raw: RawResult, name: str, direction: str, clock: str = "") -> tu
     return shift_num / weight, math.sqrt(var_num) / weight, p
 
 
+def _reach(found: tuple[float, float, float]) -> float:
+    """The most a `carry_over` finding could add to each pair: its shift's far end, |shift| + 2 se."""
+    return abs(found[0]) + 2 * found[1]
+
+
 def _slowed_next(found: tuple[float, float, float] | None, alpha: float) -> tuple[float, float, float] | None:
     """A `carry_over` finding that the candidate slows the next process, at level `alpha`: (shift, the
-    most it could add to the pairs: |shift| + 2 se, p), else None."""
+    most it could add to the pairs, p), else None."""
     if found is None or found[2] >= alpha or found[0] >= 0:
         return None
-    shift, se, p = found
-    return shift, abs(shift) + 2 * se, p
+    return found[0], _reach(found), found[2]
 
 
 def carry_over_issue(raw: RawResult, name: str, direction: str, claim_lo: float, alpha: float) -> str:
@@ -105,20 +109,22 @@ def _clock_carry(raw: RawResult, clock: str, claim_lo: float, timed_share: float
     return carry_over(raw, "", "lower", clock=clock), lo, required_saving(claim_lo, timed_share)
 
 
+def _explains_clock(found: tuple[float, float, float], lo: float, need: float) -> bool:
+    """Whether a slowdown of the next process could account for the clock's confirmation: its reach
+    takes the clock's saving bound `lo` below half the saving `need` the claim implies."""
+    return found[0] < 0 and lo - _reach(found) < need / 2
+
+
 def clock_carry_over_open(raw: RawResult, clock: str, claim_lo: float, timed_share: float, level: float) -> bool:
     """True while a carry-over could still explain the clock's confirmation of a keep: too few
-    processes after each arm to test it, or a slowdown of the next process whose reach takes the
-    clock's saving bound below what the claim needs (`clock_carry_over_issue`'s condition, whatever
-    its p). The runner samples on then, to its cap, and the judge's test decides once sampling ends:
-    a real carry-over stays, a chance one washes out. Stopping a keep at 9-16 pairs let a
-    printed-1.5x candidate slowing the next process by 25% through (the rank-sum test at p = 0.03-0.04
-    on ~20 processes, the shift measured at -21...-28%); deciding a chance finding there discarded a real 2x keep
-    (p = 0.009 at 6 pairs, beside two CPU hogs)."""
+    processes after each arm to test it, or a slowdown of the next process that would
+    (`_explains_clock`, whatever its p). The runner samples on then, to its cap, and the judge's
+    test decides once sampling ends: a real carry-over stays, a chance one washes out. Stopping a
+    keep at 9-16 pairs let a printed-1.5x candidate slowing the next process by 25% through (the
+    rank-sum test at p = 0.03-0.04 on ~20 processes, the shift measured at -21...-28%); deciding a
+    chance finding there discarded a real 2x keep (p = 0.009 at 6 pairs, beside two CPU hogs)."""
     found, lo, need = _clock_carry(raw, clock, claim_lo, timed_share, level)
-    if found is None:
-        return True
-    shift, se, _ = found
-    return shift < 0 and lo - (abs(shift) + 2 * se) < need / 2
+    return found is None or _explains_clock(found, lo, need)
 
 
 def clock_carry_over_issue(raw: RawResult, clock: str, claim_lo: float, timed_share: float, alpha: float,
@@ -129,14 +135,13 @@ def clock_carry_over_issue(raw: RawResult, clock: str, claim_lo: float, timed_sh
     number so that the metric's own carry-over test may miss it (tests/benchmarks/verdict_power.py,
     hazard printed-1.5x+carry-over-25%: 22 of 40 runs kept before this and the within-arm test;
     after them 22 of 260 over four samplings, and 0 of 260 once the runner's stop rule waits for
-    this test, `clock_carry_over_open`). So the same test runs on the clock's times: the confirmation stands when the
-    clock's saving bound, less what such a carry-over could add, still shows the half of the
-    implied saving it must."""
+    this test, `clock_carry_over_open`). So the same test runs on the clock's times: the
+    confirmation stands when the clock's saving bound, less what such a carry-over could add, still
+    shows the half of the implied saving it must."""
     found, lo, need = _clock_carry(raw, clock, claim_lo, timed_share, level)
-    found = _slowed_next(found, alpha)
-    if found is None or lo - found[1] >= need / 2:
+    if found is None or found[2] >= alpha or not _explains_clock(found, lo, need):
         return ""
-    shift, reach, p = found
+    shift, reach, p = found[0], _reach(found), found[2]
     what = "CPU time" if clock == "cpu" else "wall time"
     return (f"the runner's own clock confirms it only through a carry-over: a process run right after the candidate "
             f"takes {-to_pct(shift):.1f}% more {what} (rank-sum p={p:.3g}) than one run after the baseline, which the "
