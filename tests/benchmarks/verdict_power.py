@@ -146,12 +146,13 @@ class Sampler:
         return raw
 
 
-def calibrated(sampler: Sampler, config, slot: int, family: int):
+def calibrated(sampler: Sampler, config, slot: int, family: int, **spec_fields):
     """The A/A calibration (and its second batch where the loaded code asks for one) through
-    `calibrate_run`, then the experiment's plan and its spec's stop rule: (plan, metric calibration,
-    stop, spec extras, seed), or None when the calibration refuses."""
+    `calibrate_run`, then the experiment's plan and the runner's spec of it (with `spec_fields`):
+    (plan, spec), or None when the calibration refuses."""
     from jobs.calibration import calibrate_run
     from jobs.sequential import slot_alpha
+    from jobs.spec import ExperimentSpec
     from jobs.verdict import VerdictPlan
     seed = int(sampler.rng.integers(1, 2**31 - 1))
     aa = sampler.measure(config.repeats.calibration, 0.0, seed, experiment=False)
@@ -183,24 +184,23 @@ def calibrated(sampler: Sampler, config, slot: int, family: int):
                         **{k: v for k, v in (("clock", "cpu"), ("timed_share", config.integrity.timed_share))
                            if k in fields})
         extra = {}
-    return plan, c, stop, extra, seed
+    spec = ExperimentSpec.from_config(config, run_id="sim", name="x", platform="sim", base_commit="a",
+                                      head_commit="b", n_per_arm=rp.max, seed=seed + 1, stop=stop,
+                                      prior=[list(p) for p in c.prior], **extra, **spec_fields)
+    return plan, spec
 
 
 def one_run(kind: str, effect_pct: float, hazard: str, rng: np.random.Generator, config, slot: int,
             family: int) -> tuple[str, int]:
     """One calibration + one experiment through the loaded code's own functions (the runner's stop
     rule, `calibrate_run`, `judge`); returns the experiment's status and the pairs it sampled."""
-    from jobs.spec import ExperimentSpec
     from jobs.verdict import judge
     sampler = Sampler(Noise("quiet" if hazard else kind, rng), rng, hazard)
     got = calibrated(sampler, config, slot, family)
     if got is None:
         return "calibration-refused", 0
-    plan, c, stop, extra, seed = got
-    spec = ExperimentSpec.from_config(config, run_id="sim", name="x", platform="sim", base_commit="a",
-                                      head_commit="b", n_per_arm=config.repeats.max, seed=seed + 1, stop=stop,
-                                      prior=[list(p) for p in c.prior], **extra)
-    raw = sampler.measure(config.repeats.max, math.log1p(effect_pct / 100), seed + 1, stop=spec)
+    plan, spec = got
+    raw = sampler.measure(spec.n_per_arm, math.log1p(effect_pct / 100), spec.seed, stop=spec)
     judged = judge(raw, config, plan)
     # a discard that names the candidate slower is its own outcome: at effect 0 it is a false alarm
     slower = judged.status.value == "discard" and judged.reason.startswith("m slower")
@@ -224,19 +224,15 @@ def one_yardstick_run(kind: str, wall_pct: float, sim_pct: float, rng: np.random
     runner's stop rule and judged by `jobs.simulate.judge_yardstick`. Returns keep-confirmed,
     keep-unconfirmed or the status."""
     from jobs.simulate import Guard, judge_yardstick
-    from jobs.spec import ExperimentSpec
     sampler = Sampler(Noise(kind, rng), rng)
-    got = calibrated(sampler, config, slot, family)
+    floor = config.simulate.min_effect_pct
+    got = calibrated(sampler, config, slot, family, simulate_floor_pct=floor)
     if got is None:
         return "calibration-refused"
-    plan, c, stop, extra, seed = got
-    floor = config.simulate.min_effect_pct
-    spec = ExperimentSpec.from_config(config, run_id="sim", name="x", platform="sim", base_commit="a",
-                                      head_commit="b", n_per_arm=config.repeats.max, seed=seed + 1, stop=stop,
-                                      prior=[list(p) for p in c.prior], simulate_floor_pct=floor, **extra)
+    plan, spec = got
     base = 10**9
     simulated = {"A": {"cycles": base}, "B": {"cycles": round(base * (1 + sim_pct / 100))}}
-    raw = sampler.measure(config.repeats.max, math.log1p(wall_pct / 100), seed + 1, stop=spec, simulated=simulated)
+    raw = sampler.measure(spec.n_per_arm, math.log1p(wall_pct / 100), spec.seed, stop=spec, simulated=simulated)
     guard = Guard(config.simulate.wall_tolerance_pct, plan.alpha_loss, plan.min_pairs, plan.alpha)
     judged = judge_yardstick(raw, config, plan, floor, guard, None)
     if judged.status.value == "keep":
