@@ -11,7 +11,7 @@ from pathlib import Path
 import redis
 
 from conftest import git
-from synthetic import FASTER, patch_for, synthetic_target
+from synthetic import FASTER, patch_for, synthetic_target, with_build_timeout
 
 # What the build tries (in the first build of the run), each attempt reported in one line to
 # `attempts.txt`, in the one place outside its tree a sandboxed build may write: a cache directory
@@ -101,9 +101,7 @@ def hostile_target(tmp_path: Path, secret: Path, redis_port: int) -> Hostile:
     # Its first build runs a bounded `find /` (up to 30 s): beside two CPU hogs and the suite's other
     # worker it passed the synthetic target's 20 s build timeout once, and the run failed at its
     # baseline instead of showing the attempts. 90 s covers the search.
-    text = cfg.read_text().replace("timeouts: {build: 20,", "timeouts: {build: 90,")
-    assert "timeouts: {build: 90," in text
-    cfg.write_text(text + f"sandbox: {{caches: ['{report}']}}\n")
+    cfg.write_text(with_build_timeout(cfg.read_text(), 90) + f"sandbox: {{caches: ['{report}']}}\n")
     git(t, "add", "-A")
     git(t, "commit", "-qm", "a hostile build")
     return Hostile(t, patch, report, secret, marker)

@@ -60,6 +60,14 @@ def synthetic_target(path: Path) -> Path:
     return make_repo(path, FILES)
 
 
+def with_build_timeout(config_text: str, seconds: int) -> str:
+    """The synthetic target's config with its 20 s build timeout replaced, for a test whose build is
+    slow on purpose (the replacement is checked: a changed CONFIG must not leave 20 s in silence)."""
+    text = config_text.replace("timeouts: {build: 20,", f"timeouts: {{build: {seconds},")
+    assert f"timeouts: {{build: {seconds}," in text, "the synthetic config's build timeout moved"
+    return text
+
+
 def patch_for(repo: Path, out: Path, changes: dict[str, str | None]) -> Path:
     """Write a patch file that makes `changes` (None deletes) against HEAD, leaving the repo clean."""
     for rel, text in changes.items():

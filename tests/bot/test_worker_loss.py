@@ -22,7 +22,7 @@ from bot.store import Store
 from botfixtures import app_key, bot_env, webhook_examples  # noqa: F401  (fixtures)
 from conftest import ROOT, alive, git
 from jobs import api, reaper
-from synthetic import FASTER, patch_for, synthetic_target
+from synthetic import FASTER, patch_for, synthetic_target, with_build_timeout
 
 pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
 
@@ -77,8 +77,7 @@ def start_a_run_in_a_worker(bot_env, tmp_path):
     # with 10 s, a CI rehearsal beside two CPU hogs recorded it before the SIGTERM landed.
     build.write_text("[ -e src/slow-build ] && sleep 25\n" + build.read_text())
     cfg = target / ".github" / "autoresearch.yml"
-    cfg.write_text(cfg.read_text().replace("timeouts: {build: 20,", "timeouts: {build: 60,"))
-    assert "build: 60," in cfg.read_text()
+    cfg.write_text(with_build_timeout(cfg.read_text(), 60))
     git(target, "commit", "-qam", "a build that can be slow")
     patches = {name: patch_for(target, tmp_path / f"{name}.patch", change).read_text() for name, change in
                (("1-faster", {"src/speed.txt": FASTER}),
