@@ -8,10 +8,13 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+import uuid
+from pathlib import Path
 
 import pytest
 from flask import request
@@ -21,7 +24,7 @@ from bot.jobqueue import COMMANDS, RUNS, sweep
 from bot.store import Store
 from botfixtures import app_key, bot_env, webhook_examples  # noqa: F401  (fixtures)
 from conftest import ROOT, alive, git
-from jobs import api, reaper
+from jobs import api, reaper, sandbox
 from synthetic import FASTER, patch_for, synthetic_target, with_build_timeout
 
 pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
@@ -49,10 +52,18 @@ def state_row(body: str) -> str:
     return next(line for line in body.splitlines() if line.startswith("| state |"))
 
 
-def worker(bot_env, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "bot.cli", "worker", "--lease-seconds", str(LEASE_S),
-                             "--sweep-seconds", str(SWEEP_S), *extra], cwd=ROOT, env={**os.environ, **bot_env.env},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+def worker(bot_env, log: Path) -> subprocess.Popen:
+    """A real worker whose output goes to `log` (read while it runs: `output`)."""
+    with log.open("ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "worker", "--lease-seconds", str(LEASE_S),
+                                 "--sweep-seconds", str(SWEEP_S)], cwd=ROOT, env={**os.environ, **bot_env.env},
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    proc.log = log
+    return proc
+
+
+def output(proc: subprocess.Popen) -> str:
+    return proc.log.read_text(errors="replace")
 
 
 def wait_until(what, timeout: float, proc: subprocess.Popen | None = None, why: str = ""):
@@ -62,22 +73,33 @@ def wait_until(what, timeout: float, proc: subprocess.Popen | None = None, why: 
         if value:
             return value
         if proc is not None and proc.poll() is not None:
-            pytest.fail(f"the worker exited ({why}): {proc.stdout.read().decode()[-3000:]}")
+            pytest.fail(f"the worker exited ({why}): {output(proc)[-3000:]}")
         time.sleep(0.1)
-    pytest.fail(f"timed out: {why}")
+    pytest.fail(f"timed out: {why}" + (f"; the worker said: {output(proc)[-3000:]}" if proc is not None else ""))
 
 
-def start_a_run_in_a_worker(bot_env, tmp_path):
+@pytest.fixture
+def gate():
+    """A folder under the operator's cache root that the target declares read-only, so its sandboxed
+    build sees it: the slow candidate's build waits until the test creates `open` in it. The tests
+    act on a worker while that build is certainly running, whatever the machine's load (a fixed sleep
+    did not: beside two CPU hogs a 3 s and then a 10 s build were over before the signal landed)."""
+    path = sandbox.cache_root().expanduser() / "test-gates" / uuid.uuid4().hex
+    path.mkdir(parents=True)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def start_a_run_in_a_worker(bot_env, tmp_path, gate: Path):
     """A run with two maintainer candidates, in a real worker, until its first experiment is on
-    record and the second is building (slowly): (store, run record, out dir, status bodies, worker)."""
+    record; the second one's build then waits for `gate/open`: (store, run record, out dir, status
+    bodies, worker)."""
     target = synthetic_target(tmp_path / "target")
     build = target / "build.sh"
-    # 25 s: the tests below act while this build runs, and once it ends the second candidate's
-    # experiment (the baseline's speed, 5 short pairs) is over within seconds. With 3 s, and again
-    # with 10 s, a CI rehearsal beside two CPU hogs recorded it before the SIGTERM landed.
-    build.write_text("[ -e src/slow-build ] && sleep 25\n" + build.read_text())
+    build.write_text(f"[ -e src/slow-build ] && while [ ! -e {gate}/open ]; do sleep 0.1; done\n" + build.read_text())
     cfg = target / ".github" / "autoresearch.yml"
-    cfg.write_text(with_build_timeout(cfg.read_text(), 60))
+    # The build timeout bounds a gate the test forgot to open.
+    cfg.write_text(with_build_timeout(cfg.read_text(), 300) + f"sandbox:\n  read_only: [{gate}]\n")
     git(target, "commit", "-qam", "a build that can be slow")
     patches = {name: patch_for(target, tmp_path / f"{name}.patch", change).read_text() for name, change in
                (("1-faster", {"src/speed.txt": FASTER}),
@@ -98,7 +120,7 @@ def start_a_run_in_a_worker(bot_env, tmp_path):
     rec = store.current_run(REPO, 1)
     assert rec.state == "queued", rec
     out = bot_env.workdir / "octo" / "synth" / rec.run_id / "out"
-    first = worker(bot_env)
+    first = worker(bot_env, tmp_path / "first-worker.log")
     try:
         wait_until(lambda: (r := store.current_run(REPO, 1)).experiments_done >= 1 and "experiments" in r.phase,
                    240, first, "the first experiment did not finish")
@@ -132,8 +154,9 @@ def end_worker(proc: subprocess.Popen) -> list[int]:
     return tree
 
 
-def test_a_worker_sigkilled_during_the_experiments_is_replaced_and_the_run_resumes_to_a_draft_pr(bot_env, tmp_path):
-    store, rec, out, bodies, first = start_a_run_in_a_worker(bot_env, tmp_path)
+def test_a_worker_sigkilled_during_the_experiments_is_replaced_and_the_run_resumes_to_a_draft_pr(bot_env, tmp_path,
+                                                                                                gate):
+    store, rec, out, bodies, first = start_a_run_in_a_worker(bot_env, tmp_path, gate)
     # The container dies: every process of the worker at once (its work horse, the sandbox of the
     # experiment being built, RQ's scheduler) gets SIGKILL.
     tree = end_worker(first)
@@ -144,7 +167,8 @@ def test_a_worker_sigkilled_during_the_experiments_is_replaced_and_the_run_resum
     assert [r["name"] for r in before if r.get("kind") == "experiment"] == ["1-faster"]
     assert "🏃 running" in state_row(bodies[-1][1])              # what the issue showed when the worker died
 
-    second = worker(bot_env)
+    (gate / "open").touch()                       # the resumed run's build of the second candidate may end
+    second = worker(bot_env, tmp_path / "second-worker.log")
     try:
         lost = wait_until(lambda: store.current_run(REPO, 1).lost_at, LEASE_S + 60, second, "the loss was not noticed")
         print(f"METRIC lost_noticed_s={lost - killed_at:.2f}")
@@ -184,16 +208,21 @@ def test_a_worker_sigkilled_during_the_experiments_is_replaced_and_the_run_resum
     assert not store.lease_holder(REPO, rec.run_id) and store.running_runs() == []
 
 
-def test_a_worker_asked_to_stop_hands_its_run_back_at_the_next_step(bot_env, tmp_path):
+def test_a_worker_asked_to_stop_hands_its_run_back_at_the_next_step(bot_env, tmp_path, gate):
     """A redeploy: `docker compose` sends the worker (PID 1) SIGTERM. RQ alone would wait for the
     whole run and lose it to the SIGKILL at the end of the grace period; here the horse stops at the
     next step, hands the lease back and the worker exits, so the next sweep queues the resume at once
     (the resume itself is the test above)."""
-    store, rec, out, bodies, first = start_a_run_in_a_worker(bot_env, tmp_path)
+    store, rec, out, bodies, first = start_a_run_in_a_worker(bot_env, tmp_path, gate)
     tree = [first.pid, *reaper.descendants(first.pid)]
     os.kill(first.pid, signal.SIGTERM)
     try:
-        first.wait(timeout=90)                      # one step (the 25 s build), not the whole run
+        # The horse has the handover (it logs it) while the second candidate's build still waits;
+        # only then may that step end.
+        wait_until(lambda: "is handed back: its worker is shutting down" in output(first), 60, first,
+                   "the work horse did not take the handover")
+        (gate / "open").touch()
+        first.wait(timeout=90)                      # one step (the build), not the whole run
     finally:
         if first.poll() is None:
             end_worker(first)
