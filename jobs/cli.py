@@ -67,11 +67,6 @@ def _options(args, **extra) -> RunOptions:
     return RunOptions(target=target, out=out.resolve(), run_id=run_id, **extra)
 
 
-def _resumed_base(out: Path) -> str | None:
-    state = load_state(out) if out.is_dir() else None
-    return state.get("base_commit") if state else None
-
-
 @contextlib.contextmanager
 def _terminate_as_interrupt():
     """SIGTERM ends a run like Ctrl-C: its steps are stopped, its worktrees removed, its ledger kept
@@ -128,7 +123,7 @@ def cmd_run(args) -> int:
     repo = gitops.toplevel(options.target)
     options.config = load_config(repo)       # read once: the preflight checks it, the run runs by it
     preflight.check_run(repo, options.config, candidates=options.candidates, out=options.out,
-                        base=_resumed_base(options.out), repeats=options.repeats)
+                        repeats=options.repeats)
     if getattr(args, "dry_run", False):   # `demo` reuses cmd_run without the flag
         from .dryrun import dry_run
         console.print(dry_run(options), markup=False, highlight=False, soft_wrap=True)

@@ -12,6 +12,7 @@ from . import gitops, safefs, yardstick
 from .agent.guard import EditRefused, check_edit
 from .config import CONFIG_PATH, TargetConfig
 from .errors import RunError
+from .ledger import load_state
 from .recipes import matches_any
 from .sequential import min_pairs_to_keep, slot_alpha
 
@@ -50,6 +51,24 @@ def out_problems(out: Path | None) -> list[str]:
         return [f"--out {out}: is a file, not a directory; fix: name a new folder, or the folder of a run "
                 "to resume it"]
     return []
+
+
+def resume_problems(repo: Path, out: Path | None, state: dict | None, head: str) -> list[str]:
+    """An existing run folder resumes its own run only, on the commit that run started at: one that
+    holds another target's run (say a variant of the same matrix cell given the same --out) or a run
+    of an older commit is named as such, before its base is looked up in a repository that may not
+    have it (git's bare "not a tree object" said nothing of the folder)."""
+    if out is None or not state:
+        return []
+    base, run_id = str(state.get("base_commit") or ""), state.get("run_id", "?")
+    recorded = str(state.get("target") or "")
+    if base == head:
+        return []
+    other = recorded and Path(recorded).resolve() != Path(repo).resolve()
+    where = f"of {recorded}, " if other else ""
+    return [f"--out {out}: holds run {run_id} {where}started at {base[:12]}, and {repo} is at {head[:12]}; a run's "
+            "folder resumes only that run, on its own commit; fix: give this run another --out (or remove that "
+            f"folder to start afresh){'' if other else f', or check out {base[:12]} to resume the run'}"]
 
 
 def editable_problems(config: TargetConfig, files: list[str], base: str) -> list[str]:
@@ -121,10 +140,14 @@ def repeats_problems(config: TargetConfig, repeats: int | None) -> list[str]:
 
 
 def check_run(repo: Path, config: TargetConfig, *, candidates: list[Path], out: Path | None,
-              base: str | None = None, repeats: int | None = None) -> None:
+              repeats: int | None = None) -> None:
     """Everything about a run's inputs that can be known before measuring; PreflightError if any fails."""
-    base = base or gitops.head_commit(repo)
+    base = gitops.head_commit(repo)
     problems = out_problems(out)
+    if not problems and out is not None and Path(out).is_dir():
+        problems = resume_problems(repo, out, load_state(Path(out)), base)
+    if problems:                    # the rest would be checked against a base this run does not have
+        raise PreflightError(problems)
     files = gitops.files_at(repo, base)
     problems += editable_problems(config, files, base)
     problems += yardstick.overlaps(config, files)

@@ -197,7 +197,9 @@ run_cell() {
   shift 5
   local suffix
   suffix="$(isa)"
-  local target="$WORK/target-$primary" out="$WORK/runs/$name-$suffix" dest="$STAGE/$name-$suffix"
+  # the run folder names the TOP variant too: a folder resumes only its own run, and a TOP=3 run of
+  # a cell is a run of another target commit than the plain one (the CLI refuses such a folder)
+  local target="$WORK/target-$primary" out="$WORK/runs/$name${TOP:+-top$TOP}-$suffix" dest="$STAGE/$name-$suffix"
   need_tools
   [ -d "$target/.git" ] || { echo "matrix.sh: run '$0 setup' first ($target missing)" >&2; exit 2; }
   target="$(variant_target "$primary")"

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from conftest import git, make_repo
-from jobs import cli, preflight
+from jobs import cli, gitops, ledger, preflight
 from jobs.config import load_config
 from synthetic import FILES, patch_for, synthetic_target
 
@@ -100,3 +100,30 @@ def test_the_candidate_is_checked_against_the_committed_base_not_the_work_tree(t
     patch = patch_for(repo, tmp_path / "p.patch", {"src/speed.txt": "110\n"})
     (repo / "src/speed.txt").write_text("uncommitted edit\n")     # the run uses the committed tree
     preflight.check_run(repo, load_config(repo), candidates=[patch], out=None)
+
+
+def test_a_run_folder_of_another_target_or_an_older_commit_is_named_and_left_alone(tmp_path, capsys):
+    """Two variants of one matrix cell given the same --out: the second used to die in git ("not a
+    tree object", looking up the first one's base in its own repository)."""
+    first = synthetic_target(tmp_path / "first")
+    other = make_repo(tmp_path / "other", {**FILES, "src/code.c": "int main(void) { return 1; }\n"})
+    base = gitops.head_commit(first)
+    out = tmp_path / "runs" / "cell"
+    out.mkdir(parents=True)
+    ledger.save_state(out, {"run_id": "20261203-193954-abc1234", "base_commit": base, "target": str(first),
+                            "phase": "experiments"})
+    kept = (out / "state.json").read_bytes()
+    preflight.check_run(first, load_config(first), candidates=[], out=out)     # its own run: resumes
+
+    rc, text = run_cli(capsys, "run", str(other), "--out", str(out))
+    assert rc == 2 and "not a tree object" not in text
+    assert (f"--out {out}: holds run 20261203-193954-abc1234 of {first}, started at {base[:12]}, and {other} is at "
+            f"{gitops.head_commit(other)[:12]}; a run's folder resumes only that run") in text
+    assert "fix: give this run another --out" in text and "check out" not in text
+
+    (first / "src" / "speed.txt").write_text("101\n")
+    git(first, "commit", "-qam", "one commit on")
+    rc, text = run_cli(capsys, "run", str(first), "--out", str(out))
+    assert rc == 2 and f"holds run 20261203-193954-abc1234 started at {base[:12]}, and {first} is at" in text
+    assert f"or check out {base[:12]} to resume the run" in text
+    assert (out / "state.json").read_bytes() == kept and sorted(p.name for p in out.iterdir()) == ["state.json"]
