@@ -63,7 +63,7 @@ def decision(m: dict[str, Any], floor_pct: float | None) -> str:
     """The verdict of one metric in the words of the rule that made it: a one-sided interval
     at the experiment's level against the floor."""
     lo, hi, verdict = m.get("ci_low_pct"), m.get("ci_high_pct"), m.get("verdict", "")
-    floor = f"{floor_pct:g}%" if floor_pct is not None else "the floor"
+    floor = f"{floor_pct:.3g}%" if floor_pct is not None else "the floor"     # a raised floor: 9.90679 → 9.91%
     if verdict == "win":
         return f"win: interval clears the {floor} floor"
     if verdict == "loss":

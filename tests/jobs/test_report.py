@@ -252,3 +252,9 @@ def test_the_runs_warnings_are_noted_once_each_and_the_missing_profile_only_at_t
 
 def test_a_run_without_warnings_has_no_notes_section():
     assert "Notes from the run" not in render_pr(summary())
+
+
+def test_a_floor_the_calibration_raised_is_printed_to_three_digits_as_elsewhere_in_the_report():
+    from jobs.report_review import decision
+    assert decision({"verdict": "win"}, 9.906790173) == "win: interval clears the 9.91% floor"
+    assert decision({"verdict": "", "ci_low_pct": 0.4, "ci_high_pct": 3.0}, 1.0) == "real but inside the 1% floor"
