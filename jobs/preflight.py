@@ -53,17 +53,15 @@ def out_problems(out: Path | None) -> list[str]:
     return []
 
 
-def resume_problems(repo: Path, out: Path | None, state: dict | None, head: str) -> list[str]:
+def resume_problems(repo: Path, out: Path, state: dict | None, head: str) -> list[str]:
     """An existing run folder resumes its own run only, on the commit that run started at: one that
     holds another target's run (say a variant of the same matrix cell given the same --out) or a run
     of an older commit is named as such, before its base is looked up in a repository that may not
     have it (git's bare "not a tree object" said nothing of the folder)."""
-    if out is None or not state:
+    base = str((state or {}).get("base_commit") or "")
+    if not state or base == head:
         return []
-    base, run_id = str(state.get("base_commit") or ""), state.get("run_id", "?")
-    recorded = str(state.get("target") or "")
-    if base == head:
-        return []
+    run_id, recorded = state.get("run_id", "?"), str(state.get("target") or "")
     other = recorded and Path(recorded).resolve() != Path(repo).resolve()
     where = f"of {recorded}, " if other else ""
     return [f"--out {out}: holds run {run_id} {where}started at {base[:12]}, and {repo} is at {head[:12]}; a run's "
