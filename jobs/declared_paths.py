@@ -3,7 +3,7 @@
 A declared path is bound into the sandbox of target code, so it must lie under the operator's
 cache root and never be, contain or lie in anything of the operator's side:
 
-- the cache root itself and the per-repository cache namespaces (`jobs.runner.Isolation.backing`);
+- the cache root itself and the per-repository cache namespaces (`jobs.isolation.Isolation.backing`);
 - `protected`: the run's trees, its out folder, the App's workdir (clones and runs of every
   repository);
 - `secrets`: the operator's secret files (the App's private key, cloud credentials, whatever
@@ -52,4 +52,24 @@ def refusal(field: str, raw: str, real: str, *, root: str, namespaces: str,
             if how:
                 return (f"sandbox.{field}: {said} {how} {guarded}, {what}; no declared path is, contains or "
                         f"lies in one; {AVOID}")
+    return ""
+
+
+def overlap(caches: Iterable[str], read_only: Iterable[str]) -> str:
+    """Why these declarations (resolved) may not be granted together, or '' when they may: one
+    cache inside another (the outer cache's build could plant a link where the inner one is
+    bound, and each would hide part of the other), or a cache that is, contains or lies in a
+    read-only path. Pure."""
+    caches, read_only = list(caches), list(read_only)
+    for i, path in enumerate(caches):
+        for other in caches[i + 1:]:
+            how = relation(path, other)
+            if how:
+                return (f"sandbox.caches: {path} {how} {other}, another declared cache; caches must not "
+                        f"overlap; {AVOID}")
+        for other in read_only:
+            how = relation(path, other)
+            if how:
+                return (f"sandbox.caches: {path} {how} {other}, a declared read-only path; a cache and a "
+                        f"read-only path must not overlap; {AVOID}")
     return ""

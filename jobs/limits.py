@@ -8,12 +8,14 @@
 | AUTORESEARCH_LIMIT_TMPFS_MIB | 1024 | each of the sandbox's /tmp, /dev/shm and $HOME (bwrap `--size`) |
 | AUTORESEARCH_LIMIT_OUTPUT_MIB | 16 | what the runner reads of one step's output; more fails the step |
 | AUTORESEARCH_LIMIT_METRIC_LINES | 10000 | METRIC/DIGEST lines parsed per benchmark process; more fails it |
-| AUTORESEARCH_SANDBOX_UID | 65534 | the uid (and gid) target code runs as when the worker is root |
+| AUTORESEARCH_SANDBOX_UIDS | 3000000-3065535 | the uids (and gids) a root worker's target code runs as: one per repository (`jobs.tenants`) |
 
 The rlimits are set by util-linux's `prlimit` in front of bubblewrap (`Limits.wrap`), so every
 process of the step inherits them. Core files are off (RLIMIT_CORE 0). RLIMIT_NPROC counts every
-process of a uid on the machine, so the process limit is shared by the sandboxes running at once (the kernel exempts uid 0 from it,
-which is one more reason a root worker's sandboxes run as the unprivileged uid above). Memory is an
+process of a uid on the machine: a root worker gives each repository a uid of its own from the range above,
+so the limit is per repository (the kernel exempts uid 0 from it, one more reason target code never runs as
+root); a worker that is not root has one uid to give, so its sandboxes share the limit (ARCHITECTURE.md,
+"Tenants"). Memory is an
 rlimit per process, not per step: a model file the benchmark maps counts too, hence the default of
 the machine's RAM (no one process can take more than there is). Docker here offers cgroup v1 only,
 which a worker cannot delegate; the tmpfs sizes bound what a step can park in memory besides.
@@ -45,14 +47,22 @@ class Limits:
     tmpfs_mib: int = 1024
     output_mib: int = 16
     metric_lines: int = 10000
-    sandbox_uid: int = 65534
+    sandbox_uid: int = 65534            # the uid of this run's repository (jobs.tenants), set per run
+    uid_first: int = 3000000            # AUTORESEARCH_SANDBOX_UIDS: the range repositories' uids come from
+    uid_last: int = 3065535
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Limits":
         env = os.environ if env is None else env
-        values = {}
+        if env.get("AUTORESEARCH_SANDBOX_UID", "").strip():
+            raise LimitError("AUTORESEARCH_SANDBOX_UID is replaced by AUTORESEARCH_SANDBOX_UIDS, a range "
+                             "(one uid per repository, so no two share a process limit); fix: e.g. "
+                             "AUTORESEARCH_SANDBOX_UIDS=3000000-3065535")
+        values = _uid_range(env.get("AUTORESEARCH_SANDBOX_UIDS", "").strip())
         for name, default in asdict(cls()).items():
-            var = "AUTORESEARCH_SANDBOX_UID" if name == "sandbox_uid" else ENV_PREFIX + name.upper()
+            if name in ("sandbox_uid", "uid_first", "uid_last"):
+                continue
+            var = ENV_PREFIX + name.upper()
             raw = env.get(var, "").strip()
             if not raw:
                 values[name] = default
@@ -92,3 +102,18 @@ class Limits:
             value = value if hard == resource.RLIM_INFINITY else min(value, hard)
             options.append(f"{option}={value}:{value}")
         return [exe, *options, "--", *argv]
+
+
+def _uid_range(raw: str) -> dict[str, int]:
+    """AUTORESEARCH_SANDBOX_UIDS=`first-last` -> the Limits fields (empty: the defaults)."""
+    if not raw:
+        return {}
+    first, sep, last = raw.partition("-")
+    try:
+        low, high = int(first), int(last)
+    except ValueError:
+        low = high = -1
+    if not sep or low < 1000 or high < low or high >= 2**32 - 2:
+        raise LimitError(f"AUTORESEARCH_SANDBOX_UIDS={raw!r}: not a range of unprivileged uids `first-last` "
+                         "(first at least 1000, last below 4294967294, e.g. 3000000-3065535)")
+    return {"uid_first": low, "uid_last": high}

@@ -37,7 +37,7 @@ from .operator import OperatorError, OperatorPolicy
 from .reporting import Reporting
 from .research.offline import Research
 from .research_phase import Researching
-from .runner import Isolation, IsolationError, repo_key
+from .isolation import Isolation, IsolationError, repo_key
 from .runstate import RunState
 from .runsummary import RunStopped, RunSummary
 from .sequential import slot_alpha

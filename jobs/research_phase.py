@@ -16,7 +16,8 @@ from .errors import RunError
 from .model import Hypothesis
 from .report import render_research, with_warning
 from .research.offline import Research, candidate_hypothesis, research
-from .runner import Isolation, run_step
+from .isolation import Isolation
+from .runner import run_step
 from .runstate import RunState
 
 

@@ -12,134 +12,29 @@ what counts as a win (its early stop is a pure function of the same records, val
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
-import hashlib
-import os
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import declared_paths, pairjournal, sandbox
+from . import pairjournal, sandbox
 from .carryover import clock_carry_over_open
 from .locations import Locations, swap_coins
 from .hostfacts import cpu_model, load_now, machine_facts  # noqa: F401  (cpu_model: jobs.runner's own name)
+from .isolation import DEFAULT_ISOLATION, Isolation, IsolationError
 from .integrity import EXCLUDED, UNDECIDED, digest_problems, value_problems
-from .limits import Limits
 from .metrics import explain_missing, parse_metrics
 from .secrets import scrubbed_env  # only for --no-sandbox runs: one policy, jobs/secrets.py
 from .sequential import Pair, Prior, adjusted, confidence_sequence, decide, pair_schedule, warmup_order
-from .spec import ExperimentSpec, Invocation, RawResult, SandboxSpec
+from .spec import ExperimentSpec, Invocation, RawResult
 from .verdict import clock_check, metric_pairs
 
 Progress = Callable[[str, float], None]   # (message, fraction done 0..1)
 LOG_TAIL = 4000
 
 
-class IsolationError(ValueError):
-    """A declared sandbox path is not allowed or not there; the message says which and why."""
-
-
-NAMESPACES = "repos"           # <cache root>/repos/<repo key>/<arm>/<declared path under the root>
-ARMS = ("base", "candidate")
-
-
-def repo_key(identity: str) -> str:
-    """The folder name of one repository's cache namespace (identity: `owner/name`, or a path)."""
-    return hashlib.sha256(identity.encode()).hexdigest()[:24]
-
-
-def backings(view: str | Path) -> list[Path]:
-    """Every repository's and arm's folder behind the declared cache `view` (for an operator
-    looking for what a cache holds, e.g. `~/.cache/autoresearch/ccache`)."""
-    root = sandbox.cache_root().expanduser().resolve()
-    rel = Path(view).expanduser().parent.resolve().joinpath(Path(view).name).relative_to(root)
-    return sorted(p for p in (root / NAMESPACES).glob(f"*/*/{rel}") if p.exists())
-
-
-@dataclass(frozen=True)
-class Isolation:
-    """The sandbox settings of a run, resolved on the machine that runs the target.
-
-    A declared cache is seen by target code at its declared path, but backed by
-    `<cache root>/repos/<repo key>/<arm>/<that path under the root>`: one repository never sees
-    another's caches, and the baseline's builds (arm `base`) never see what a candidate's build
-    wrote (arm `candidate`), so a candidate cannot poison the baseline's cache to win."""
-
-    enabled: bool = True
-    caches: tuple[str, ...] = ()          # declared (view) paths, resolved, under the cache root
-    read_only: tuple[str, ...] = ()
-    env: tuple[str, ...] = ()             # the names target code gets (already operator-allowed)
-    namespace: str = ""                   # this repository's folder under <root>/repos
-    limits: Limits = Limits()
-    arm: str = "candidate"                # for steps whose caller does not say
-
-    @classmethod
-    def from_spec(cls, spec: SandboxSpec, protect: tuple[str | Path, ...] = ()) -> "Isolation":
-        """Resolve and check the declared paths (`jobs.declared_paths`): under the cache root, never
-        the root itself, never its namespaces, never anything that is, contains or lies in a
-        protected path (the run's tree, its out folder, the App's workdir; `protect` adds to the
-        spec's own) or a secret file of the operator's (the spec's, and every path `sandbox.hide`
-        masks in this process, so no caller can forget the App's key)."""
-        root = sandbox.cache_root().expanduser().resolve()
-        spaces = root / NAMESPACES
-        guarded = [str(Path(p).expanduser().resolve()) for p in (*spec.protect, *protect) if p]
-        secrets = [str(Path(p).expanduser().resolve()) for p in (*spec.secrets, *sandbox.hidden()) if p]
-        limits = Limits.from_dict(spec.limits)
-        namespace = spaces / (spec.repo_key or repo_key("unnamed"))
-        resolved: dict[str, list[str]] = {"caches": [], "read_only": []}
-        for kind in resolved:
-            for raw in getattr(spec, kind):
-                path = Path(raw).expanduser()
-                real = (path.parent.resolve() / path.name) if kind == "caches" else path.resolve()
-                if kind == "read_only" and not path.exists():
-                    raise IsolationError(f"sandbox.{kind}: {raw} does not exist on this machine")
-                why = declared_paths.refusal(kind, raw, str(real), root=str(root), namespaces=str(spaces),
-                                             protected=guarded, secrets=secrets)
-                if why:
-                    raise IsolationError(why)
-                resolved[kind].append(str(real))
-        isolation = cls(spec.enabled, tuple(resolved["caches"]), tuple(resolved["read_only"]), tuple(spec.env),
-                        str(namespace), limits)
-        for view in isolation.caches:
-            with contextlib.suppress(OSError):      # the mount point, for a root under a read-only system dir
-                Path(view).mkdir(parents=True, exist_ok=True)
-            for arm in ARMS:
-                backing = Path(isolation.backing(view, arm))
-                try:
-                    backing.mkdir(parents=True, exist_ok=True)
-                    if os.geteuid() == 0:       # a root worker's steps run as this uid (jobs.sandbox)
-                        os.chown(backing, limits.sandbox_uid, limits.sandbox_uid)
-                except OSError as exc:
-                    raise IsolationError(f"sandbox.caches: {view}: cannot create {backing} ({exc})") from None
-        return isolation
-
-    def backing(self, view: str, arm: str) -> str:
-        """Where the cache target code sees at `view` is kept for `arm` of this repository."""
-        rel = Path(view).relative_to(sandbox.cache_root().expanduser().resolve())
-        return str(Path(self.namespace) / arm / rel)
-
-    def policy(self, tree: Path, step: str, extra_env: dict[str, str] | None = None,
-               arm: str | None = None) -> sandbox.Policy | None:
-        """`step`: build | checks | benchmark; `arm`: base | candidate, whose caches it sees. The
-        benchmark gets nothing writable but its /tmp and $HOME, both fresh: no benchmark process
-        can leave anything for the next one."""
-        if not self.enabled:
-            return None
-        writable = step != "benchmark"
-        home = str(Path.home())
-        arm = arm or self.arm
-        mounts = tuple(sandbox.Mount(p, writable=writable, source=self.backing(p, arm)) for p in self.caches)
-        mounts += tuple(sandbox.Mount(p) for p in self.read_only)
-        hidden = tuple(p + "/" if os.path.isdir(p) else p for p in sandbox.hidden() if os.path.exists(p))
-        return sandbox.Policy(tree=Path(tree).resolve(), tree_writable=writable, mounts=mounts, home=home,
-                              env=sandbox.environment(self.env, extra_env, home=home), hidden=hidden,
-                              limits=self.limits)
-
-
-DEFAULT_ISOLATION = Isolation()
 
 
 @dataclass

@@ -8,7 +8,7 @@ Adapter over bubblewrap (`bwrap`, Debian's `bubblewrap`). Inside a sandbox, targ
 * the declared cache paths (`sandbox.caches` writable except in the benchmark, `sandbox.read_only`
   read-only), which must live under the operator's cache root, never anywhere else; a cache is
   seen at its declared path but backed by a folder of that repository's own namespace
-  (`Mount.source`, see `jobs.runner.Isolation`);
+  (`Mount.source`, see `jobs.isolation.Isolation`);
 * a fresh, empty `$HOME` (same path as the runner's), `/tmp`, `/var/tmp` and `/dev/shm`, each a
   private tmpfs of at most `Limits.tmpfs_mib`;
 * a new network namespace (no network, loopback included: no Redis, no App), a new PID namespace
@@ -52,6 +52,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from . import cachedirs
 from .limits import MIB, Limits
 from .sandboxinit import INIT_SOURCE, InitUnavailable, init_fd, init_sha256  # noqa: F401 (re-exported)
 
@@ -81,6 +82,8 @@ class Mount:
     path: str                       # where the sandbox sees it
     writable: bool = False
     source: str = ""                # what backs it on this machine ('' = `path` itself)
+    base: str = ""                  # set: `source` is relative to this trusted folder and opened below
+                                    # it without following a link, then bound from that descriptor
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,7 @@ def hide(*paths: str | Path) -> None:
     """Mask these files or folders in every sandbox of this process (called by whoever holds a
     secret file, e.g. the App's settings with its private key's path). The mask covers the system
     directories; anywhere else a sandbox sees only its tree and declared paths, and
-    `jobs.runner.Isolation.from_spec` refuses a declared path that is, contains or lies in one."""
+    `jobs.isolation.Isolation.from_spec` refuses a declared path that is, contains or lies in one."""
     _HIDDEN.update(os.path.realpath(p) for p in paths if p)
 
 
@@ -137,10 +140,12 @@ def environment(passthrough: tuple[str, ...] | list[str], extra: dict[str, str] 
 
 
 def bwrap_argv(policy: Policy, command: list[str], *, existing: set[str], userns: bool, init_fd: int,
-               as_uid: int | None = None) -> list[str]:
+               as_uid: int | None = None, fds: dict[str, int] | None = None) -> list[str]:
     """The bubblewrap command line for `command` under `policy`, with the init read from `init_fd`
-    as PID 1, dropping to `as_uid` first when given (a root worker). Pure: `existing` says which
-    system paths exist on this machine."""
+    as PID 1, dropping to `as_uid` first when given (a root worker). `fds` maps a mount's path to
+    the descriptor it is bound from (its `base` mounts: `--bind-fd`, never a path bubblewrap would
+    resolve again). Pure: `existing` says which system paths exist on this machine."""
+    fds = fds or {}
     argv = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--as-pid-1", "--unshare-net",
             "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL"]
     if userns:
@@ -169,7 +174,10 @@ def bwrap_argv(policy: Policy, command: list[str], *, existing: set[str], userns
             argv += ["--tmpfs", path] if path.endswith("/") else ["--ro-bind", "/dev/null", path]
     argv += _parent_dirs([m.path for m in policy.mounts] + [str(policy.tree)], existing)
     for m in policy.mounts:
-        argv += ["--bind" if m.writable else "--ro-bind", m.source or m.path, m.path]
+        if m.base:
+            argv += ["--bind-fd" if m.writable else "--ro-bind-fd", str(fds[m.path]), m.path]
+        else:
+            argv += ["--bind" if m.writable else "--ro-bind", m.source or m.path, m.path]
     tree = str(policy.tree)
     argv += ["--bind" if policy.tree_writable else "--ro-bind", tree, tree, "--chdir", tree,
              "--perms", "0555", "--ro-bind-data", str(init_fd), INIT_PATH, "--clearenv"]
@@ -247,16 +255,21 @@ def _launch(policy: Policy, command: str, userns: bool, *, cwd: Path | None = No
     if os.geteuid() == 0:
         masks = tuple(p for p in ROOT_ONLY if os.path.exists(p))
         policy = replace(policy, hidden=(*policy.hidden, *masks))
+    fds: dict[str, int] = {}
     fd = init_fd()
     try:
+        for m in policy.mounts:
+            if m.base:      # opened here, the moment before bubblewrap binds it (jobs.cachedirs)
+                fds[m.path] = cachedirs.open_beneath(m.base, m.source)
         argv = bwrap_argv(policy, ["bash", "-c", command], existing=_system_paths(), userns=userns,
-                          init_fd=fd, as_uid=as_uid)
+                          init_fd=fd, as_uid=as_uid, fds=fds)
         affinity = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
         return subprocess.Popen(policy.limits.wrap(argv), cwd=cwd, env={"PATH": os.environ.get("PATH", DEFAULT_PATH)},
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, pass_fds=(fd,), preexec_fn=affinity)
+                                start_new_session=True, pass_fds=(fd, *fds.values()), preexec_fn=affinity)
     finally:
-        os.close(fd)
+        for opened in (fd, *fds.values()):
+            os.close(opened)
 
 
 def grant_tree(tree: Path, gid: int) -> None:
@@ -292,7 +305,10 @@ def run(command: str, cwd: Path, timeout: float, *, policy: Policy | None,
         userns = check()
         if os.geteuid() == 0 and not userns and policy.tree_writable:
             grant_tree(policy.tree, limits.sandbox_uid)
-        proc = _launch(policy, command, userns, cwd=cwd, cpus=cpus)
+        try:
+            proc = _launch(policy, command, userns, cwd=cwd, cpus=cpus)
+        except cachedirs.CacheDirError as exc:      # a cache's backing turned into a link: nothing runs
+            return Completed(126, f"the sandbox was not started: {exc}\n", time.monotonic() - start, 0.0, True)
     else:
         affinity = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
         proc = subprocess.Popen(limits.wrap(["bash", "-c", command]), cwd=cwd, env=env, stdout=subprocess.PIPE,

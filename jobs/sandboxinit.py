@@ -12,7 +12,9 @@ The init runs the step, and when the step's main process exits it SIGKILLs every
 of the namespace and reaps them itself (so their CPU time is charged to the step). Given `-u UID`
 (a root worker, see `jobs.sandbox`) the step's process drops to that uid and gid before it runs,
 which clears every capability: the step runs as an unprivileged user, so root-only files such as
-/etc/shadow stay unreadable. The init itself stays uid 0 with the three capabilities bubblewrap
+/etc/shadow stay unreadable; it then enters a user namespace of its own that maps only that uid
+(the kernel keeps user keyrings per user namespace, so no step finds a key another step stored,
+A5). Every step also joins a new session keyring instead of the one inherited from the runner. The init itself stays uid 0 with the three capabilities bubblewrap
 left it (setuid, setgid, kill), in the sandbox's own namespaces: a parent-death signal from a
 killed bubblewrap needs the same uid, and ending the step's stragglers needs CAP_KILL.
 """
@@ -31,13 +33,34 @@ INIT_SOURCE = r"""
  * other process of the PID namespace so that their CPU time is charged to the sandbox. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#define JOIN_SESSION_KEYRING 1   /* KEYCTL_JOIN_SESSION_KEYRING */
+static int put(const char *path, const char *text) {
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = write(fd, text, strlen(text));
+    close(fd);
+    return n == (ssize_t) strlen(text) ? 0 : -1;
+}
+/* The step's own user namespace, mapping only its uid to itself: a user keyring of its own (the
+ * kernel keeps user keyrings per namespace), no channel to a step of another sandbox. */
+static int own_userns(long id) {
+    char map[64];
+    snprintf(map, sizeof map, "%ld %ld 1\n", id, id);
+    prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);     /* the uid change made /proc/self root's until the exec */
+    return (unshare(CLONE_NEWUSER) != 0 || put("/proc/self/setgroups", "deny") != 0
+            || put("/proc/self/uid_map", map) != 0 || put("/proc/self/gid_map", map) != 0) ? -1 : 0;
+}
 int main(int argc, char **argv) {
     int first = 1;
     long drop = -1;
@@ -52,6 +75,14 @@ int main(int argc, char **argv) {
         uid_t id = (uid_t) drop;
         if (drop >= 0 && (setgroups(0, NULL) != 0 || setresgid(id, id, id) != 0 || setresuid(id, id, id) != 0)) {
             perror("autoresearch-init: dropping to the sandbox uid"); _exit(127);
+        }
+        if (drop >= 0 && own_userns(drop) != 0) {
+            perror("autoresearch-init: a user namespace of the step's own (allow unprivileged user namespaces)");
+            _exit(127);
+        }
+        /* A session keyring of its own: the one inherited from the runner is shared by every step. */
+        if (syscall(SYS_keyctl, JOIN_SESSION_KEYRING, (char *) 0) < 0 && errno != ENOSYS && errno != EPERM) {
+            perror("autoresearch-init: a session keyring of its own"); _exit(127);
         }
         execvp(argv[first], argv + first); perror("autoresearch-init: exec"); _exit(127);
     }

@@ -27,7 +27,7 @@ class SandboxSpec:
     caches: list[str] = field(default_factory=list)       # writable in build/checks, read-only in benchmark
     read_only: list[str] = field(default_factory=list)
     env: list[str] = field(default_factory=list)          # variable names passed through
-    repo_key: str = ""                                    # the repository's cache namespace (runner.repo_key)
+    repo_key: str = ""                                    # the repository's cache namespace (isolation.repo_key)
     limits: dict[str, int] = field(default_factory=dict)  # jobs.limits.Limits.to_dict(); {} = defaults
     protect: list[str] = field(default_factory=list)      # paths no declared one may contain or lie in
     secrets: list[str] = field(default_factory=list)      # the operator's secret files, likewise (jobs.declared_paths)

@@ -23,7 +23,7 @@ from .. import gitops
 from ..config import TargetConfig
 from ..model import Hypothesis
 from ..research.sanitize import quote, redact
-from ..runner import Isolation
+from ..isolation import Isolation
 from ..secrets import secret_values  # one policy: jobs/secrets.py
 from . import prompts
 from .chat import ChatMessage, ChatModel, ChatReply, ChatRequest, ToolResult, ToolSpec

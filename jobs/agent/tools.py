@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .. import safefs
 from ..config import TargetConfig
 from ..research.sanitize import quote
-from ..runner import Isolation, run_step, tail
+from ..isolation import Isolation
+from ..runner import run_step, tail
 from ..spec import SandboxSpec
 from .chat import ToolSpec
 from .guard import EditRefused, check_edit

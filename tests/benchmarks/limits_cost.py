@@ -22,7 +22,8 @@ sys.path[:0] = [str(ROOT)]
 
 from jobs import sandbox  # noqa: E402
 from jobs.limits import Limits  # noqa: E402
-from jobs.runner import Isolation, run_step  # noqa: E402
+from jobs.isolation import Isolation  # noqa: E402
+from jobs.runner import run_step  # noqa: E402
 
 LIMITED = Isolation()
 _real_argv, _real_check, _real_wrap = sandbox.bwrap_argv, sandbox.check, Limits.wrap

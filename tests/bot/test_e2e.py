@@ -13,7 +13,7 @@ import pytest
 from rq import Queue
 
 from bot.jobqueue import COMMANDS, RUNS
-from jobs.runner import backings
+from jobs.isolation import backings
 from botfixtures import BOT_LOGIN, app_key, bot_env, webhook_examples  # noqa: F401  (fixtures)
 from conftest import ROOT, git
 from synthetic import FASTER, patch_for, synthetic_target

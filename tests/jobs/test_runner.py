@@ -36,7 +36,8 @@ def test_runner_main_with_relative_paths_prints_progress_and_one_result(tmp_path
 
 @pytest.mark.parametrize("sandboxed", [True, False])
 def test_target_commands_never_see_credentials(tmp_path, monkeypatch, sandboxed):
-    from jobs.runner import Isolation, run_step
+    from jobs.isolation import Isolation
+    from jobs.runner import run_step
     monkeypatch.setenv("GITHUB_TOKEN", "ghs_secret")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws")
@@ -50,7 +51,7 @@ def test_target_commands_never_see_credentials(tmp_path, monkeypatch, sandboxed)
 
 
 def test_declared_sandbox_paths_must_live_under_the_cache_root(tmp_path, monkeypatch):
-    from jobs.runner import Isolation, IsolationError
+    from jobs.isolation import Isolation, IsolationError
     from jobs.spec import SandboxSpec
     monkeypatch.setenv("AUTORESEARCH_CACHE_ROOT", str(tmp_path / "cache"))
     (tmp_path / "cache" / "models").mkdir(parents=True)
@@ -68,7 +69,8 @@ def test_declared_sandbox_paths_must_live_under_the_cache_root(tmp_path, monkeyp
 
 @pytest.mark.parametrize("sandboxed", [True, False])
 def test_timeout_kills_the_whole_process_group(tmp_path, sandboxed):
-    from jobs.runner import Isolation, run_step
+    from jobs.isolation import Isolation
+    from jobs.runner import run_step
     marker = f"{31 + sandboxed}.{os.getpid()}"      # a sleep length no other process uses
     step = run_step(f"(sleep {marker} & wait)", tmp_path, timeout=1, isolation=Isolation(enabled=sandboxed))
     assert step.returncode is None

@@ -146,7 +146,7 @@ def test_bwrap_command_line_is_built_from_the_policy():
 
 def test_a_hidden_secret_inside_a_system_directory_is_masked(tmp_path):
     # An operator may keep the App's key under /etc or /opt, which sandboxes see read-only.
-    from jobs.runner import Isolation
+    from jobs.isolation import Isolation
     secret_dir = Path("/opt") / f"autoresearch-test-{os.getpid()}"
     secret_dir.mkdir()
     key = secret_dir / "app.pem"

@@ -18,7 +18,8 @@ from conftest import ROOT, git
 from jobs import sandbox, sandboxinit
 from jobs.limits import Limits
 from jobs.operator import OperatorError, OperatorPolicy
-from jobs.runner import Isolation, IsolationError, backings, repo_key, run_step
+from jobs.isolation import Isolation, IsolationError, backings, repo_key
+from jobs.runner import run_step
 from jobs.spec import SandboxSpec
 from synthetic import FASTER, patch_for, synthetic_target
 
@@ -388,7 +389,7 @@ def test_output_is_read_up_to_the_cap_and_the_step_fails_saying_so(tmp_path, san
     """N9: 512 MiB of benchmark output in a child process: the step stops at the cap (4 MiB) and the
     reader's memory stays bounded (measured as the child's peak RSS, never a duration)."""
     code = (f"import resource, sys; sys.path.insert(0, {str(ROOT)!r})\n"
-            "from pathlib import Path\nfrom jobs.limits import Limits\nfrom jobs.runner import Isolation, run_step\n"
+            "from pathlib import Path\nfrom jobs.limits import Limits\nfrom jobs.isolation import Isolation\nfrom jobs.runner import run_step\n"
             f"s = run_step('yes xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx | head -c 536870912', Path({str(tree(tmp_path))!r}), 120,"
             f" isolation=Isolation(enabled={sandboxed}, limits=Limits(output_mib=4)), step='benchmark')\n"
             # VmHWM: the peak RSS of this process's own memory since its exec. (ru_maxrss would not do:
