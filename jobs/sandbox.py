@@ -8,7 +8,8 @@ Adapter over bubblewrap (`bwrap`, Debian's `bubblewrap`). Inside a sandbox, targ
 * the declared cache paths (`sandbox.caches` writable except in the benchmark, `sandbox.read_only`
   read-only), which must live under the operator's cache root, never anywhere else; a cache is
   seen at its declared path but backed by a folder of that repository's own namespace
-  (`Mount.source`, see `jobs.isolation.Isolation`);
+  (`Mount.source`, see `jobs.isolation.Isolation`), opened without following a link and bound
+  from that descriptor (`--bind-fd`);
 * a fresh, empty `$HOME` (same path as the runner's), `/tmp`, `/var/tmp` and `/dev/shm`, each a
   private tmpfs of at most `Limits.tmpfs_mib`;
 * a new network namespace (no network, loopback included: no Redis, no App), a new PID namespace
@@ -19,8 +20,9 @@ Adapter over bubblewrap (`bwrap`, Debian's `bubblewrap`). Inside a sandbox, targ
   its output read up to `Limits.output_mib` (more kills the step and says so, `Completed.overflow`);
 * when the worker is root: no user namespace (its uid 0 would still own root's files); bubblewrap
   drops every capability but setuid/setgid/kill, which only the init keeps: the step's process
-  drops to `Limits.sandbox_uid` before it runs, so target code is an unprivileged user
-  (/etc/shadow unreadable, and masked besides); a writable tree is made group-writable for that
+  drops to `Limits.sandbox_uid` (its repository's own, `jobs.tenants`) before it runs, so target
+  code is an unprivileged user (/etc/shadow unreadable, and masked besides) in a user namespace of
+  its own (a user keyring of its own); a writable tree is made group-writable for that
   uid (`grant_tree`), its root dir sticky. (Where bubblewrap as root cannot work without a user
   namespace, e.g. without CAP_SYS_ADMIN, `check()` falls back to one: then only the masks hold.)
 
