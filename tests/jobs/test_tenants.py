@@ -260,3 +260,39 @@ def test_a5_no_keyring_carries_a_key_from_one_step_to_another(tmp_path, cache_ro
         for other in (b, a):
             seen = run_step(f"{tool}/keys get {ring}", tool, 30, isolation=other, step="benchmark")
             assert seen.output.strip() == "absent", (ring, seen.output)
+
+
+@needs_bwrap
+@root_only
+def test_two_repositories_at_once_one_forking_to_its_limit_leave_the_others_verdicts_alone(
+        tmp_path, cache_root, monkeypatch):
+    """The done-when of issue 41: repository A parks processes up to the operator's limit while
+    repository B's whole run (calibration, build, checks, benchmark pairs, stack) goes on beside
+    it. At ea10b95 both were uid 65534 and B's steps failed with EAGAIN (build_failed / crash,
+    someone else's verdict); now B's run builds, checks and measures every step it started."""
+    from jobs.pipeline import Run, RunOptions
+    from synthetic import FASTER, patch_for, synthetic_target
+    limit = 64
+    monkeypatch.setenv("AUTORESEARCH_LIMIT_PROCESSES", str(limit))
+    a = Isolation.from_spec(spec("owner/repo-a", processes=limit))
+    hog = threading.Thread(target=lambda: run_step(PARK.format(n=limit).replace("30", "600"), tree(tmp_path, "a"),
+                                                   600, isolation=a), daemon=True)
+    hog.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and _processes(a.limits.sandbox_uid) < limit - 4:
+            time.sleep(0.2)
+        assert _processes(a.limits.sandbox_uid) >= limit - 4, "repository A did not reach its limit"
+        t = synthetic_target(tmp_path / "b")
+        patch = patch_for(t, tmp_path / "faster.patch", {"src/speed.txt": FASTER})
+        summary = Run(RunOptions(target=t, out=tmp_path / "out", run_id="tenants", agent="none", candidates=[patch],
+                                 repo_identity="owner/repo-b")).execute()
+        assert _processes(a.limits.sandbox_uid) >= limit - 4, "repository A let go before B's run ended"
+    finally:
+        subprocess.run(["pkill", "-KILL", "-u", str(a.limits.sandbox_uid)], check=False)
+        hog.join(timeout=30)
+    assert summary.sandboxed is True
+    [experiment] = summary.experiments
+    assert experiment["status"] not in ("build_failed", "checks_failed", "crash", "timeout"), experiment
+    assert "Resource temporarily unavailable" not in str(experiment), experiment
+    assert experiment["status"] == "keep", experiment      # the 2x candidate, as without a neighbour
