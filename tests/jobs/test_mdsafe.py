@@ -27,12 +27,13 @@ def fuzz(n: int = 600, seed: int = 20) -> list[str]:
     return ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24))) for _ in range(n)]
 
 
-def visible(tokens) -> str:
-    """The text a reader sees (inline text and code), word joiners included."""
+def visible(tokens, code: bool = True) -> str:
+    """The text a reader sees (inline text and, with `code`, code spans), word joiners included.
+    GitHub links nothing inside a code span, so what may be live is the text without them."""
     out = []
     for tok in tokens:
         for child in tok.children or []:
-            if child.type in ("text", "code_inline"):
+            if child.type == "text" or (code and child.type == "code_inline"):
                 out.append(child.content)
             elif child.type in ("softbreak", "hardbreak"):
                 out.append("\n")
@@ -105,4 +106,52 @@ def test_prose_keeps_lines_but_nothing_is_live(s):
     safe = mdsafe.prose(f"run `7-abc` failed: {s}\nsecond line {s}")
     tokens = MD.parse(safe)
     assert not kinds(tokens) & FORBIDDEN, (s, safe)
-    assert not any(p.search(visible(tokens)) for p in LIVE), (s, safe)
+    assert not any(p.search(visible(tokens, code=False)) for p in LIVE), (s, safe)     # backticks make code: inert
+
+
+# -- the seam: md, join, spans, details, link, document, clip ------------------------------------------
+
+def test_md_escapes_every_value_unless_it_is_markup():
+    row = mdsafe.md("| {} | {} | {:+.1f}% |", "@octocat | #1", mdsafe.code("a|b"), 3.14159)
+    assert row == f"| @{WJ}octocat \\| \\#{WJ}1 | `a\\|b` | +3.1% |"      # a code span in a row: its `|` escaped there
+    assert mdsafe.md("x {} y", mdsafe.code("a|b")) == "x `a|b` y"               # and only there
+    assert mdsafe.md("| {} |", mdsafe.join(", ", [mdsafe.code("p|q"), "r"])) == "| `p\\|q`, r |"
+    assert mdsafe.md("Why: {}", "-O3 adds") == "Why: -O3 adds" and mdsafe.md("- {}", "- x") == "- \\- x"
+    assert mdsafe.md("{name} {{x}}", name="[a](b)") == "\\[a\\](b) {x}"
+    with pytest.raises(TypeError):
+        mdsafe.md("{:>9}", mdsafe.code("x"))                                       # markup takes no spec
+
+
+def test_spans_keeps_the_notes_code_as_code_and_the_rest_as_text():
+    assert mdsafe.spans("`Makefile:1` `CFLAGS ?= -O2 -g` sets it @me") == \
+        f"`Makefile:1` `CFLAGS ?= -O2 -g` sets it @{WJ}me"
+    assert mdsafe.spans("an open ` tick [x](y)") == "an open \\` tick \\[x\\](y)"
+    assert mdsafe.spans("`` a`b `` ok") == "``a`b`` ok"
+
+
+@pytest.mark.parametrize("s", ATTACKS + fuzz(seed=24))
+def test_spans_and_details_keep_hostile_text_inert(s):
+    tokens = MD.parse(f"x {mdsafe.spans(s)} y")
+    assert not kinds(tokens) & FORBIDDEN and not any(p.search(visible(tokens, code=False)) for p in LIVE), s
+    folded = MD.parse(mdsafe.details("{} on {}: {}", s, s, 3) + "\n\nbody\n\n</details>")
+    assert sum(t.type == "html_block" for t in folded) == 2
+    assert re.fullmatch(r"<details><summary>[^<>]*</summary>\n", folded[0].content), folded[0].content
+
+
+def test_link_only_to_an_http_url_and_it_stays_one_link():
+    assert mdsafe.link("a", "javascript:alert(1)") == "a"
+    odd = mdsafe.link("[x]", "https://a.example/p) [b](https://evil.example")
+    links = [c for t in MD.parse(odd) for c in (t.children or []) if c.type == "link_open"]
+    assert len(links) == 1 and links[0].attrs["href"].startswith("https://a.example/p%29%20%5Bb%5D%28")
+    assert mdsafe.own_url("https://github.com/o/r/pull/3") == "https://github.com/o/r/pull/3"
+    assert mdsafe.own_url("https://x.example/a)<img>") != "https://x.example/a)<img>"
+
+
+def test_document_takes_markup_only_and_clip_cuts_between_lines():
+    with pytest.raises(TypeError):
+        mdsafe.document([mdsafe.md("a"), "b"])
+    doc = mdsafe.document([mdsafe.md("{}", mdsafe.code("@octocat " * 3)) for _ in range(50)])
+    cut = mdsafe.clip(doc, 200, "(cut)")
+    assert len(cut) <= 200 and cut.endswith("\n\n(cut)") and all(line.startswith("`") for line in cut.split("\n")[:-2])
+    assert mdsafe.clip(doc, 10_000) is doc
+    assert mdsafe.indent(mdsafe.fence(["a", "b"]), "   ") == "   ```\n   a\n   b\n   ```"

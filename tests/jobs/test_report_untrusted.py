@@ -3,29 +3,14 @@ reasons (refused paths among them), flags and the Reproduce commands come from t
 none of them becomes a live mention, reference, link, image, HTML or a fence breakout."""
 from __future__ import annotations
 
-import re
-
 import pytest
 from markdown_it import MarkdownIt
 
 from jobs.report import render_pr
-from mdattacks import ATTACKS
+from mdattacks import ATTACKS, live
 from test_report import metric, summary
 
 MD = MarkdownIt("commonmark").enable("table")
-
-
-def live(markdown: str) -> list[str]:
-    found = []
-    for tok in MD.parse(markdown):
-        if tok.type == "html_block" and re.search(r"<(?!/?(details|summary)\b)", tok.content):
-            found.append(tok.content)
-        for child in tok.children or []:
-            if child.type in ("link_open", "image", "html_inline"):
-                found.append(child.type)
-            if child.type == "text":
-                found += re.findall(r"@[A-Za-z0-9]|#\d|https?://|(?i:www\.)", child.content)
-    return found
 
 
 @pytest.mark.parametrize("evil", ATTACKS)
