@@ -8,10 +8,14 @@ them, the bot pushes them and tells its pull requests' branches by them: all thr
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 PREFIX = "autoresearch/"
 EXPERIMENTS = "-exp/"
+# What git refuses anywhere in a branch name (`git check-ref-format`), besides control characters.
+_REFUSED = {" ": "a space", "~": "'~'", "^": "'^'", ":": "':'", "?": "'?'", "*": "'*'", "[": "'['", "\\": "'\\'",
+            "/": "'/' (one name, not a folder)"}
 
 
 def run_branch(run_id: str) -> str:
@@ -30,7 +34,40 @@ def experiment_branch(run_id: str, hypothesis_id: str) -> str:
     """The branch holding the commit of one hypothesis of the run."""
     if not hypothesis_id:
         raise ValueError("an experiment's branch needs a hypothesis id")
+    why = name_problem(hypothesis_id)
+    if why:
+        raise ValueError(f"the hypothesis id {hypothesis_id!r} cannot name a git branch: it {why}")
     return experiments_prefix(run_id) + hypothesis_id
+
+
+def name_problem(name: str) -> str:
+    """Why `name` cannot be the last part of a branch name ('' when it can): git's rules for one
+    component (`git check-ref-format`: no control character, space, ~ ^ : ? * [ \\, no `..` or
+    `@{`, no leading `.`, no trailing `.` or `.lock`), and no `/`."""
+    if not name:
+        return "is empty"
+    bad = dict.fromkeys(_REFUSED.get(c, f"a control character ({ord(c):#04x})") for c in name
+                        if ord(c) < 32 or ord(c) == 127 or c in _REFUSED)
+    if bad:
+        return "holds " + " and ".join(bad)
+    for part, words in (("..", "'..'"), ("@{", "'@{'")):
+        if part in name:
+            return f"holds {words}"
+    if name.startswith("."):
+        return "begins with '.'"
+    return next((f"ends with '{end}'" for end in (".lock", ".") if name.endswith(end)), "")
+
+
+def candidate_problem(file_name: str, stem: str) -> str:
+    """Why a candidate patch file named `file_name` cannot be run ('' when it can): its experiment is
+    named `stem` (the name without `.patch`), which becomes part of a git branch name."""
+    why = name_problem(stem)
+    if not why:
+        return ""
+    fix = re.sub(r"[^A-Za-z0-9_.-]+", "-", stem).strip(".-")
+    fix = fix if fix and not name_problem(fix) else "candidate-1"
+    return (f"the candidate patch {file_name!r} names its experiment {stem!r}, which {why} and so cannot be part of a "
+            f"git branch name ({experiments_prefix('<run>')}<name>); fix: rename the file, e.g. to {fix}.patch")
 
 
 def is_run_made(branch: str) -> bool:

@@ -99,6 +99,9 @@ class Run:
         if self.repo is None:
             raise RunError(f"{options.target} is not a git repository: autoresearch needs one "
                            "(git init && git add -A && git commit)")
+        named = [why for p in options.candidates if (why := branches.candidate_problem(Path(p).name, Path(p).stem))]
+        if named:                        # each names a git branch: refused before any work, not by git midway
+            raise RunError("; ".join(named))
         self.config: TargetConfig = options.config if options.config is not None else load_config(self.repo)
         self._warnings: list[str] = []      # shown once the run's events start
         try:

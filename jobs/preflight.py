@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import gitops, safefs, yardstick
+from . import branches, gitops, safefs, yardstick
 from .agent.guard import EditRefused, check_edit
 from .config import CONFIG_PATH, TargetConfig
 from .errors import RunError
@@ -86,6 +86,10 @@ def candidate_problems(repo: Path, base: str, patches: list[Path], config: Targe
         where = f"--candidate {patch}"
         if not patch.is_file():
             problems.append(f"{where}: no such file; fix: give the path of a patch file ({PATCH_FORMAT})")
+            continue
+        named = branches.candidate_problem(patch.name, patch.stem)
+        if named:
+            problems.append(f"{where}: {named}")
             continue
         if patch.stem in stems:
             problems.append(f"{where}: has the same name as {stems[patch.stem]} (the experiment is named after the "

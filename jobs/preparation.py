@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from . import ledger, safefs
+from . import branches, ledger, safefs
 from .cloud import catalog
 from .config import ConfigError, TargetConfig, load_config
 from .errors import RunError
@@ -65,6 +65,7 @@ def prepare(layout: RunLayout, base: str, config: TargetConfig, executor: str) -
     candidates = []
     try:           # the clone is the repository's: a link (to the App's key, /dev/zero) is never followed
         for name in [n for n in safefs.list_dir(layout.clone, CANDIDATES_DIR) if n.endswith(".patch")]:
+            _check_name(name)
             data = safefs.read_bytes(layout.clone, f"{CANDIDATES_DIR}/{name}", safefs.PATCH_LIMIT)
             (layout.candidates / name).write_bytes(data)
             candidates.append(layout.candidates / name)
@@ -78,6 +79,13 @@ def prepare(layout: RunLayout, base: str, config: TargetConfig, executor: str) -
             "candidates": [c.name for c in candidates], "research": _research_data(found) if found else None}
     ledger.write_atomic(layout.prepared, json.dumps(data, sort_keys=True))   # never half a preparation
     return prep
+
+
+def _check_name(name: str) -> None:
+    """A candidate's file name names its experiment and so a git branch: refused before any work."""
+    why = branches.candidate_problem(name, Path(name).stem)
+    if why:
+        raise PlanError(f"{why} (in {CANDIDATES_DIR})")
 
 
 def candidates_in_repo(prep: Preparation) -> tuple[str, ...]:
@@ -96,7 +104,8 @@ def load_preparation(layout: RunLayout, executor: str) -> Preparation | None:
             return None
         config = TargetConfig.model_validate(data["config"])
         names = [str(n) for n in data["candidates"]]
-        if any(n != Path(n).name or not n.endswith(".patch") for n in names):
+        if any(n != Path(n).name or not n.endswith(".patch") or branches.candidate_problem(n, Path(n).stem)
+               for n in names):
             return None
         candidates = [layout.candidates / n for n in names]
         if not all(c.is_file() for c in candidates):
@@ -132,5 +141,7 @@ def _research_from(data: dict[str, Any], config: TargetConfig) -> Research:
 def prepare_candidates(layout: RunLayout, base: str, candidates: list[Path], executor: str) -> Preparation:
     """A run of given patches alone (a pull request's `/autoresearch bench`): no research, the clone's
     own config (read here, once; no command narrows it)."""
+    for c in candidates:
+        _check_name(Path(c).name)
     config = load_config(layout.clone)
     return Preparation(layout, base, config, None, list(candidates), make_plan(config, len(candidates), executor))

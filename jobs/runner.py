@@ -175,9 +175,10 @@ class _Done(Exception):
 def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: Isolation, progress: Progress,
                log: list[str]) -> bool:
     """Before any pair (jobs/simrun.py): compare the declared build outputs, then run the reduced workload
-    once per arm under cachegrind. True: nothing to sample (identical outputs, or another DIGEST: invalid)."""
+    once per arm under cachegrind. True: nothing to sample (identical outputs, or another DIGEST or number of
+    processes: invalid). Two A/A runs that counted a different number of processes fail the calibration."""
     from . import simrun
-    from .simulate import digest_problems
+    from .simulate import digest_problems, process_problems
     if spec.artifacts and spec.kind != "calibration" and trees["A"][0] != trees["B"][0]:
         result.artifacts = simrun.compare_artifacts(trees["A"][0], trees["B"][0], spec.artifacts)
         if result.artifacts["identical"]:
@@ -202,7 +203,13 @@ def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: 
                 result.steps["native_simulate_s"] = native.seconds
         log.append(f"== simulated {who}: {result.simulated[arm]['cycles']:,} cycles "
                    f"({result.simulated[arm]['wall_s']:.1f} s)\n")
-    problems = [] if spec.kind == "calibration" else digest_problems(result.simulated, spec.simulate_digests)
+    if spec.kind == "calibration" and process_problems(result.simulated):   # two runs of one commit must agree
+        a, b = (result.simulated[arm]["processes"] for arm in ("A", "B"))
+        raise Failure("crash", f"A/A: two simulated runs of the base commit ran {a} and {b} process(es) under "
+                      "cachegrind: the workload's process tree is not deterministic (or a record was forged), so its "
+                      "counts cannot be compared; make `simulate.command` start the same processes every run")
+    problems = [] if spec.kind == "calibration" else (process_problems(result.simulated)
+                                                      + digest_problems(result.simulated, spec.simulate_digests))
     if problems:              # the counted build computes something else: no pair can make it a keep
         log.append("== " + "; ".join(problems) + "\n")
         result.stopped = "invalid"
@@ -240,7 +247,7 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
         if _yardstick(spec, {"A": (base_dir, "baseline"), "B": (head_dir, "candidate")}, result, isolation,
                       progress, log):
             progress("measured (no change in the binary)" if result.stopped == "identical" else
-                     "measured (the simulated workload computes something else)", 1.0)
+                     "measured (the simulated workload differs from the baseline's)", 1.0)
             raise _Done()
         names = {"A": "baseline", "B": "candidate"}
         if head_dir != base_dir and spec.swap_locations:

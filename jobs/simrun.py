@@ -3,10 +3,30 @@ the sandbox (jobs/simulate.py has the model and the verdict), and hash the decla
 
 The step runner is passed in (jobs.runner.run_step with the run's Isolation), so this module never
 runs target code outside the sandbox the run chose. The workload runs in the benchmark's sandbox
-(read-only tree, fresh /tmp and $HOME); cachegrind writes its files to that private /tmp. Like
-any number target code helps produce, the counts are as trustworthy as the sandbox: a candidate
-could write a forged cachegrind file from inside it, which is why a keep also needs the
-wall-clock guard and the checks.
+(read-only tree, fresh /tmp and $HOME), and Valgrind runs inside the workload's own processes, as
+its uid: what cachegrind writes, the workload can reach. So the records are kept apart and checked
+(jobs/cgoutput.py) and the arms compared (jobs/simulate.py):
+
+What holds. The workload's output goes to a folder of its own, so the folder `/proc/self/fd/1`
+leads to holds no record (issue finding A6: a forged `cg.0` there summed as -52.6%). The records
+lie in a randomly named folder inside another that cannot be listed while the workload runs.
+Only `cg.<pid>` and `vg.<pid>` are read; a stray entry, a file without Valgrind's log of the same
+process or a log without its file, a file and log that disagree on any count, a count that is
+negative, not a plain integer or not below 2**63 (A8: 4,299 digits crashed the run), or a listing
+not framed as the runner printed it fail the step with the reason. A forged record for a process
+that never ran (a file and a matching log) makes one process more than the baseline's run: the
+candidate is invalid (`process_problems`), and two A/A runs that disagree fail the calibration.
+
+What does not. The folder's name is in a Valgrind process's command line (`/proc/<pid>/cmdline`)
+and its log's descriptor (`/proc/self/fd`), the folders are the workload's to chmod, and the
+runner's marker is in the wrapper's command line: a workload that sets out to find them can
+rewrite, consistently, the file and the log of one of its own processes that has already ended
+(or forge a process's pair while starting one process fewer than the baseline), and that is not
+seen here; nor is a process that lowers its counts from inside (Valgrind 3.22 and later, the
+arm64 yardstick's 3.24 and 3.27 among them, answer cachegrind's client requests to stop counting;
+3.19 has none). Against such a workload the count is as trustworthy as the sandbox, which is why a
+keep also needs the counted process's DIGESTs to equal the baseline's, the wall-clock guard and the
+checks.
 """
 from __future__ import annotations
 
@@ -39,6 +59,8 @@ def simulate(command: str, tree: Path, timeout: float, run_step: Callable, seed:
     marker = "AUTORESEARCH-CACHEGRIND-" + secrets.token_hex(12)
     done = run_step(wrapped_command(command, marker), tree, timeout, step="benchmark",
                     extra_env={"AUTORESEARCH_SEED": str(seed)})
+    if done.overflow:
+        raise SimulationFailed("crash", f"{who} simulated run stopped: {done.overflow}", done.output[-3000:])
     if done.returncode is None:
         raise SimulationFailed("timeout", f"{who} simulated run exceeded {timeout:.0f} s (simulate.timeout)",
                                done.output[-3000:])

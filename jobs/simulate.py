@@ -49,31 +49,36 @@ cores does not show in it: such targets should not declare `simulate`.
 from __future__ import annotations
 
 import math
-import shlex
 from dataclasses import dataclass
 
+from . import cgoutput
+from .cgoutput import EVENTS, SimulateError
 from .runsummary import RunSummary
 
-# What cachegrind (3.19 on x86-64; 3.24 and 3.27 on arm64, --cache-sim=yes) prints on its `events:` line.
-EVENTS = ("Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw")
 L1_WEIGHT, LL_WEIGHT = 10, 100
 MODEL = (f"simulated cycles = Ir + {L1_WEIGHT}·(I1mr + D1mr + D1mw) + {LL_WEIGHT}·(ILmr + DLmr + DLmw) "
          "(instructions, first-level and last-level cache misses of cachegrind with I1/D1 32 KiB 8-way, "
          "LL 8 MiB 16-way, 64-byte lines)")
 CACHES = ("--I1=32768,8,64", "--D1=32768,8,64", "--LL=8388608,16,64")
 JITTER_MULTIPLE = 3.0      # the floor is never below this many times the A/A jitter
-
-
-class SimulateError(ValueError):
-    """The cachegrind output could not be read; the message says what was missing."""
+TOTAL_LIMIT = 2 ** 96      # a total of many processes' counts (each below 2**63): still a number json and floats hold
+CYCLES_LIMIT = (1 + 3 * L1_WEIGHT + 3 * LL_WEIGHT) * TOTAL_LIMIT     # the most cycles such counts make
 
 
 @dataclass(frozen=True)
 class Counts:
-    """Event totals of one simulated run (summed over every process it started)."""
+    """Event totals of one simulated run (summed over every process it started). Every count is an
+    int in [0, TOTAL_LIMIT) and `processes` at least 1, so `to_dict` always dumps as JSON and a
+    ratio of two runs' cycles is a finite float."""
 
     events: tuple[tuple[str, int], ...]
     processes: int = 1
+
+    def __post_init__(self):
+        bad = [f"{n}={v!r}"[:60] for n, v in self.events
+               if type(v) is not int or not 0 <= v < TOTAL_LIMIT]
+        if bad or type(self.processes) is not int or self.processes < 1:
+            raise SimulateError(f"counts out of range: {', '.join(bad) or f'processes={self.processes!r}'}")
 
     def get(self, name: str) -> int:
         return dict(self.events).get(name, 0)
@@ -89,22 +94,9 @@ class Counts:
 
 
 def parse_cachegrind(text: str) -> Counts:
-    """One cachegrind output file (or only its `events:`/`summary:` lines) -> Counts."""
-    events: list[str] | None = None
-    summary: list[int] | None = None
-    for line in text.splitlines():
-        if line.startswith("events:"):
-            events = line.split(":", 1)[1].split()
-        elif line.startswith("summary:"):
-            try:
-                summary = [int(v) for v in line.split(":", 1)[1].split()]
-            except ValueError:
-                raise SimulateError(f"cachegrind summary line is not a list of counts: {line!r}") from None
-    if events is None or summary is None:
-        raise SimulateError("cachegrind output has no events:/summary: line (did valgrind run to the end?)")
-    if len(summary) != len(events):
-        raise SimulateError(f"cachegrind summary has {len(summary)} counts for {len(events)} events")
-    return Counts(tuple(zip(events, summary)))
+    """One cachegrind output file (or only its `events:`/`summary:` lines) -> Counts (jobs.cgoutput
+    checks it: exactly the EVENTS line, one summary of non-negative counts below 2**63)."""
+    return Counts(tuple(zip(EVENTS, cgoutput.parse_cachegrind(text))))
 
 
 def total(parts: list[Counts]) -> Counts:
@@ -114,34 +106,40 @@ def total(parts: list[Counts]) -> Counts:
     return Counts(tuple((n, sum(c.get(n) for c in parts)) for n in names), sum(c.processes for c in parts))
 
 
-MAX_DIGEST_LINES = 100     # DIGEST lines of the workload passed on (the rest of its output is not)
-
-
 def wrapped_command(command: str, marker: str) -> str:
     """The shell command that runs `command` under cachegrind (every child process too) inside the
-    sandbox and prints the workload's DIGEST lines, then each output file's totals after a `marker`
-    line. The rest of the workload's output goes to a file, printed (tail) only when it fails, so
-    it cannot mix with the totals."""
-    vg = " ".join(["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--branch-sim=no", *CACHES,
-                   "--trace-children=yes", "--vgdb=no", '--cachegrind-out-file="$d/cg.%p"'])
-    return (f'd=$(mktemp -d /tmp/autoresearch-cg.XXXXXX) && {vg} bash -c {shlex.quote(command)} '
-            f'>"$d/out.log" 2>&1; rc=$?; if [ $rc -ne 0 ]; then tail -c 3000 "$d/out.log"; exit $rc; fi; '
-            f'grep -E "^DIGEST " "$d/out.log" | head -n {MAX_DIGEST_LINES}; '
-            f'for f in "$d"/cg.*; do echo {shlex.quote(marker)}; grep -E "^(events|summary):" "$f"; done')
+    sandbox and prints the workload's DIGEST lines, then its listing of each process's records after
+    a `marker` line (jobs/cgoutput.py: where they are kept and what is read of them). The rest of
+    the workload's output goes to a file, printed (tail) only when it fails."""
+    return cgoutput.script(command, marker, ["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--branch-sim=no",
+                                             *CACHES, "--trace-children=yes", "--vgdb=no"])
 
 
 def extract(output: str, marker: str) -> Counts:
-    """The totals `wrapped_command` printed: one block per process, after each marker line."""
-    blocks = output.split(marker + "\n")[1:]
-    return total([parse_cachegrind(b) for b in blocks])
+    """The totals `wrapped_command` printed, summed over its processes once every record was checked
+    (SimulateError says which record failed and how)."""
+    return total([Counts(tuple(zip(EVENTS, c))) for c in cgoutput.processes(output, marker).values()])
 
 
 def extract_digests(output: str, marker: str) -> dict[str, str]:
-    """The workload's `DIGEST name=hex` lines `wrapped_command` printed before the first marker (a
-    line of another form there is ignored, as in a benchmark's output; a name printed twice keeps
-    its last value, as jobs.metrics does)."""
+    """The workload's `DIGEST name=hex` lines `wrapped_command` printed before its listing (a line of
+    another form there is ignored, as in a benchmark's output; a name printed twice keeps its last
+    value, as jobs.metrics does)."""
     from .metrics import parse_metrics
-    return dict(parse_metrics(output.split(marker + "\n", 1)[0]).digests)
+    return dict(parse_metrics(cgoutput.before_listing(output, marker)).digests)
+
+
+def process_problems(simulated: dict) -> list[str]:
+    """Why the two simulated runs (`RawResult.simulated`) cannot be compared: they ran a different
+    number of processes under cachegrind. One process more is what a forged record (a file and its
+    log for a process that never ran) adds; a workload that really starts another number of
+    processes counts other work. [] when either arm does not say (an older record)."""
+    base, head = (simulated.get(arm, {}).get("processes") for arm in ("A", "B"))
+    if not isinstance(base, int) or not isinstance(head, int) or base == head:
+        return []
+    return [f"the simulated workload ran {head} process(es) under cachegrind for the candidate and {base} for the "
+            "baseline: the counts of different process trees are not compared (a record the runner did not ask "
+            "for, or a workload that starts other processes)"]
 
 
 def digest_problems(simulated: dict, names: list[str] | tuple[str, ...] | None) -> list[str]:
@@ -170,7 +168,12 @@ class Comparison:
     @property
     def delta_pct(self) -> float:
         """Candidate vs baseline in simulated cycles (negative = fewer = faster)."""
-        return 100.0 * (self.head / self.base - 1.0) if self.base > 0 else math.inf
+        if self.base <= 0:
+            return math.inf
+        try:                    # counts are bounded (Counts); a record from elsewhere may not be
+            return 100.0 * (self.head / self.base - 1.0)
+        except OverflowError:
+            return math.inf
 
     @property
     def saving_pct(self) -> float:
@@ -184,11 +187,13 @@ def floor_pct(configured: float, aa_delta_pct: float | None) -> float:
 
 
 def compare(simulated: dict) -> Comparison | None:
-    """`RawResult.simulated` ({"A": counts, "B": counts}) -> Comparison, None when an arm is missing."""
+    """`RawResult.simulated` ({"A": counts, "B": counts}) -> Comparison, None when an arm is missing or
+    its cycles are not a count `Counts` could have made."""
     try:
-        return Comparison(int(simulated["A"]["cycles"]), int(simulated["B"]["cycles"]))
+        base, head = int(simulated["A"]["cycles"]), int(simulated["B"]["cycles"])
     except (KeyError, TypeError, ValueError):
         return None
+    return Comparison(base, head) if 0 <= base < CYCLES_LIMIT and 0 <= head < CYCLES_LIMIT else None
 
 
 @dataclass(frozen=True)
@@ -249,7 +254,8 @@ def judge_yardstick(raw, config, plan, floor: float, guard: Guard, digests: list
         n = len(raw.artifacts.get("files", []))
         return Judgement(Status.DISCARD, f"no change in the binary: the {n} declared build output(s) are "
                          "byte-identical to the baseline's (nothing was sampled)", runner=runner_view(raw))
-    differ = digest_problems(raw.simulated, digests) if raw.status == "ok" and raw.simulated else []
+    differ = (process_problems(raw.simulated) + digest_problems(raw.simulated, digests)
+              if raw.status == "ok" and raw.simulated else [])
     if differ:
         return Judgement(Status.INVALID, "; ".join(differ) + " (the build the yardstick counts, before any "
                          "wall-clock pair: nothing was sampled)", runner=runner_view(raw))
@@ -341,52 +347,55 @@ def guard_interval_at(g: dict) -> str:
     return f"{guard_interval(g)} ({g.get('alpha', 0):g}, {g.get('pairs', 0)} pairs)"
 
 
-def render_section(summary: RunSummary) -> list[str]:
+def render_section(summary: RunSummary) -> list:
     """pr.md's 'Deterministic yardstick' section: the model, this machine's A/A jitter and cost, and
-    per experiment the simulated change beside the wall-clock interval, both labelled."""
+    per experiment the simulated change beside the wall-clock interval, both labelled. Lines are
+    `jobs.mdsafe.Markdown`: platform and experiment names (the repository's) escaped by `md`."""
+    from .mdsafe import md
     cal = summary.simulate or {}
     rows = [e for e in summary.experiments + list((summary.stacks or {}).values())
             if (e.get("runner") or {}).get("simulated")]
     if not cal and not rows:
         return []
-    out = ["## Deterministic yardstick (simulated cycles)", "", f"Model: {MODEL}.", "",
-           "Keeps are decided on simulated cycles (one cachegrind run per arm, no pairs): a keep needs them to "
-           "fall by at least the floor **and** the wall-clock interval of the primary metric (coin-ordered "
-           "pairs) not to lie below the tolerance, nor the pairs to lean to a loss at the last one (a one-sided "
-           "signed-rank test at one look); the wall clock *confirms* a keep when its interval excludes "
-           "a regression beyond the tolerance, and otherwise the reason says it neither confirms nor refutes it. "
-           + ("The simulated workload runs a build of its own (`simulate.separate_build`, e.g. an AVX2 copy "
-              "Valgrind can run): a wall-clock win it does not see is discarded as unseen, not kept."
+    out = [md("## Deterministic yardstick (simulated cycles)"), md(""), md("Model: {}.", MODEL), md(""),
+           md("Keeps are decided on simulated cycles (one cachegrind run per arm, no pairs): a keep needs them to "
+              "fall by at least the floor **and** the wall-clock interval of the primary metric (coin-ordered "
+              "pairs) not to lie below the tolerance, nor the pairs to lean to a loss at the last one (a one-sided "
+              "signed-rank test at one look); the wall clock *confirms* a keep when its interval excludes "
+              "a regression beyond the tolerance, and otherwise the reason says it neither confirms nor refutes it. {}",
+              md("The simulated workload runs a build of its own (`simulate.separate_build`, e.g. an AVX2 copy "
+                 "Valgrind can run): a wall-clock win it does not see is discarded as unseen, not kept.")
               if any(c.get("separate_build") for c in cal.values()) else
-              "A benchmark that claims a speed-up while the simulated cycles do not move is `invalid`."), ""]
+              md("A benchmark that claims a speed-up while the simulated cycles do not move is `invalid`.")), md("")]
     for platform, c in cal.items():
-        slow = (f"; {c['seconds']:.1f} s simulated vs {c['native_seconds']:.2f} s native = "
-                f"{c['seconds'] / c['native_seconds']:.0f}x slowdown") if c.get("seconds") and c.get("native_seconds") else ""
+        slow = (md("; {:.1f} s simulated vs {:.2f} s native = {:.0f}x slowdown", c["seconds"], c["native_seconds"],
+                   c["seconds"] / c["native_seconds"]) if c.get("seconds") and c.get("native_seconds") else md(""))
         aa = c.get("aa_delta_pct")
-        out.append(f"- {platform}: A/A (two builds of the base) {aa:+.4f}% in simulated cycles "
-                   f"({c.get('base_cycles') or 0:,} cycles per run){slow}." if aa is not None else
-                   f"- {platform}: no A/A simulation")
+        out.append(md("- {}: A/A (two builds of the base) {:+.4f}% in simulated cycles ({:,} cycles per run){}.",
+                      platform, aa, c.get("base_cycles") or 0, slow) if aa is not None else
+                   md("- {}: no A/A simulation", platform))
     if cal:
-        out.append("")
+        out.append(md(""))
     if rows:
-        out += ["| experiment | platform | simulated cycles base → head | simulated Δ (floor) | "
-                "wall-clock Δ, interval (level), pairs | status |", "|---|---|---|---|---|---|"]
+        out += [md("| experiment | platform | simulated cycles base → head | simulated Δ (floor) | "
+                   "wall-clock Δ, interval (level), pairs | status |"), md("|---|---|---|---|---|---|")]
         primary = summary.primary
         for e in rows:
             sim = e["runner"]["simulated"]
             g = e["runner"].get("wall_guard") or {}
             m = next((m for m in e.get("metrics", []) if m["name"] == primary), None)
-            wall = (f"{m['delta_pct']:+.1f}%, {guard_interval(g)} ({g.get('alpha', 0):g}), {g.get('pairs', 0)}"
-                    if m else "—")
-            out.append(f"| {e['name']} | {e['platform']} | {sim['base_cycles']:,} → {sim['head_cycles']:,} | "
-                       f"{sim['delta_pct']:+.3f}% ({sim['floor_pct']:.2g}%) | {wall} | {e['status']} |")
-        out.append("")
+            wall = (md("{:+.1f}%, {} ({:g}), {}", m["delta_pct"], guard_interval(g), g.get("alpha", 0), g.get("pairs", 0))
+                    if m else md("—"))
+            out.append(md("| {} | {} | {:,} → {:,} | {:+.3f}% ({:.2g}%) | {} | {} |", e["name"], e["platform"],
+                          sim["base_cycles"], sim["head_cycles"], sim["delta_pct"], sim["floor_pct"], wall, e["status"]))
+        out.append(md(""))
     return out
 
 
-def headline(summary: RunSummary) -> list[str]:
+def headline(summary: RunSummary) -> list:
     """pr.md's summary when the deterministic yardstick decided the stack: the simulated change
-    first, the wall clock of the primary metric beside it, labelled ([] otherwise)."""
+    first, the wall clock of the primary metric beside it, labelled ([] otherwise); `Markdown` lines."""
+    from .mdsafe import join, md
     out = []
     kept = summary.stack_applied or []
     for platform, st in (summary.stacks or {}).items():
@@ -395,16 +404,16 @@ def headline(summary: RunSummary) -> list[str]:
             continue
         g = st["runner"].get("wall_guard") or {}
         m = next((m for m in st.get("metrics", []) if m["name"] == summary.primary), None)
-        wall = (f"{summary.primary} {m['delta_pct']:+.1f}%, interval {guard_interval(g)} at level "
-                f"{g.get('alpha', 0):g} over {g.get('pairs', 0)} pairs" if m else "no pairs")
-        out.append(f"{len(kept)} optimization(s) kept ({', '.join(kept)}), decided by the deterministic yardstick "
-                   f"on {platform}: **simulated cycles {sim['delta_pct']:+.2f}%** (floor {sim['floor_pct']:.2g}%). "
-                   f"Wall clock beside it: {wall}, which "
-                   + ("confirms it." if g.get("confirmed") else "neither confirms nor refutes it on this machine."))
+        wall = (md("{} {:+.1f}%, interval {} at level {:g} over {} pairs", summary.primary, m["delta_pct"],
+                   guard_interval(g), g.get("alpha", 0), g.get("pairs", 0)) if m else md("no pairs"))
+        out.append(md("{} optimization(s) kept ({}), decided by the deterministic yardstick on {}: **simulated cycles "
+                      "{:+.2f}%** (floor {:.2g}%). Wall clock beside it: {}, which {}", len(kept), join(", ", kept),
+                      platform, sim["delta_pct"], sim["floor_pct"], wall,
+                      "confirms it." if g.get("confirmed") else "neither confirms nor refutes it on this machine."))
     if not out and summary.simulate and not summary.stacks:
         tried = [e for e in summary.experiments if (e.get("runner") or {}).get("simulated")]
         if tried:
-            out.append(f"No optimization changed the simulated cycles by more than the floor and held on the wall "
-                       f"clock ({len(tried)} measured; the table below gives each one's simulated change), so no "
-                       "stack was built and the branch equals the base commit.")
-    return out + [""] if out else []
+            out.append(md("No optimization changed the simulated cycles by more than the floor and held on the wall "
+                          "clock ({} measured; the table below gives each one's simulated change), so no stack was "
+                          "built and the branch equals the base commit.", len(tried)))
+    return out + [md("")] if out else []

@@ -41,9 +41,9 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [   # bottom first; "x.*" is x and e
     ("ground", ("jobs", "jobs.branches", "jobs.errors", "jobs.secrets", "jobs.model", "jobs.config", "jobs.metrics", "jobs.recipes",
                 "jobs.gitops", "jobs.githarden", "jobs.safefs", "jobs.results", "jobs.procfs", "jobs.machine", "jobs.hostfacts",
                 "jobs.mdsafe", "jobs.limits", "jobs.operator", "jobs.declared_paths", "jobs.agentkinds", "jobs.runsummary", "jobs.reaper",
-                "jobs.overrides", "jobs.layout", "jobs.cachedirs", "jobs.tenants")),
+                "jobs.overrides", "jobs.layout", "jobs.cachedirs", "jobs.tenants", "jobs.shellcmd")),
     ("records and maths", ("jobs.ledger", "jobs.spec", "jobs.stats", "jobs.plan", "jobs.sequential", "jobs.meanbound", "jobs.power",
-                           "jobs.integrity", "jobs.runlock", "jobs.configdoc", "jobs.yardstick", "jobs.pairjournal",
+                           "jobs.integrity", "jobs.runlock", "jobs.configdoc", "jobs.yardstick", "jobs.cgoutput", "jobs.pairjournal",
                            "jobs.drift", "jobs.runstate", "jobs.runfiles", "jobs.carryover")),
     ("parts", ("jobs.verdict", "jobs.calibration", "jobs.report", "jobs.report_review", "jobs.review_facts",
                "jobs.sandboxinit", "jobs.sandbox", "jobs.isolation", "jobs.runner", "jobs.research.*",
@@ -75,7 +75,7 @@ IO_THIRD_PARTY = {"requests", "httpx", "urllib3", "redis", "rq", "flask", "werkz
                   "anthropic", "sky", "boto3", "botocore", "selenium"}
 MUST_BE_PURE = {"jobs.branches", "bot.commands", "bot.approval", "bot.routing", "bot.status", "bot.record", "bot.dashboard.view",
                 "jobs.plan", "jobs.results", "jobs.sequential", "jobs.meanbound", "jobs.power", "jobs.integrity", "jobs.verdict", "jobs.calibration", "jobs.mdsafe",
-                "jobs.stats", "jobs.carryover"}
+                "jobs.stats", "jobs.carryover", "jobs.cgoutput"}
 MAX_BOT_LINES = 400
 MAX_JOBS_LINES = 450
 PURE = re.compile(r"\bPure[.:;]")

@@ -56,9 +56,9 @@ def test_a_newer_cachegrind_on_arm64_reads_the_same():
 
 
 def test_extract_sums_every_process_and_ignores_the_rest():
+    from yardstick_listing import listing
     marker = "MARK-123"
-    text = ("noise METRIC x=1\n" + marker + "\nevents: Ir I1mr\nsummary: 100 1\n"
-            + marker + "\nevents: Ir I1mr\nsummary: 50 2\n")
+    text = "noise METRIC x=1\n" + listing(marker, {7: (100, 1, 0, 0, 0, 0, 0, 0, 0), 9: (50, 2, 0, 0, 0, 0, 0, 0, 0)})
     c = extract(text, marker)
     assert c.get("Ir") == 150 and c.get("I1mr") == 3 and c.processes == 2
     assert c.cycles == 150 + 10 * 3
