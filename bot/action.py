@@ -30,6 +30,7 @@ from typing import Any
 
 from jobs.errors import Terminated
 from jobs.executors.registry import executor_kind
+from jobs.mdsafe import md
 from jobs.results import verdict_line
 
 from . import approval as ap
@@ -84,8 +85,8 @@ class RunNow:
         return f"workflow run {record.workflow_run_id}"
 
     def launch_bench(self, command: CommentCommand) -> None:
-        raise Reply("autoresearch: `bench` is answered by the autoresearch App; in a workflow, re-run the "
-                    "optimize command instead.\n")
+        raise Reply(md("autoresearch: `bench` is answered by the autoresearch App; in a workflow, re-run the "
+                       "optimize command instead.\n"))
 
     def running_fields(self) -> dict[str, Any]:
         return {"workflow_run_id": self.workflow_run_id}       # what `cancel` cancels

@@ -13,14 +13,16 @@ import fcntl
 import json
 from pathlib import Path
 
-from jobs import api, branches, mdsafe, secrets
+from jobs import api, branches, secrets
 from jobs.config import ConfigError
 from jobs.errors import RunError
 from jobs.ledger import write_atomic
+from jobs.mdsafe import clip, code, md, prose, rendered, spans
 
 from . import approval as ap
 from .ports import BenchFlow, Outcome, PullRequest, Reply
 from .routing import CommentCommand
+from .status import login
 
 COMMENT_LIMIT = 60000
 
@@ -84,12 +86,12 @@ def request(flow: BenchFlow, cmd: CommentCommand) -> Outcome:
     pull = flow.gh.pull(cmd.issue_number)
     why = not_ours(pull, flow.gh.bot_login)
     if why:
-        raise Reply(f"autoresearch: {why}; nothing was queued.\n")
+        raise Reply(md("autoresearch: {}; nothing was queued.\n", spans(why, at_start=False)))
     if not flow.is_approver(cmd.author, []):
-        raise Reply(f"autoresearch: @{cmd.author} may not start a bench (needs write access).\n")
+        raise Reply(md("autoresearch: @{} may not start a bench (needs write access).\n", login(cmd.author)))
     flow.launcher.launch_bench(cmd)
-    flow.gh.comment(cmd.issue_number, f"autoresearch: bench of `{pull.head_sha[:12]}` against "
-                    f"`{pull.base_sha[:12]}` queued.\n")
+    flow.gh.comment(cmd.issue_number, md("autoresearch: bench of {} against {} queued.\n", code(pull.head_sha[:12]),
+                                         code(pull.base_sha[:12])))
     return Outcome("bench")
 
 
@@ -98,7 +100,7 @@ def run(flow: BenchFlow, cmd: CommentCommand) -> Outcome:
     pull = flow.gh.pull(cmd.issue_number)
     why = not_ours(pull, flow.gh.bot_login)
     if why:                            # checked again by the job: it acts on what GitHub says now
-        flow.gh.comment(cmd.issue_number, f"autoresearch: {why}; the bench did not run.\n")
+        flow.gh.comment(cmd.issue_number, md("autoresearch: {}; the bench did not run.\n", spans(why, at_start=False)))
         return Outcome(ap.FAILED, message=why)
     layout = flow.layout(f"bench-{pull.number}-{pull.head_sha[:7]}")
     url = flow.place.clone_url(flow.gh.owner, flow.gh.repo)
@@ -114,11 +116,11 @@ def run(flow: BenchFlow, cmd: CommentCommand) -> Outcome:
         summary = api.start(prep, executor=flow.place.executor, agent="none", slots_spent=slot - 1,
                             published=published(url, flow.place.clone_url(head_owner, head_name), pull.head_ref))
     except (RunError, ConfigError) as exc:
-        flow.gh.comment(cmd.issue_number, f"autoresearch bench failed: {mdsafe.prose(str(exc), 1500)}\n")
+        flow.gh.comment(cmd.issue_number, md("autoresearch bench failed: {}\n", prose(str(exc), 1500)))
         return Outcome(ap.FAILED, layout.run_id, error=exc)
-    report = (layout.out / "pr.md").read_text(encoding="utf-8")
-    flow.gh.comment(cmd.issue_number, (f"autoresearch bench of `{head[:12]}` against `{pull.base_sha[:12]}` "
-                                       f"(run `{layout.run_id}`, cost {getattr(summary, 'cost_usd', 0.0):.2f} USD; "
-                                       f"{level_note(getattr(summary, 'experiments', []), slot)}):"
-                                       f"\n\n{report}")[:COMMENT_LIMIT])
+    report = rendered((layout.out / "pr.md").read_text(encoding="utf-8"))    # jobs.report's, as is
+    body = md("autoresearch bench of {} against {} (run {}, cost {:.2f} USD; {}):\n\n{}", code(head[:12]),
+              code(pull.base_sha[:12]), code(layout.run_id), getattr(summary, "cost_usd", 0.0),
+              level_note(getattr(summary, "experiments", []), slot), report)
+    flow.gh.comment(cmd.issue_number, clip(body, COMMENT_LIMIT))
     return Outcome(ap.DONE, layout.run_id, summary=summary, out=layout.out)

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from markdown_it import MarkdownIt
 
 from jobs.config import Overrides
-from jobs.mdsafe import code
+from jobs.mdsafe import Markdown, code, document, md, spans
 
 PREFIX = "/autoresearch"
 TARGETS = ("cpu",)
@@ -180,9 +180,10 @@ GRAMMAR: dict[str, Verb] = {v.name: v for v in (
 )}
 
 
-def help_text() -> str:
-    """Every command of `GRAMMAR`, one line each."""
-    return "Commands (one per comment, on a line of its own):\n" + "\n".join(f"- {v.help}" for v in GRAMMAR.values())
+def help_text() -> Markdown:
+    """Every command of `GRAMMAR`, one line each (its backticks mark the command as code)."""
+    return document([md("Commands (one per comment, on a line of its own):"),
+                     *[md("- {}", spans(v.help, at_start=False)) for v in GRAMMAR.values()]])
 
 
 def parse_comment(body: str) -> Command | Invalid | None:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from jobs import api, branches
 from jobs.config import Overrides, TargetConfig
+from jobs.mdsafe import clip, code, md, rendered, spans
 from jobs.runsummary import RunStopped, RunSummary
 
 from . import approval as ap
@@ -45,7 +46,7 @@ from .ports import GitRemote, Launcher, HeldLease, Outcome, Place, RepoHost, Rep
 from .progress import best_effort_status
 from .record import RunRecord
 from .routing import CommentCommand
-from .status import (approve_names_plan, help_reply, pending_plan_kept, plan_body, plan_marker, pr_body, pr_title,
+from .status import (approve_names_plan, help_reply, login, pending_plan_kept, plan_body, plan_marker, pr_body, pr_title,
                      status_body, status_marker)
 
 COMMENT_LIMIT = 60000
@@ -106,14 +107,15 @@ class Flow:
         try:
             return handler(self, cmd)
         except Reply as reply:
-            self.gh.comment(cmd.issue_number, str(reply))
+            self.gh.comment(cmd.issue_number, reply.body)
             return Outcome("replied", message=str(reply).strip())
 
     @handles("optimize")
     def optimize(self, cmd: CommentCommand) -> Outcome:
         cur = self.store.current_run(self.repo, cmd.issue_number)
         if cur and cur.state in (ap.QUEUED, ap.RUNNING):
-            raise Reply(f"autoresearch: run `{cur.run_id}` is already {cur.state}; `/autoresearch cancel` it first.\n")
+            raise Reply(md("autoresearch: run {} is already {}; `/autoresearch cancel` it first.\n", code(cur.run_id),
+                           cur.state))
         if cur and cur.state == ap.AWAITING and cmd.author.lower() != cur.requester.lower() \
                 and not self.is_approver(cmd.author, cur.approvers):
             raise Reply(pending_plan_kept(cur, cmd.author))      # an outsider cannot swap the plan
@@ -124,7 +126,7 @@ class Flow:
         with self.store.locked(self.repo, run_id):
             old = self.store.get_run(self.repo, run_id)
             if old and old.state in (ap.QUEUED, ap.RUNNING):
-                raise Reply(f"autoresearch: run `{run_id}` is already {old.state}.\n")
+                raise Reply(md("autoresearch: run {} is already {}.\n", code(run_id), old.state))
             nonce = planning.same_plan_nonce(prep, old) or planning.new_nonce()
             plan = planning.plan_id(prep, self.repo, cmd.issue_number, overrides, nonce)
             decision = ap.decide_request(cmd.author, ok, prep.plan.over_budget, plan, prep.base)
@@ -151,7 +153,7 @@ class Flow:
     def approve(self, cmd: CommentCommand) -> Outcome:
         cur = self.store.current_run(self.repo, cmd.issue_number)
         if not cur or cur.state != ap.AWAITING:
-            raise Reply("autoresearch: nothing on this issue is awaiting approval.\n")
+            raise Reply(md("autoresearch: nothing on this issue is awaiting approval.\n"))
         plan = cmd.command.plan if cmd.command else ""
         if plan != cur.plan_digest:
             raise Reply(approve_names_plan(cur, plan))
@@ -159,10 +161,11 @@ class Flow:
         with self.store.locked(self.repo, cur.run_id):
             cur = self.store.get_run(self.repo, cur.run_id)
             if cur.state != ap.AWAITING or cur.plan_digest != plan:
-                raise Reply(f"autoresearch: plan `{plan}` of run `{cur.run_id}` is not awaiting approval.\n")
+                raise Reply(md("autoresearch: plan {} of run {} is not awaiting approval.\n", code(plan),
+                               code(cur.run_id)))
             d = ap.decide_approve(cur.state, cmd.author, ok, cur.plan_digest, cur.base_commit)
             if d.approval is None:
-                raise Reply(f"autoresearch: {d.reason}.\n")
+                raise Reply(md("autoresearch: {}.\n", spans(d.reason, at_start=False)))
             self.store.update_run(self.repo, cur.run_id, state=d.state, approval=d.approval,
                                   message=f"{d.reason} for plan `{cur.plan_digest}` at `{cur.base_commit[:12]}`")
         outcome = self.launcher.launch(self.store, self.store.get_run(self.repo, cur.run_id))   # before the status:
@@ -173,11 +176,11 @@ class Flow:
     def cancel(self, cmd: CommentCommand) -> Outcome:
         cur = self.store.current_run(self.repo, cmd.issue_number)
         if not cur or cur.state in ap.FINAL:
-            raise Reply("autoresearch: there is no active run on this issue to cancel.\n")
+            raise Reply(md("autoresearch: there is no active run on this issue to cancel.\n"))
         ok = self.is_approver(cmd.author, cur.approvers)
         if not ap.may_cancel(cmd.author, cur.requester, ok):
-            raise Reply(f"autoresearch: @{cmd.author} may not cancel this run (only its requester or an "
-                        "approver can).\n")
+            raise Reply(md("autoresearch: @{} may not cancel this run (only its requester or an approver can).\n",
+                           login(cmd.author)))
         run_id, by = cur.run_id, cmd.author
         with self.store.locked(self.repo, run_id):
             self.store.request_cancel(self.repo, run_id)      # a running pipeline stops within one step
@@ -334,22 +337,23 @@ class Flow:
         Returns the record fields to set. `summary` comes from `api.start`, which returns only once
         every process the run started is gone: the token's git push never runs next to target code."""
         if isinstance(summary, RunStopped):     # nothing to try: research.md says what was scanned and what to do
-            research_md = prep.layout.out / "research.md"
-            research = research_md.read_text(encoding="utf-8") if research_md.is_file() else ""
-            self.gh.comment(rec.issue, (f"autoresearch run `{rec.run_id}`: nothing was measured and no pull request "
-                                        f"was opened: {summary.why}.\n\n{research}")[:COMMENT_LIMIT])
+            research_md = prep.layout.out / "research.md"     # rendered by jobs.report through jobs.mdsafe
+            research = rendered(research_md.read_text(encoding="utf-8") if research_md.is_file() else "")
+            self.gh.comment(rec.issue, clip(md("autoresearch run {}: nothing was measured and no pull request was "
+                                               "opened: {}.\n\n{}", code(rec.run_id), spans(summary.why, at_start=False),
+                                               research), COMMENT_LIMIT))
             return {"message": "nothing to try; the research is in a comment below"}
-        report = (prep.layout.out / "pr.md").read_text(encoding="utf-8")
+        report = rendered((prep.layout.out / "pr.md").read_text(encoding="utf-8"))   # jobs.report's, as is
         kept = summary.kept
         if not kept:
-            self.gh.comment(rec.issue, (f"autoresearch run `{rec.run_id}`: no change was kept, so no pull request "
-                                        f"was opened. The report:\n\n{report}")[:COMMENT_LIMIT])
+            self.gh.comment(rec.issue, clip(md("autoresearch run {}: no change was kept, so no pull request was opened. "
+                                               "The report:\n\n{}", code(rec.run_id), report), COMMENT_LIMIT))
             return {"message": "no change was kept; the report is in a comment below"}
         fork_owner, fork_name, branch = self.push_place(rec, prep, summary.branch)
         existing = self.store.issue_pr(self.repo, rec.issue)
         self.git.push(self.place.clone_url(fork_owner, fork_name), prep.layout.clone,
                       f"refs/heads/{summary.branch}", branch, self.token)
-        body = pr_body(report, rec.issue, prep.config.agent, kept)[:COMMENT_LIMIT]
+        body = clip(pr_body(report, rec.issue, prep.config.agent, kept), COMMENT_LIMIT)
         title = pr_title(rec.issue, summary.target or rec.name)
         if existing:
             url, number = self.gh.update_pr(existing["number"], title, body), existing["number"]

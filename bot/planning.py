@@ -30,6 +30,7 @@ from dataclasses import asdict
 from typing import Any
 
 from jobs import api, mdsafe
+from jobs.mdsafe import md
 from jobs.config import CONFIG_PATH, ConfigError, Overrides, parse_config
 from jobs.errors import OverrideError
 
@@ -111,7 +112,7 @@ def prepare(flow: PlanningFlow, issue: int, default_branch: str, overrides: Over
     except api.PlanError as exc:
         if fresh:
             discard(layout)
-        raise Reply(f"autoresearch: {mdsafe.prose(str(exc), 1500)}\n") from None     # names config values
+        raise Reply(md("autoresearch: {}\n", mdsafe.prose(str(exc), 1500))) from None     # names config values
     except BaseException:
         if fresh:
             discard(layout)              # nothing of a plan that was never made stays on disk

@@ -6,7 +6,9 @@ so every run has exactly one.
 
 Everything a repository or a commenter controls (plan text with platform names, candidate file
 names, the best experiment's name, run messages carrying errors, config field names, the report)
-passes through `jobs.mdsafe` here: no mention, reference, link, image or HTML of theirs is live.
+passes through `jobs.mdsafe` here: each body is `Markdown` made by `md` (every value escaped unless
+already markup) and assembled by `document`, which refuses a plain string; no mention, reference,
+link, image or HTML of theirs is live.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from jobs import mdsafe, results
+from jobs.mdsafe import Markdown, code, document, join, md, prose
 
 from .commands import help_text
 from .record import RunRecord
@@ -26,13 +29,13 @@ STATE_WORDS = {
     "done": "✅ done", "failed": "❌ failed", "cancelled": "🛑 cancelled",
 }
 
-AI_DISCLOSURE = ("> 🤖 **AI-generated.** This pull request was produced by autoresearch (agent: `{agent}`): "
+AI_DISCLOSURE = ("> 🤖 **AI-generated.** This pull request was produced by autoresearch (agent: {agent}): "
                  "the changes were written by an automated agent and measured by the run above. Review it as "
                  "you would any outside contribution.")
 
 
-def status_marker(run_id: str) -> str:
-    return STATUS_MARKER.format(run_id=run_id)
+def status_marker(run_id: str) -> Markdown:
+    return md(STATUS_MARKER, run_id=run_id)
 
 
 MAX_LOSSES = 3                 # a run whose worker was lost this often is ended, not resumed again
@@ -63,105 +66,112 @@ def unresumable_message(reason: str, done: int) -> str:
             "experiment(s) stay on record in its ledger; `/autoresearch optimize cpu` starts it again from there.")
 
 
-def status_body(r: RunRecord) -> str:
+def status_body(r: RunRecord) -> Markdown:
     total = r.experiments_total
     rows = [
         ("state", state_words(r)),
         ("phase", r.phase or "—"),
         ("experiments", f"{r.experiments_done}/{total}" if total is not None else "—"),
-        ("current best", r.best or "—"),          # `best_line`'s: made inert there
+        ("current best", mdsafe.rendered(r.best) if r.best else "—"),     # `best_line`'s Markdown, stored as is
         ("cost so far", f"{float(r.cost_usd or 0):.2f} USD"),
         ("plan", mdsafe.text(r.plan_text, 1000) if r.plan_text else "—"),
-        ("base commit", f"`{(r.base_commit or '')[:12]}`"),
-        ("requested by", f"@{login(r.requester)}" if r.requester else "—"),
+        ("base commit", code((r.base_commit or "")[:12])),
+        ("requested by", md("@{}", login(r.requester)) if r.requester else "—"),
     ]
     if r.approval:
-        rows.append(("approved by", f"@{login(r.approval.by)} (plan {mdsafe.code(r.approval.plan_digest, 40)})"))
+        rows.append(("approved by", md("@{} (plan {})", login(r.approval.by), code(r.approval.plan_digest, 40))))
     if r.pr_url:
-        rows.append(("pull request", r.pr_url))          # GitHub's own html_url
-    lines = [status_marker(r.run_id), f"### autoresearch run `{r.run_id}`", "",
-             "| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
+        rows.append(("pull request", mdsafe.own_url(r.pr_url)))          # GitHub's own html_url
+    lines = [status_marker(r.run_id), md("### autoresearch run {}", code(r.run_id)), md(""),
+             md("| | |"), md("|---|---|"), *[md("| {} | {} |", k, v) for k, v in rows]]
     if r.warnings:
-        lines += ["", "**Warnings** (newest last; the report lists every one):"]
-        lines += [f"- ⚠️ {mdsafe.text(w, 400)}" for w in r.warnings]
+        lines += [md(""), md("**Warnings** (newest last; the report lists every one):")]
+        lines += [md("- ⚠️ {}", mdsafe.text(w, 400)) for w in r.warnings]
     if r.message:
-        lines += ["", mdsafe.prose(r.message)]
-    return "\n".join(lines) + "\n"
+        lines += [md(""), prose(r.message)]
+    return document(lines + [md("")])
 
 
-def login(name: str) -> str:
+def login(name: str) -> str | Markdown:
     """A GitHub login as the bot writes it after `@` (logins are letters, digits and `-`; the
     Action's dispatch actor or a stored record could hold anything else: then it is made inert)."""
     return name if name.replace("-", "").isalnum() and name.isascii() else mdsafe.text(name, 60)
 
 
-def plan_marker(r: RunRecord) -> str:
-    return PLAN_MARKER.format(run_id=r.run_id, digest=r.plan_digest)
+def plan_marker(r: RunRecord) -> Markdown:
+    return md(PLAN_MARKER, run_id=r.run_id, digest=r.plan_digest)
 
 
-def plan_body(r: RunRecord) -> str:
-    lines = [plan_marker(r), f"### autoresearch plan `{r.plan_digest}` for run `{r.run_id}`",
-             "", f"- **Plan:** {mdsafe.text(r.plan_text, 1000)}", f"- **Base commit:** `{r.base_commit[:12]}`",
-             f"- **Hypotheses:** {r.n_hypotheses} from research"
-             + (f", maintainer candidates: {', '.join(mdsafe.code(c, 120) for c in r.candidates)}"
-                if r.candidates else ""),
-             f"- **Decision:** {STATE_WORDS.get(r.state, r.state)} — {mdsafe.prose(r.message)}"]
+def plan_body(r: RunRecord) -> Markdown:
+    lines = [plan_marker(r), md("### autoresearch plan {} for run {}", code(r.plan_digest), code(r.run_id)),
+             md(""), md("- **Plan:** {}", mdsafe.text(r.plan_text, 1000)),
+             md("- **Base commit:** {}", code(r.base_commit[:12])),
+             md("- **Hypotheses:** {} from research{}", r.n_hypotheses,
+                md(", maintainer candidates: {}", join(", ", [code(c, 120) for c in r.candidates])) if r.candidates
+                else md("")),
+             md("- **Decision:** {} — {}", STATE_WORDS.get(r.state, r.state), prose(r.message))]
     if r.state == "awaiting_approval":
-        lines += ["", "Nothing runs and nothing is spent until an approver comments", "",
-                  f"    /autoresearch approve {r.plan_digest}", "",
-                  "The approval holds for this plan at this commit only."]
-    return "\n".join(lines) + "\n"
+        lines += [md(""), md("Nothing runs and nothing is spent until an approver comments"), md(""),
+                  md("    /autoresearch approve {}", r.plan_digest), md(""),
+                  md("The approval holds for this plan at this commit only.")]
+    return document(lines + [md("")])
 
 
-def approve_names_plan(r: RunRecord, named: str) -> str:
+def approve_names_plan(r: RunRecord, named: str) -> Markdown:
     """A bare `approve`, or one naming another plan: nothing is approved; say which plan waits."""
-    said = f"plan `{named}` is not the one awaiting approval" if named else "`approve` names the plan it approves"
-    return (f"autoresearch: {said}; nothing was approved. Plan `{r.plan_digest}` of run `{r.run_id}` "
-            f"(requested by @{login(r.requester)}, base `{r.base_commit[:12]}`) awaits approval: "
-            f"{mdsafe.text(r.plan_text, 1000)}\n\n"
-            f"To approve it, an approver comments `/autoresearch approve {r.plan_digest}`.\n")
+    said = (md("plan {} is not the one awaiting approval", code(named)) if named
+            else md("`approve` names the plan it approves"))
+    return md("autoresearch: {}; nothing was approved. Plan {} of run {} (requested by @{}, base {}) awaits approval: "
+              "{}\n\nTo approve it, an approver comments {}.\n", said, code(r.plan_digest), code(r.run_id),
+              login(r.requester), code(r.base_commit[:12]), mdsafe.text(r.plan_text, 1000),
+              code(f"/autoresearch approve {r.plan_digest}"))
 
 
-def pending_plan_kept(r: RunRecord, author: str) -> str:
-    return (f"autoresearch: plan `{r.plan_digest}` of @{login(r.requester)} awaits approval, and @{login(author)} may not "
-            "replace it (only its requester or an approver can: write access or a listing in `approvers`). "
-            "Nothing changed.\n")
+def pending_plan_kept(r: RunRecord, author: str) -> Markdown:
+    return md("autoresearch: plan {} of @{} awaits approval, and @{} may not replace it (only its requester or an "
+              "approver can: write access or a listing in `approvers`). Nothing changed.\n", code(r.plan_digest),
+              login(r.requester), login(author))
 
 
-def command_failed_reply(verb: str, why: str, retries_left: int, wait_s: int) -> str:
+def command_failed_reply(verb: str, why: str, retries_left: int, wait_s: int) -> Markdown:
     """A command's job failed (e.g. GitHub 5xx): it is retried, or it has given up."""
     if retries_left:
-        return (f"autoresearch: could not handle `{verb}` just now ({why}). It is tried again "
-                f"in {wait_s} s (up to {retries_left} more time{'s' if retries_left > 1 else ''}).\n")
-    return (f"autoresearch: `{verb}` failed ({why}) and was not carried out after retrying. Post the command "
-            "again once GitHub is reachable; `/autoresearch status` shows where the run stands.\n")
+        return md("autoresearch: could not handle {} just now ({}). It is tried again in {} s (up to {} more time{}).\n",
+                  code(verb), mdsafe.spans(why, at_start=False), wait_s, retries_left, "s" if retries_left > 1 else "")
+    return md("autoresearch: {} failed ({}) and was not carried out after retrying. Post the command again once "
+              "GitHub is reachable; `/autoresearch status` shows where the run stands.\n", code(verb),
+              mdsafe.spans(why, at_start=False))
 
 
-def help_reply(reason: str) -> str:
-    return f"autoresearch: {reason}.\n\n{help_text()}\n"
+def help_reply(reason: str) -> Markdown:
+    """`reason` (a parser's or the config's sentence: its backticks mark the commenter's words as code)."""
+    return md("autoresearch: {}.\n\n{}\n", mdsafe.spans(reason, at_start=False), help_text())
 
 
-def config_error_reply(source: str, problems: list[tuple[str, str]]) -> str:
-    lines = [f"autoresearch: `{source}` on the default branch is not valid, so no run was started.", ""]
-    lines += [f"- {mdsafe.code(field, 200)}: {mdsafe.prose(msg, 1000)}" for field, msg in problems]
-    return "\n".join(lines) + "\n"
+def config_error_reply(source: str, problems: list[tuple[str, str]]) -> Markdown:
+    lines = [md("autoresearch: {} on the default branch is not valid, so no run was started.", code(source)), md("")]
+    lines += [md("- {}: {}", code(field, 200), prose(msg, 1000)) for field, msg in problems]
+    return document(lines + [md("")])
 
 
-def best_line(records: Iterable[Mapping[str, Any]], primary: str) -> str:
+def best_line(records: Iterable[Mapping[str, Any]], primary: str) -> Markdown:
     """The best kept experiment on the primary metric so far, from ledger records."""
     best = results.best_kept(records, primary)
     if best is None:
-        return ""
+        return md("")
     rec, m = best
-    return (f"{mdsafe.code(rec['name'], 120, in_table=True)} {m['delta_pct']:+.1f}% {mdsafe.text(primary)} on "
-            f"{mdsafe.text(rec.get('platform', '?'))} (p={m['p_value']:.3g})")
+    return md("{} {:+.1f}% {} on {} (p={:.3g})", code(rec["name"], 120, in_table=True), m["delta_pct"], primary,
+              rec.get("platform", "?"), m["p_value"])
 
 
 def pr_title(issue_number: int, target: str) -> str:
     return f"autoresearch: CPU optimizations for {mdsafe.plain(target, 120)} (#{issue_number})"
 
 
-def pr_body(report_md: str, issue_number: int, agent: str, kept: bool) -> str:
-    link = f"Closes #{issue_number}" if kept else f"Refs #{issue_number}"
-    disclosure = AI_DISCLOSURE.format(agent=mdsafe.one_line(agent, 40).replace("`", "'"))
-    return f"{report_md.rstrip()}\n\n---\n\n{disclosure}\n\n{link}\n"
+def pr_body(report_md: Markdown, issue_number: int, agent: str, kept: bool) -> Markdown:
+    link = md("Closes #{}", issue_number) if kept else md("Refs #{}", issue_number)
+    disclosure = md(AI_DISCLOSURE, agent=code(agent, 40))
+    report = mdsafe.lines(report_md)
+    while report and not report[-1].strip():
+        report.pop()
+    return document([*report, md(""), md("---"), md(""), disclosure, md(""), link, md("")])

@@ -2,50 +2,46 @@
 result is (in the keep rule's own one-sided terms), what failed and why, and one command that
 measures base against head again from scratch. Pure: plain data in, Markdown lines out.
 
-Every string that comes from the target repository (paths, commit subjects, hypothesis text
-from its code, evidence, platform names, failure output) is made inert by `jobs.mdsafe` exactly
-once where it enters the Markdown, by the helper for its context: `untrusted()` for prose,
-headings, list items and table cells; `untrusted_code()` for an inline code span;
-`untrusted_html()` inside `<summary>`; `fenced()` for a code block (nothing in a code block is
-live; its fence is longer than any backtick run inside).
+Every line is `jobs.mdsafe.Markdown`, built with `md(template, *values)`: a string that comes
+from the target repository (paths, commit subjects, hypothesis text from its code, evidence,
+platform names, failure output) is escaped where it enters the template unless a helper already
+made it markup for its context: `untrusted()` (prose, headings, list items, table cells, with its
+own limit), `untrusted_code()` (an inline code span), `spans()` (the run's notes and reasons,
+whose backticks mark code), `details()` (a `<summary>`), `fenced()` (a code block: nothing in
+it is live; its fence is longer than any backtick run inside). The Reproduce lines are shell,
+every word quoted by `jobs.shellcmd`.
 """
 from __future__ import annotations
 
 import re
-import shlex
 from typing import Any
 
 from . import mdsafe
+from .mdsafe import Markdown, code, details, indent, join, md, spans
 from .runsummary import RunSummary
+from .shellcmd import Raw, command, under
 
 FAILURE_LINES = 12          # lines of a failed step's output shown in pr.md
 FAILED_STEPS = ("build_failed", "checks_failed", "crash", "timeout")
 
 
-def untrusted(text: str) -> str:
+def untrusted(text: str) -> Markdown:
     """Repo-controlled text entering pr.md as prose, a heading, a list item or a table cell."""
     return mdsafe.text(text, 2000)
 
 
-def untrusted_code(text: str) -> str:
+def untrusted_code(text: str) -> Markdown:
     """Repo-controlled text as an inline code span (its own backticks included)."""
-    return mdsafe.code(text, 300)
-
-
-def untrusted_html(text: str) -> str:
-    """Repo-controlled text inside raw HTML (`<summary>`), where Markdown escapes do not apply."""
-    return mdsafe.html(text, 300)
+    return code(text, 300)
 
 
 def pct(value: float | None) -> str:
     return "?" if value is None else f"{value:+.1f}%"
 
 
-def fenced(text: str, info: str = "") -> list[str]:
+def fenced(text: str, info: str = "") -> list[Markdown]:
     """`text` in a code fence longer than any backtick run inside it, so it cannot close the fence."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return [fence + info, text.rstrip("\n"), fence]
+    return [mdsafe.fence(text.rstrip("\n").split("\n"), info)]
 
 
 # -- how sure: the keep's own rule -------------------------------------------------------------
@@ -75,15 +71,15 @@ def decision(m: dict[str, Any], floor_pct: float | None) -> str:
     return "no detectable difference"
 
 
-def paired_table(metrics: list[dict[str, Any]], floor_pct: float | None) -> list[str]:
+def paired_table(metrics: list[dict[str, Any]], floor_pct: float | None) -> list[Markdown]:
     """One row per metric, the numbers the verdict used: the paired estimate over n pairs and its
     interval at the level per side. Arm means are context only (the test uses the pairs)."""
-    rows = ["| metric | pairs | Δ (paired estimate) | interval (level per side) | decision | "
-            "base → head mean (context) |", "|---|---|---|---|---|---|"]
+    rows = [md("| metric | pairs | Δ (paired estimate) | interval (level per side) | decision | "
+               "base → head mean (context) |"), md("|---|---|---|---|---|---|")]
     for m in metrics:
         pairs = m.get("n_pairs") or min(m.get("n_base", 0), m.get("n_head", 0))
-        rows.append(f"| {m['name']} | {pairs} | {pct(m.get('delta_pct'))} | {interval(m)} | {decision(m, floor_pct)} | "
-                    f"{_num(m.get('base_mean'))} → {_num(m.get('head_mean'))} |")
+        rows.append(md("| {} | {} | {} | {} | {} | {} → {} |", m["name"], pairs, pct(m.get("delta_pct")), interval(m),
+                       decision(m, floor_pct), _num(m.get("base_mean")), _num(m.get("head_mean"))))
     return rows
 
 
@@ -93,17 +89,21 @@ def _num(value: float | None) -> str:
     return f"{value:.4g}" if abs(value) < 1000 else f"{value:.0f}"
 
 
-def rule_sentence(floor_pct: float | None, alpha: float | None) -> str:
+def rule_sentence(floor_pct: float | None, alpha: float | None, simulated: bool = False) -> Markdown:
+    """`simulated`: keeps were decided on simulated cycles, so the sentence says that first."""
     floor = f"{floor_pct:.3g}%" if floor_pct is not None else "the floor"
     run = f"the run's {alpha:.2g} split across its experiments" if alpha else "the experiment's own"
-    return (f"How sure: a change is kept when the lower end of its paired one-sided interval clears the {floor} "
-            f"floor, at the level shown in brackets beside each interval ({run}). Δ is the median paired change "
-            "(Hodges–Lehmann) over coin-ordered pairs of whole benchmark processes.")
+    return md("How sure: {}the lower end of its paired one-sided interval clears the {} floor, at the level shown in "
+              "brackets beside each interval ({}). Δ is the median paired change (Hodges–Lehmann) over coin-ordered "
+              "pairs of whole benchmark processes.",
+              md("keeps in this run are decided on simulated cycles (the deterministic yardstick section below), "
+                 "with the wall-clock pairs as a guard against a regression; on the wall clock alone a change would "
+                 "be kept when ") if simulated else md("a change is kept when "), floor, run)
 
 
 # -- what each kept commit touches ----------------------------------------------------------------
 
-def hypothesis_line(h: dict[str, Any] | None, alone: dict[str, Any] | None, primary: str) -> str:
+def hypothesis_line(h: dict[str, Any] | None, alone: dict[str, Any] | None, primary: str) -> Markdown:
     """One line: the hypothesis, its first piece of evidence, and what it measured on its own."""
     parts = []
     if h:
@@ -112,7 +112,8 @@ def hypothesis_line(h: dict[str, Any] | None, alone: dict[str, Any] | None, prim
         if evidence:
             first = evidence[0]
             more = f" (+{len(evidence) - 1} more in research.md)" if len(evidence) > 1 else ""
-            parts.append(f"evidence: {untrusted_code(first['where'])} {untrusted(first.get('note', ''))}{more}")
+            parts.append(md("evidence: {} {}{}", untrusted_code(first["where"]), spans(first.get("note", ""), 2000,
+                                                                                       at_start=False), more))
     if alone:
         m = next((x for x in alone.get("metrics", []) if x.get("name") == primary), None)
         runner = alone.get("runner") or {}
@@ -120,14 +121,14 @@ def hypothesis_line(h: dict[str, Any] | None, alone: dict[str, Any] | None, prim
         if sim:
             # the yardstick decided it: its number first, then the wall clock's guard interval (the
             # wall-clock keep rule's own interval would read "too few pairs", which decided nothing)
-            parts.append(f"alone: simulated cycles {sim['delta_pct']:+.2f}% (floor {sim['floor_pct']:.2g}%)")
+            parts.append(md("alone: simulated cycles {:+.2f}% (floor {:.2g}%)", sim["delta_pct"], sim["floor_pct"]))
             if m and guard:
                 from .simulate import guard_interval_at
-                parts.append(f"wall clock beside it {primary} {pct(m.get('delta_pct'))}, interval "
-                             f"{guard_interval_at(guard)}")
+                parts.append(md("wall clock beside it {} {}, interval {}", primary, pct(m.get("delta_pct")),
+                                guard_interval_at(guard)))
         elif m:
-            parts.append(f"alone: {primary} {pct(m.get('delta_pct'))}, interval {interval(m)}")
-    return "; ".join(parts) or "no hypothesis on record"
+            parts.append(md("alone: {} {}, interval {}", primary, pct(m.get("delta_pct")), interval(m)))
+    return join("; ", parts) if parts else md("no hypothesis on record")
 
 
 # Paths that look like the measuring side of a project (its benchmarks, tests, checks): a commit
@@ -140,27 +141,26 @@ def yardstick_like(files: list[str]) -> list[str]:
     return [f for f in files if YARDSTICK_LIKE.search(f)]
 
 
-def commits_section(summary: RunSummary) -> list[str]:
+def commits_section(summary: RunSummary) -> list[Markdown]:
     commits = summary.commits or []
     if not commits:
         return []
     hyps = summary.hypotheses or {}
     alone = {e["hypothesis"]: e for e in summary.experiments if e.get("status") == "keep"}
-    out = ["## What each commit changes", ""]
+    out = [md("## What each commit changes"), md("")]
     for i, c in enumerate(commits, start=1):
         name = c.get("hypothesis", "")
-        out.append(f"{i}. **{untrusted(name)}** `{c['commit'][:12]}`: "
-                   + hypothesis_line(hyps.get(name), alone.get(name), summary.primary))
+        out.append(md("{}. **{}** {}: {}", i, untrusted(name), code(c["commit"][:12]),
+                      hypothesis_line(hyps.get(name), alone.get(name), summary.primary)))
         if suspect := yardstick_like(c.get("files") or []):
-            out += ["", "   **Look at this one:** it edits paths named like benchmark or test code ("
-                    + ", ".join(untrusted_code(f) for f in suspect) + "); check that it changes the code "
-                    "measured, not the measurement or the checks."]
+            out += [md(""), md("   **Look at this one:** it edits paths named like benchmark or test code ({}); check "
+                               "that it changes the code measured, not the measurement or the checks.",
+                               join(", ", [untrusted_code(f) for f in suspect]))]
         block = fenced(c.get("stat", "").rstrip("\n") or "(no file changes)")
-        out += [""] + ["   " + line for chunk in block for line in chunk.split("\n")]
-        out.append("")
+        out += [md(""), *[indent(chunk, "   ") for chunk in block], md("")]
     total = summary.diffstat
     if total:
-        out += [f"The whole branch against base `{summary.base_commit[:12]}`:", ""] + fenced(total) + [""]
+        out += [md("The whole branch against base {}:", code(summary.base_commit[:12])), md(""), *fenced(total), md("")]
     return out
 
 
@@ -179,37 +179,37 @@ def failure_excerpt(log: str, status: str, lines: int = FAILURE_LINES) -> str:
     return "\n".join(body[:lines])
 
 
-def failures_section(experiments: list[dict[str, Any]]) -> list[str]:
+def failures_section(experiments: list[dict[str, Any]]) -> list[Markdown]:
     """Failed steps with the first lines of their output, folded."""
     out = []
     for e in experiments:
         excerpt = e.get("failure_output")
         if e.get("status") in FAILED_STEPS and excerpt:
-            out += [f"<details><summary>{untrusted_html(e['name'])} on {untrusted_html(e['platform'])}: "
-                    f"{untrusted_html(e['reason'])}: first lines of its output</summary>", ""]
-            out += fenced(excerpt) + ["", "</details>", ""]
+            out += [details("{} on {}: {}: first lines of its output", e["name"], e["platform"], e["reason"]), md("")]
+            out += fenced(excerpt) + [md(""), md("</details>"), md("")]
     return out
 
 
 # -- noise warnings: one folded table ------------------------------------------------------------------
 
-def noise_section(records: list[dict[str, Any]]) -> list[str]:
+def noise_section(records: list[dict[str, Any]]) -> list[Markdown]:
     flagged = [(r, r.get("flags") or []) for r in records if r.get("flags")]
     if not flagged:
         return []
     total = sum(len(f) for _, f in flagged)
-    out = [f"<details><summary>Noise warnings: {total} on {len(flagged)} measurement(s); none of them vetoed a "
-           "verdict (a noisy measurement samples more pairs instead)</summary>", "",
-           "| measurement | platform | warnings |", "|---|---|---|"]
+    out = [details("Noise warnings: {} on {} measurement(s); none of them vetoed a verdict (a noisy measurement "
+                   "samples more pairs instead)", total, len(flagged)), md(""),
+           md("| measurement | platform | warnings |"), md("|---|---|---|")]
     for r, flags in flagged:
-        out.append(f"| {untrusted(r['name'])} | {untrusted(r['platform'])} | "
-                   + "<br>".join(untrusted(f) for f in flags) + " |")
-    return out + ["", "</details>", ""]
+        out.append(md("| {} | {} | {} |", untrusted(r["name"]), untrusted(r["platform"]),
+                      join("<br>", [untrusted(f) for f in flags])))
+    return out + [md(""), md("</details>"), md("")]
 
 
 # -- re-measure from scratch ---------------------------------------------------------------------------
 
-HEAD_PATCH = '"$work/head.patch"'       # where Reproduce puts a branch's diff, to measure it as the one candidate
+HEAD_PATCH = Raw('"$work/head.patch"')  # where Reproduce puts a branch's diff, to measure it as the one candidate
+TARGET, RUN = Raw('"$work/target"'), Raw('"$work/run"')
 
 
 def reproduce_lines(repo: str, base: str, branch: str | None, env: list[str], repeats: int | None,
@@ -220,24 +220,21 @@ def reproduce_lines(repo: str, base: str, branch: str | None, env: list[str], re
     Without a branch (nothing kept) they run the whole loop again on the base commit.
     `branch_url`: where `branch` is fetched from when the clone's `origin` does not have it (the
     bot pushes to a fork); `candidates_in_repo`: the candidates are paths inside the repository
-    (the bot's `.github/autoresearch/candidates/`), taken from the fresh clone."""
-    q = shlex.quote
-    # The variables by name only, taken from the reader's shell: values never reach a report (issue 20, N8).
-    env_prefix = "".join(f'{k}="${k}" ' for k in sorted(env) if k.replace("_", "a").isalnum())
-    cap = f" --repeats {repeats}" if repeats else ""
-    lines = ["work=$(mktemp -d)",
-             f"git clone -q {q(repo)} \"$work/target\"",
-             f"git -C \"$work/target\" checkout -q --detach {base}"]
+    (the bot's `.github/autoresearch/candidates/`), taken from the fresh clone. Every word a
+    repository, a pull request or the operator names is quoted (`jobs.shellcmd`)."""
+    cap = ("--repeats", repeats) if repeats else ()
+    lines = ["work=$(mktemp -d)", command("git", "clone", "-q", repo, TARGET),
+             command("git", "-C", TARGET, "checkout", "-q", "--detach", base)]
     if branch:
         head = f"origin/{branch}"
         if branch_url:
-            lines.append(f"git -C \"$work/target\" fetch -q {q(branch_url)} {q(branch)}")
+            lines.append(command("git", "-C", TARGET, "fetch", "-q", branch_url, branch))
             head = "FETCH_HEAD"
-        lines += [f"git -C \"$work/target\" diff --binary {base} {head} > {HEAD_PATCH}",
-                  f"{env_prefix}autoresearch run \"$work/target\" --agent none --candidate {HEAD_PATCH} "
-                  f"--out \"$work/run\"{cap}"]
+        lines += [command("git", "-C", TARGET, "diff", "--binary", base, head, Raw(">"), HEAD_PATCH),
+                  command("autoresearch", "run", TARGET, "--agent", "none", "--candidate", HEAD_PATCH,
+                          "--out", RUN, *cap, env=env)]
     else:
-        where = "\"$work/target\"/" if candidates_in_repo else ""
-        given = "".join(f" --candidate {where}{q(c)}" for c in candidates)
-        lines += [f"{env_prefix}autoresearch run \"$work/target\" --agent {agent}{given} --out \"$work/run\"{cap}"]
-    return lines + ["cat \"$work/run/pr.md\""]
+        given = [w for c in candidates
+                 for w in ("--candidate", under(Raw(TARGET + "/"), c) if candidates_in_repo else c)]
+        lines.append(command("autoresearch", "run", TARGET, "--agent", agent, *given, "--out", RUN, *cap, env=env))
+    return lines + [command("cat", Raw('"$work/run/pr.md"'))]

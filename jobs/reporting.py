@@ -16,12 +16,7 @@ from .model import ExperimentRecord
 from .report import render_pr
 from .report_review import reproduce_lines
 from .runsummary import RunSummary
-
-
-def env_prefix(names: list[str] | dict[str, str]) -> str:
-    """`A="$A" B="$B" ` for a shell command line: the variables the benchmark was given, by name
-    only (their values never reach a report, a PR or a log: issue 20, N8)."""
-    return "".join(f'{k}="${k}" ' for k in sorted(names) if k.replace("_", "a").isalnum())
+from .shellcmd import command
 
 
 @dataclass
@@ -91,10 +86,10 @@ class Reporting:
         runs, whose folder is on a worker (the bot resumes them itself)."""
         if self.published is not None:
             return ""
-        return (env_prefix(self.state.get("bench_env_names") or [])
-                + f"autoresearch run {self.repo} --run-id {self.run_id} --out {self.out}"
-                + (f" --executor {self.executor}" if self.executor != "local" else "")
-                + (f" --repeats {self.repeats}" if self.repeats else ""))
+        return command("autoresearch", "run", self.repo, "--run-id", self.run_id, "--out", self.out,
+                       *(("--executor", self.executor) if self.executor != "local" else ()),
+                       *(("--repeats", self.repeats) if self.repeats else ()),
+                       env=self.state.get("bench_env_names") or [])
 
     def write(self, summary: RunSummary) -> None:
         data = summary.to_json()

@@ -14,7 +14,7 @@ from . import gitops
 from .config import TargetConfig
 from .errors import RunError
 from .model import Hypothesis
-from .report import render_research, with_warning
+from .report import finding_line, render_research, with_warning
 from .research.offline import Research, candidate_hypothesis, research
 from .isolation import Isolation
 from .runner import run_step
@@ -53,7 +53,7 @@ class Researching:
                 found, sources, callprof = self._sources(tree, found)
                 hypotheses += found.hypotheses
             notes = found.notes if found else ["--agent none: only the given candidates are evaluated"]
-            findings = [f"`{f.where}` {f.describe()}" for f in (found.findings if found else [])]
+            findings = [finding_line(f.where, f.describe()) for f in (found.findings if found else [])]
             from .research.callgrind import render as render_callgrind
             from .research.clib import scanned
             coverage = scanned(tree, self.config, sources_ran=found is not None, findings=len(findings),
@@ -61,11 +61,12 @@ class Researching:
         finally:
             gitops.remove_worktree(self.repo, tree)
         self.charge_llm()
-        (self.out / "research.md").write_text(with_warning(render_research(
+        from .mdsafe import document              # every section Markdown, or a TypeError here
+        (self.out / "research.md").write_text(document([with_warning(render_research(
             self.config.name or self.repo.name, self.state["base_commit"], hypotheses, notes, findings,
-            self.agent_name), self.state.get("profile_missing", "")) + "\n"
-            + "\n".join(coverage + (render_callgrind(callprof) if callprof else []))
-            + ("\n" + sources.markdown() if sources else ""), encoding="utf-8")
+            self.agent_name), self.state.get("profile_missing", "")), *coverage,
+            *(render_callgrind(callprof) if callprof else []), *([sources.markdown()] if sources else [])]),
+            encoding="utf-8")
         (self.out / "hypotheses.json").write_text(
             json.dumps([h.to_dict() for h in hypotheses], indent=2), encoding="utf-8")
         profile = sources.profile.to_dict() if sources is not None and sources.profile is not None else None

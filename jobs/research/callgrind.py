@@ -15,6 +15,7 @@ import shlex
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 
+from ..mdsafe import Markdown, code, join, md, spans
 from ..simulate import CACHES, L1_WEIGHT, LL_WEIGHT
 from . import cgformat
 
@@ -170,22 +171,26 @@ def measure(tree, config, run) -> CallProfile | None:
     return prof
 
 
-def render(prof: CallProfile) -> list[str]:
-    out = ["## Where the time goes (callgrind profile of the reduced workload)", "",
-           f"`{prof.command}` built with CFLAGS `{prof.flags or '(the build as it is)'}`, once under callgrind "
-           f"with cache simulation: {prof.total_cycles:,} simulated cycles (model: jobs/simulate.py).", "",
-           "| hot function | first line | share of simulated cycles | of it in data-cache misses |",
-           "|---|---|---|---|"]
-    out += [f"| `{s.function}` | `{s.first_line}` | {100 * s.share:.1f}% | {100 * s.miss_share:.0f}% |"
-            for s in prof.functions]
-    out += ["", "| hot line | function | share |", "|---|---|---|"]
-    out += [f"| `{s.where}` | `{s.function}` | {100 * s.share:.1f}% |" for s in prof.lines[:TOP]]
+def render(prof: CallProfile) -> list[Markdown]:
+    """research.md's section: function, file and line names and the compiler's remarks come from
+    the target's build, so each enters as a code span or escaped text (`md`)."""
+    out = [md("## Where the time goes (callgrind profile of the reduced workload)"), md(""),
+           md("{} built with CFLAGS {}, once under callgrind with cache simulation: {:,} simulated cycles (model: "
+              "jobs/simulate.py).", code(prof.command, 2000), code(prof.flags or "(the build as it is)", 2000),
+              prof.total_cycles), md(""),
+           md("| hot function | first line | share of simulated cycles | of it in data-cache misses |"),
+           md("|---|---|---|---|")]
+    out += [md("| {} | {} | {:.1f}% | {:.0f}% |", code(s.function), code(s.first_line), 100 * s.share,
+               100 * s.miss_share) for s in prof.functions]
+    out += [md(""), md("| hot line | function | share |"), md("|---|---|---|")]
+    out += [md("| {} | {} | {:.1f}% |", code(s.where), code(s.function), 100 * s.share) for s in prof.lines[:TOP]]
     if prof.misses:
-        out += ["", "Data-cache-miss hot spots (share of all miss cycles): "
-                + ", ".join(f"`{s.where}` ({s.function}) {100 * s.share:.0f}%" for s in prof.misses[:6])]
-    out += ["", "The compiler on the hot loops (-fopt-info-vec-missed, lines within 3 of a hot line):", ""]
-    out += [f"- `{r.where}` {r.message}" for r in prof.remarks[:15]] or ["- none (no remark on a hot line)"]
-    out += [f"- note: {n}" for n in prof.notes] + [""]
+        out += [md(""), md("Data-cache-miss hot spots (share of all miss cycles): {}", join(", ", [
+            md("{} ({}) {:.0f}%", code(s.where), s.function, 100 * s.share) for s in prof.misses[:6]]))]
+    out += [md(""), md("The compiler on the hot loops (-fopt-info-vec-missed, lines within 3 of a hot line):"), md("")]
+    out += [md("- {} {}", code(r.where), spans(r.message, at_start=False)) for r in prof.remarks[:15]] or [
+        md("- none (no remark on a hot line)")]
+    out += [md("- note: {}", spans(n, at_start=False)) for n in prof.notes] + [md("")]
     return out
 
 

@@ -22,6 +22,7 @@ import re
 from pathlib import Path
 
 from .. import safefs
+from ..mdsafe import Markdown, code, join, md
 from ..model import Evidence, Hypothesis
 from ..recipes import matches_any
 from .callgrind import CallProfile
@@ -212,33 +213,37 @@ def research_c(tree: Path, config, patches: Path, run) -> tuple[list[Hypothesis]
 
 
 def scanned(tree: Path, config, *, sources_ran: bool, findings: int, candidates: int,
-            prof: CallProfile | None, hypotheses: int) -> list[str]:
-    """research.md's account of what was looked at and what each source could give."""
+            prof: CallProfile | None, hypotheses: int) -> list[Markdown]:
+    """research.md's account of what was looked at and what each source could give (the config's
+    names, which the repository wrote, escaped by `md`)."""
     from .offline import editable_sources
     r = config.research
     files = editable_sources(tree, config)
-    out = ["## What was scanned", "",
-           f"- Memory-pass scan of {len(files)} editable C/C++ file(s): {findings} finding(s).",
-           "- Recipe sets: " + (", ".join(r.recipes) if r.recipes else
-                                "none configured (`research.recipes`: kernels/recipes has sets for llama.cpp and the demo)"),
-           "- Other backends (gap scan): " + (", ".join(r.backends) if r.backends else "none configured (`research.backends`)"),
-           "- Forks: " + (", ".join(r.forks) if r.forks else "none named (`research.forks`); the origin remote's forks "
-                          "are compared only when it is a GitHub repository"),
-           "- Papers: " + (", ".join(r.papers) if r.papers else "none configured (`research.papers`)"),
-           "- Roofline: " + ("configured" if r.roofline else "not configured (`research.roofline`)"),
-           "- Op profile: " + ("configured" if r.profile else "not configured (`research.profile`, for ggml graphs)"),
-           "- Callgrind profile: " + (f"measured, {prof.total_cycles:,} simulated cycles of `{prof.command}`"
-                                      if prof else "not measured (see the notes)"),
-           f"- Maintainer candidates: {candidates}.",
-           f"- Result: {hypotheses} hypothesis(es)."]
+    out = [md("## What was scanned"), md(""),
+           md("- Memory-pass scan of {} editable C/C++ file(s): {} finding(s).", len(files), findings),
+           md("- Recipe sets: {}", join(", ", r.recipes) if r.recipes else md(
+               "none configured (`research.recipes`: kernels/recipes has sets for llama.cpp and the demo)")),
+           md("- Other backends (gap scan): {}", join(", ", r.backends) if r.backends else md(
+               "none configured (`research.backends`)")),
+           md("- Forks: {}", join(", ", r.forks) if r.forks else md(
+               "none named (`research.forks`); the origin remote's forks are compared only when it is a GitHub "
+               "repository")),
+           md("- Papers: {}", join(", ", r.papers) if r.papers else md("none configured (`research.papers`)")),
+           md("- Roofline: {}", "configured" if r.roofline else md("not configured (`research.roofline`)")),
+           md("- Op profile: {}", "configured" if r.profile else md(
+               "not configured (`research.profile`, for ggml graphs)")),
+           md("- Callgrind profile: {}", md("measured, {:,} simulated cycles of {}", prof.total_cycles,
+                                            code(prof.command, 2000)) if prof else "not measured (see the notes)"),
+           md("- Maintainer candidates: {}.", candidates),
+           md("- Result: {} hypothesis(es).", hypotheses)]
     if not sources_ran:
-        out.append("- Only the given candidates were evaluated (--agent none): no source was scanned.")
+        out.append(md("- Only the given candidates were evaluated (--agent none): no source was scanned."))
     if hypotheses == 0:
-        out += ["", "Nothing to try, so the run stops here (no calibration, no branch). What to do: declare a "
-                "reduced workload (`simulate: {command: ...}`) and put the build file in `editable` for a "
-                "profile and build-option patches, pass your own patches with `--candidate`, use the Claude "
-                "agent (`--agent claude`), or name a recipe set (`research.recipes`)."]
-    return out + [""]
+        out += [md(""), md("Nothing to try, so the run stops here (no calibration, no branch). What to do: declare a "
+                           "reduced workload (`simulate: {{command: ...}}`) and put the build file in `editable` for a "
+                           "profile and build-option patches, pass your own patches with `--candidate`, use the "
+                           "Claude agent (`--agent claude`), or name a recipe set (`research.recipes`).")]
+    return out + [md("")]
 
 
 ALIAS = re.compile(r"alias|dependence", re.I)

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..mdsafe import Markdown, code, link, md, spans
 from ..recipes import matches_any
 from .sanitize import clean
 
@@ -179,18 +180,20 @@ def make_github(token: str | None = None, base_url: str | None = None, **kw):
     return GitHub(token, base_url=base_url, http_cache=False, auto_retry=False, **kw)
 
 
-def render(leads: list[Lead], notes: list[str]) -> list[str]:
+def render(leads: list[Lead], notes: list[str]) -> list[Markdown]:
+    """research.md's section: fork names, file paths and commit subjects are their owners' words
+    (`md` escapes them); the links are GitHub's own pages (`mdsafe.link`)."""
     if not leads and not notes:
         return []
-    out = ["## Forks and competing repositories", ""]
+    out = [md("## Forks and competing repositories"), md("")]
     for lead in leads:
-        ahead = f", {lead.ahead_by} ahead / {lead.behind_by} behind" if lead.ahead_by is not None else ""
-        out.append(f"- [{lead.repo}]({lead.url}) ({lead.relation}, {lead.stars} stars{ahead})")
+        ahead = md(", {} ahead / {} behind", lead.ahead_by, lead.behind_by) if lead.ahead_by is not None else md("")
+        out.append(md("- {} ({}, {} stars{})", link(lead.repo, lead.url), lead.relation, lead.stars, ahead))
         for f in lead.files[:10]:
-            out.append(f"  - changes `{f.path}` (+{f.additions} -{f.deletions})")
+            out.append(md("  - changes {} (+{} -{})", code(f.path), f.additions, f.deletions))
         for sha, subject, url in lead.commits[:5]:
-            out.append(f"  - [{sha[:10]}]({url}) {subject}")
+            out.append(md("  - {} {}", link(sha[:10], url), subject))
         if lead.note:
-            out.append(f"  - note: {lead.note}")
-    out += [f"- {n}" for n in notes] + [""]
+            out.append(md("  - note: {}", spans(lead.note, at_start=False)))
+    out += [md("- {}", spans(n)) for n in notes] + [md("")]
     return out

@@ -20,7 +20,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import safefs
+from .. import mdsafe, safefs
+from ..mdsafe import Markdown, join, md
 
 SOURCE_SUFFIXES = {".c", ".cc", ".cpp", ".cu", ".cuh", ".h", ".hpp", ".m", ".mm"}
 CPU = "cpu"
@@ -275,26 +276,28 @@ def expected_effect(gap: Gap) -> str:
             "no effect on the matmuls themselves")
 
 
-def render(scan: GapScan, limit: int | None = None) -> list[str]:
-    """Markdown lines for research.md."""
+def render(scan: GapScan, limit: int | None = None) -> list[Markdown]:
+    """Markdown lines for research.md (op, backend and file names come from the target's tree: `md`)."""
     if scan.cpu_dir is None:
         return []
-    out = ["## Cross-backend fusion gaps (fused elsewhere, not on CPU)", ""]
+    out = [md("## Cross-backend fusion gaps (fused elsewhere, not on CPU)"), md("")]
     cpu = scan.fused.get(CPU, [])
-    out.append(f"CPU backend `{scan.cpu_dir}` fuses: " +
-               (", ".join(f"{'+'.join(s.ops)} (`{s.where}`)" for s in cpu) or "nothing (no fusion checks found)"))
-    out.append("")
-    counts = ", ".join(f"{b} {len({s.ops for s in seqs})}" for b, seqs in sorted(scan.fused.items()))
-    out += [f"Distinct fused sequences per backend: {counts}.", ""]
+    fuses = (join(", ", [md("{} ({})", "+".join(s.ops), mdsafe.code(s.where)) for s in cpu]) if cpu
+             else "nothing (no fusion checks found)")
+    out.append(md("CPU backend {} fuses: {}", mdsafe.code(scan.cpu_dir), fuses))
+    out.append(md(""))
+    counts = join(", ", [md("{} {}", b, len({s.ops for s in seqs})) for b, seqs in sorted(scan.fused.items())])
+    out += [md("Distinct fused sequences per backend: {}.", counts), md("")]
     for gap in scan.gaps[:limit]:
-        where = "; ".join(f"{b}: " + ", ".join(f"`{s.where}`" for s in seqs[:2])
-                          for b, seqs in sorted(gap.backends.items()))
-        var = f" (and {len(gap.variants)} longer variant(s) of the same shape)" if gap.variants else ""
-        ext = f" — extends the CPU's {'+'.join(gap.extends.ops)} (`{gap.extends.where}`)" if gap.extends else ""
-        out.append(f"- **{gap.name}** ({gap.score:.2f}) {where}{var}{ext}")
+        where = join("; ", [md("{}: {}", b, join(", ", [mdsafe.code(s.where) for s in seqs[:2]]))
+                            for b, seqs in sorted(gap.backends.items())])
+        var = md(" (and {} longer variant(s) of the same shape)", len(gap.variants)) if gap.variants else md("")
+        ext = (md(" — extends the CPU's {} ({})", "+".join(gap.extends.ops), mdsafe.code(gap.extends.where))
+               if gap.extends else md(""))
+        out.append(md("- **{}** ({:.2f}) {}{}{}", gap.name, gap.score, where, var, ext))
     if limit is not None and len(scan.gaps) > limit:
-        out.append(f"- … {len(scan.gaps) - limit} more in hypotheses.json / gapscan output")
+        out.append(md("- … {} more in hypotheses.json / gapscan output", len(scan.gaps) - limit))
     if scan.skipped:
-        out += ["", f"({scan.skipped} fusion checks with variable op lists were not resolved.)"]
-    out.append("")
+        out += [md(""), md("({} fusion checks with variable op lists were not resolved.)", scan.skipped)]
+    out.append(md(""))
     return out

@@ -13,6 +13,8 @@ import urllib.request
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
+from .. import mdsafe
+from ..mdsafe import Markdown, md, spans
 from .sanitize import clean
 
 ARXIV = "https://export.arxiv.org"
@@ -83,12 +85,13 @@ def search(queries: list[str], max_results: int = 5, base: str = ARXIV, timeout:
     return papers, notes
 
 
-def render(papers: list[Paper], notes: list[str]) -> list[str]:
+def render(papers: list[Paper], notes: list[str]) -> list[Markdown]:
+    """research.md's section: titles, queries and abstracts escaped by `md`, links only to https pages."""
     if not papers and not notes:
         return []
-    out = ["## Papers (arXiv)", ""]
+    out = [md("## Papers (arXiv)"), md("")]
     for p in papers:
-        out.append(f"- [{p.title}]({p.url}) — query “{p.query}”; {p.abstract[:300]}"
-                   + ("…" if len(p.abstract) > 300 else ""))
-    out += [f"- {n}" for n in notes] + [""]
+        out.append(md("- {} — query “{}”; {}{}", mdsafe.link(p.title, p.url), p.query, p.abstract[:300],
+                      "…" if len(p.abstract) > 300 else ""))
+    out += [md("- {}", spans(n)) for n in notes] + [md("")]
     return out

@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from ..mdsafe import Markdown, code, document, join, md, spans
+
 # Ops whose arithmetic a graph-level fusion keeps: fusing MUL_MAT+MUL_MAT+GLU can share the
 # input's quantization and drop the GLU pass, not make the matmuls cheaper. In a sequence of
 # two or more ops their time is not counted as removable; a one-op hypothesis (a faster
@@ -326,51 +328,54 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-def render(profile: Profile, sequences: dict[str, list[tuple[str, ...]]], top: int = 12) -> list[str]:
-    """Markdown lines for research.md: share per op type, and per fusable sequence with its bound."""
-    out = ["## Where the time goes (op profile of one benchmark process)", ""]
+def render(profile: Profile, sequences: dict[str, list[tuple[str, ...]]], top: int = 12) -> list[Markdown]:
+    """Markdown lines for research.md: share per op type, and per fusable sequence with its bound
+    (the command, workload and op names are the target's: `md` escapes them)."""
+    out = [md("## Where the time goes (op profile of one benchmark process)"), md("")]
     if profile.command:
-        out.append(f"Profiled: `{profile.command}`" + (f" on {profile.cpu}" if profile.cpu else "") + ".")
+        out.append(md("Profiled: {}{}.", code(profile.command, 2000),
+                      md(" on {}", profile.cpu) if profile.cpu else md("")))
     for w in profile.workloads:
         thr = w.graphs[0].n_threads if w.graphs else 0
-        out.append(f"- {w.name}: {len(w.graphs)} graph(s) of {w.tokens} token(s), {w.total_ns / 1e6:.1f} ms in "
-                   f"graph evaluation, {thr} thread(s)" + (f" ({w.skipped} warm-up graph left out)" if w.skipped else ""))
-    out += [""]
+        out.append(md("- {}: {} graph(s) of {} token(s), {:.1f} ms in graph evaluation, {} thread(s){}", w.name,
+                      len(w.graphs), w.tokens, w.total_ns / 1e6, thr,
+                      md(" ({} warm-up graph left out)", w.skipped) if w.skipped else md("")))
+    out += [md("")]
     names = [w.name for w in profile.workloads]
     ops: list[str] = []
     for w in profile.workloads:
         for op in w.by_op():
             if op not in ops:
                 ops.append(op)
-    out += ["| op | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    out += [md("| op | {} |", join(" | ", names)), md("|---|{}", document([md("---|")] * len(names), sep=""))]
     shares = {w.name: w.by_op() for w in profile.workloads}
     for op in ops[:top]:
         cells = [(_pct(shares[w.name].get(op, 0) / w.total_ns) if w.total_ns else "—") for w in profile.workloads]
-        out.append(f"| {op} | " + " | ".join(cells) + " |")
+        out.append(md("| {} | {} |", op, join(" | ", cells)))
     if len(ops) > top:
-        out.append(f"| … {len(ops) - top} more | " + " | ".join("" for _ in names) + " |")
-    out.append("")
+        out.append(md("| … {} more | {} |", len(ops) - top, join(" | ", ["" for _ in names])))
+    out.append(md(""))
     if sequences:
-        out += ["Fusable node sequences (the hypotheses' op sequences found chained in the graphs): share of "
-                "each workload's time and the Amdahl bound, the speed-up if the sequence took no time. "
-                "In a chain of two or more ops the matmul / flash-attention nodes stay (a fusion removes "
-                "the passes around them), so only the rest counts as removable.", "",
-                "| sequence | " + " | ".join(f"{n}: per graph, share, bound" for n in names) + " |",
-                "|---|" + "---|" * len(names)]
+        out += [md("Fusable node sequences (the hypotheses' op sequences found chained in the graphs): share of "
+                   "each workload's time and the Amdahl bound, the speed-up if the sequence took no time. "
+                   "In a chain of two or more ops the matmul / flash-attention nodes stay (a fusion removes "
+                   "the passes around them), so only the rest counts as removable."), md(""),
+                md("| sequence | {} |", join(" | ", [md("{}: per graph, share, bound", n) for n in names])),
+                md("|---|{}", document([md("---|")] * len(names), sep=""))]
         for label, seqs in sequences.items():
             cells = []
             for b in profile.bounds(seqs):
                 share = _pct(b.share) + (f" ({_pct(b.removable)} removable)" if b.removable < b.share else "")
                 cells.append("not found" if b.per_graph == 0 else f"{b.per_graph:g}, {share}, +{b.pct:.1f}%")
-            out.append(f"| {label} | " + " | ".join(cells) + " |")
-        out.append("")
+            out.append(md("| {} | {} |", label, join(" | ", cells)))
+        out.append(md(""))
     fused = {w.name: w.fused_groups() for w in profile.workloads}
     if any(fused.values()):
-        out.append("Fused in the profiled tree (kernels that computed several nodes, per graph): " + "; ".join(
-            f"{name}: " + ", ".join(f"{k} ×{v:g}" for k, v in groups.items()) for name, groups in fused.items() if groups)
-            + ".")
-        out.append("")
-    out += [f"- {n}" for n in profile.notes] + ([""] if profile.notes else [])
+        out.append(md("Fused in the profiled tree (kernels that computed several nodes, per graph): {}.", join("; ", [
+            md("{}: {}", name, join(", ", [md("{} ×{:g}", k, v) for k, v in groups.items()]))
+            for name, groups in fused.items() if groups])))
+        out.append(md(""))
+    out += [md("- {}", spans(n)) for n in profile.notes] + ([md("")] if profile.notes else [])
     return out
 
 

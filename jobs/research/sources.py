@@ -18,6 +18,7 @@ from typing import Any
 
 from .. import gitops
 from ..config import TargetConfig
+from ..mdsafe import Markdown, document, md, spans
 from . import forks as forks_mod
 from . import gapscan, papers as papers_mod, profile as profile_mod, profile_run
 from .roofline import Roofline, measure_bandwidth, roofline
@@ -37,10 +38,11 @@ class Sources:
     notes: list[str] = field(default_factory=list)
     extra_digests: dict[str, str] = field(default_factory=dict)   # e.g. the callgrind profile (jobs/research/clib.py)
 
-    def markdown(self) -> str:
-        out: list[str] = []
+    def markdown(self) -> Markdown:
+        """research.md's sections of the sources, each section `Markdown` (`mdsafe.document`)."""
+        out: list[Markdown] = []
         if self.roofline:
-            out += ["## Roofline", "", self.roofline.summary(), ""]
+            out += [md("## Roofline"), md(""), md("{}", self.roofline.summary()), md("")]
         if self.profile:
             out += profile_mod.render(self.profile, self.profile_sequences)
         if self.gaps:
@@ -48,8 +50,8 @@ class Sources:
         out += forks_mod.render(self.leads, [])
         out += papers_mod.render(self.papers, [])
         if self.notes:
-            out += ["## Source notes", ""] + [f"- {n}" for n in self.notes] + [""]
-        return "\n".join(out)
+            out += [md("## Source notes"), md(""), *[md("- {}", spans(n)) for n in self.notes], md("")]
+        return document(out)
 
     def digests(self) -> dict[str, str]:
         """Plain-text digests for a model researcher (all of it is treated as untrusted data)."""

@@ -10,6 +10,7 @@ from bot.commands import Command, Invalid, parse_comment
 from bot.routing import CommentCommand, Ignored, route
 from bot.status import best_line, pr_body, status_body, status_marker
 from jobs.config import Overrides
+from jobs.mdsafe import md
 from recordfixtures import record
 
 
@@ -189,8 +190,10 @@ def test_best_line_and_pr_body():
              "metrics": [{"name": "score", "delta_pct": 20.0, "p_value": 0.5}]}]
     assert best_line(recs, "score").startswith("`b` +9.0% score")
     assert best_line([], "score") == ""
-    body = pr_body("# report", 7, "offline", True)
+    body = pr_body(md("# report"), 7, "offline", True)
     assert "AI-generated" in body and body.rstrip().endswith("Closes #7")
+    with pytest.raises(TypeError):                 # a report that did not come through jobs.mdsafe
+        pr_body("# report", 7, "offline", True)
 
 
 # -- the run record ------------------------------------------------------------------------------

@@ -242,8 +242,9 @@ def test_the_runs_warnings_are_noted_once_each_and_the_missing_profile_only_at_t
     missing = "the op profile was not measured (timeout): hypotheses are ranked by kind weights alone"
     md = render_pr(summary(warnings=[refused, noisy, refused, missing], profile_missing=missing))
     notes = md.split("## Notes from the run\n\n")[1].split("\n\n")[0].splitlines()
-    # inert text: the message's own backticks and braces show as typed, never as markup
-    assert notes == ["- the repository's config asks for \\`sandbox: {enabled: false}\\`; only the operator can "
+    # inert text read as written: the message's own backticks make a code span (nothing in one is live),
+    # its braces show as typed; no escape shows
+    assert notes == ["- the repository's config asks for `sandbox: {enabled: false}`; only the operator can "
                      "turn the sandbox off (AUTORESEARCH_ALLOW_UNSANDBOXED=1 in the operator's settings), so target "
                      "code runs sandboxed", f"- {noisy}"]
     assert md.count(missing) == 1 and md.startswith("# autoresearch") and "> **Warning:** " in md

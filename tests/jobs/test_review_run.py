@@ -156,7 +156,8 @@ def test_a_profile_that_was_not_measured_is_said_loudly_or_stops_the_run(tmp_pat
 
 
 def test_pr_md_carries_the_profile_warning_at_the_top():
+    from jobs.mdsafe import md
     from jobs.report import with_warning
-    text = with_warning("# autoresearch: x\n\n## Summary\n", "the op profile was not measured (timeout)")
+    text = with_warning(md("# autoresearch: x\n\n## Summary\n"), "the op profile was not measured (timeout)")
     assert text.splitlines()[:3] == ["# autoresearch: x", "", "> **Warning:** the op profile was not measured (timeout)"]
-    assert with_warning("# t\nrest", "") == "# t\nrest"
+    assert with_warning(md("# t\nrest"), "") == "# t\nrest"
