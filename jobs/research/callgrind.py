@@ -142,8 +142,13 @@ def remarks(build_output: str, prof: CallProfile, window: int = 3) -> list[Remar
 def wrapped(command: str, marker: str) -> str:
     vg = " ".join(["valgrind", "--tool=callgrind", "--cache-sim=yes", *CACHES, "--trace-children=yes",
                    "--vgdb=no", "--compress-strings=no", "--compress-pos=no", '--callgrind-out-file="$d/cg.%p"'])
-    return (f'd=$(mktemp -d /tmp/autoresearch-cg.XXXXXX) && {vg} bash -c {shlex.quote(command)} '
-            f'>"$d/out.log" 2>&1; rc=$?; if [ $rc -ne 0 ]; then tail -c 3000 "$d/out.log"; exit $rc; fi; '
+    # As jobs/cgoutput.py does for the yardstick: the workload's output (what /proc/self/fd/1 leads
+    # to) in one folder, the records in a randomly named one inside another that cannot be listed
+    # while the workload runs. A profile only ranks hypotheses; the yardstick decides.
+    return (f'o=$(mktemp -d) && p=$(mktemp -d) && d=$(mktemp -d "$p/XXXXXXXXXXXX") || exit 97; '
+            f'chmod 300 "$d" && chmod 100 "$p" || exit 97; {vg} bash -c {shlex.quote(command)} '
+            f'>"$o/out.log" 2>&1; rc=$?; chmod 700 "$p" "$d"; '
+            f'if [ $rc -ne 0 ]; then tail -c 3000 "$o/out.log"; exit $rc; fi; '
             f'for f in "$d"/cg.*; do echo {shlex.quote(marker)}; cat "$f"; done')
 
 
