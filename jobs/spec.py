@@ -14,7 +14,38 @@ from typing import Any
 
 from .config import TargetConfig
 from .model import ArmSamples
-from .sequential import Rule
+
+
+@dataclass(frozen=True)
+class Rule:
+    """When to stop and what to call it; log ratios oriented so that positive = better."""
+
+    alpha_keep: float
+    floor: float                      # log(1 + min_effect_pct/100)
+    target: float                     # log(1 + target_mde_pct/100): futility bound
+    alpha_loss: float = 0.05
+    alpha_futility: float = 0.1
+    min_pairs: int = 3
+    max_pairs: int = 40
+
+    @property
+    def futility(self) -> float:
+        """The improvement the futility stop tests against: the target, but never above twice the
+        floor. The stop is a valid test of "improvement >= bound" at `alpha_futility`, so an effect
+        at or above the bound is stopped as futile at most that often; effects between the floor
+        and the bound are what it stops freely. At the 5% target an effect of twice the 1% floor
+        was stopped early in nearly every run and kept at most 4.7% of the time in every noise
+        model (issue 21); at twice the floor it samples on while it may still be shown to clear
+        the floor. The price: a null candidate costs more pairs before it is called futile."""
+        return min(self.target, 2 * self.floor) if self.floor > 0 else self.target
+
+    def __post_init__(self):
+        if not 0 < self.alpha_keep < 1 or not 0 < self.alpha_loss < 1 or not 0 < self.alpha_futility < 1:
+            raise ValueError("alphas must lie in (0, 1)")
+        if self.floor < 0 or self.target < self.floor:
+            raise ValueError("need 0 <= floor <= target")
+        if not 1 <= self.min_pairs <= self.max_pairs:
+            raise ValueError("need 1 <= min_pairs <= max_pairs")
 
 
 @dataclass
