@@ -16,7 +16,7 @@ A thin adapter around the App's own flow (`bot.flow.Flow`), in one process on th
 
 So the plan comment, the sticky status comment, the run id, the branch and the draft PR are the
 App's. As in the App, the token never reaches the environment the target's build and benchmark
-see (`jobs.secrets.scrub_environment`).
+see (`jobs.guard.secrets.scrub_environment`).
 """
 from __future__ import annotations
 
@@ -28,10 +28,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from jobs.errors import Terminated
+from jobs.contract.errors import Terminated
 from jobs.executors.registry import executor_kind
-from jobs.mdsafe import md
-from jobs.results import verdict_line
+from jobs.guard.mdsafe import md
+from jobs.contract.results import verdict_line
 
 from . import approval as ap
 from . import gitclone

@@ -13,11 +13,13 @@ import fcntl
 import json
 from pathlib import Path
 
-from jobs import api, branches, secrets
-from jobs.config import ConfigError
-from jobs.errors import RunError
-from jobs.ledger import write_atomic
-from jobs.mdsafe import clip, code, md, prose, rendered, spans
+from jobs import api
+from jobs.contract import branches
+from jobs.guard import secrets
+from jobs.contract.config import ConfigError
+from jobs.contract.errors import RunError
+from jobs.contract.ledger import write_atomic
+from jobs.guard.mdsafe import clip, code, md, prose, rendered, spans
 
 from . import approval as ap
 from .ports import BenchFlow, Outcome, PullRequest, Reply
@@ -118,7 +120,7 @@ def run(flow: BenchFlow, cmd: CommentCommand) -> Outcome:
     except (RunError, ConfigError) as exc:
         flow.gh.comment(cmd.issue_number, md("autoresearch bench failed: {}\n", prose(str(exc), 1500)))
         return Outcome(ap.FAILED, layout.run_id, error=exc)
-    report = rendered((layout.out / "pr.md").read_text(encoding="utf-8"))    # jobs.report's, as is
+    report = rendered((layout.out / "pr.md").read_text(encoding="utf-8"))    # jobs.report.report's, as is
     body = md("autoresearch bench of {} against {} (run {}, cost {:.2f} USD; {}):\n\n{}", code(head[:12]),
               code(pull.base_sha[:12]), code(layout.run_id), getattr(summary, "cost_usd", 0.0),
               level_note(getattr(summary, "experiments", []), slot), report)

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
 
-from jobs.config import Overrides
-from jobs.mdsafe import Markdown, code, document, md, spans
+from jobs.contract.config import Overrides
+from jobs.guard.mdsafe import Markdown, code, document, md, spans
 
 PREFIX = "/autoresearch"
 TARGETS = ("cpu",)

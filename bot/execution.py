@@ -9,7 +9,7 @@ renewed by the App's heartbeat while the pipeline runs, released after the recor
 process whose lease is lost stops at the pipeline's next step and writes nothing more.
 
 A run whose worker was lost (the App's sweeper set `lost_at`, see `bot.jobqueue`) is resumed by
-the next worker from its ledger: the same run folder, the same run id, so `jobs.pipeline` skips
+the next worker from its ledger: the same run folder, the same run id, so `jobs.run.pipeline` skips
 every finished experiment and repeats only the one that was cut short. It is not resumed, but ended
 as failed with the reason, when its run folder is not on this machine, its approval no longer
 matches its plan, or its workers were lost `MAX_LOSSES` times (a step that kills its worker, e.g.
@@ -19,8 +19,9 @@ branches too (its ledger stays: the same request later resumes from it).
 """
 from __future__ import annotations
 
-from jobs import api, secrets
-from jobs.errors import cancellation
+from jobs import api
+from jobs.guard import secrets
+from jobs.contract.errors import cancellation
 
 from . import approval as ap
 from . import planning

@@ -24,7 +24,7 @@ A run, from the comment to the draft PR:
    the issue's draft PR opened or updated; with nothing kept, the report becomes a comment.
 
 Security kept here, in code: a token is asked for only by the git operation that needs it and
-never kept; `jobs.secrets.scrub_environment()` runs before any target code; only approvers and the
+never kept; `jobs.guard.secrets.scrub_environment()` runs before any target code; only approvers and the
 requester may cancel; an approval holds only for the plan id and base commit it was given for.
 """
 from __future__ import annotations
@@ -33,10 +33,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from jobs import api, branches
-from jobs.config import Overrides, TargetConfig
-from jobs.mdsafe import clip, code, md, rendered, spans
-from jobs.runsummary import RunStopped, RunSummary
+from jobs import api
+from jobs.contract import branches
+from jobs.contract.config import Overrides, TargetConfig
+from jobs.guard.mdsafe import clip, code, md, rendered, spans
+from jobs.contract.runsummary import RunStopped, RunSummary
 
 from . import approval as ap
 from . import bench, execution, planning
@@ -337,13 +338,13 @@ class Flow:
         Returns the record fields to set. `summary` comes from `api.start`, which returns only once
         every process the run started is gone: the token's git push never runs next to target code."""
         if isinstance(summary, RunStopped):     # nothing to try: research.md says what was scanned and what to do
-            research_md = prep.layout.out / "research.md"     # rendered by jobs.report through jobs.mdsafe
+            research_md = prep.layout.out / "research.md"     # rendered by jobs.report.report through jobs.guard.mdsafe
             research = rendered(research_md.read_text(encoding="utf-8") if research_md.is_file() else "")
             self.gh.comment(rec.issue, clip(md("autoresearch run {}: nothing was measured and no pull request was "
                                                "opened: {}.\n\n{}", code(rec.run_id), spans(summary.why, at_start=False),
                                                research), COMMENT_LIMIT))
             return {"message": "nothing to try; the research is in a comment below"}
-        report = rendered((prep.layout.out / "pr.md").read_text(encoding="utf-8"))   # jobs.report's, as is
+        report = rendered((prep.layout.out / "pr.md").read_text(encoding="utf-8"))   # jobs.report.report's, as is
         kept = summary.kept
         if not kept:
             self.gh.comment(rec.issue, clip(md("autoresearch run {}: no change was kept, so no pull request was opened. "

@@ -12,7 +12,7 @@ Helpers configured elsewhere (system or global git config) are switched off for 
 the helper answers only when git asks for the remote's own host (`host=` of git's request), so a
 URL rewritten on the way (`url.*.insteadOf`, a redirect to another host) gets nothing.
 
-Every git process is hardened like the worker's (jobs/githarden.py via jobs.gitops: no hooks, so
+Every git process is hardened like the worker's (jobs/guard/githarden.py via jobs.guard.gitops: no hooks, so
 no `pre-push` hook planted in the clone can read the pipe; no fsmonitor, no system or global config,
 only https/http/file transports), runs against the clone's own `.git` explicitly, and before a
 process that is given the token the clone's config must hold only what `git clone` and this module
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import urlsplit
 
-from jobs import gitops
+from jobs.guard import gitops
 
 TokenProvider = Callable[[], str]
 

@@ -29,10 +29,11 @@ import shutil
 from dataclasses import asdict
 from typing import Any
 
-from jobs import api, mdsafe
-from jobs.mdsafe import md
-from jobs.config import CONFIG_PATH, ConfigError, Overrides, parse_config
-from jobs.errors import OverrideError
+from jobs import api
+from jobs.guard import mdsafe
+from jobs.guard.mdsafe import md
+from jobs.contract.config import CONFIG_PATH, ConfigError, Overrides, parse_config
+from jobs.contract.errors import OverrideError
 
 from . import approval as ap
 from .ports import PlanningFlow, Reply

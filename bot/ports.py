@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any, Callable, ContextManager, Protocol
 
 from jobs.api import Preparation, Published, RunLayout
-from jobs.mdsafe import Markdown, document
-from jobs.operator import OperatorPolicy
-from jobs.runsummary import RunStopped, RunSummary
+from jobs.guard.mdsafe import Markdown, document
+from jobs.guard.operator import OperatorPolicy
+from jobs.contract.runsummary import RunStopped, RunSummary
 
 from .record import RunRecord
 from .routing import CommentCommand
@@ -40,7 +40,7 @@ PROGRESS_FIELDS = frozenset({"phase", "phase_detail", "experiments_done", "exper
 
 class Reply(Exception):
     """Stop handling the command and answer the issue with this text: `Markdown` only (made by
-    `jobs.mdsafe.md`), so a commenter's or a repository's words cannot reach it unescaped."""
+    `jobs.guard.mdsafe.md`), so a commenter's or a repository's words cannot reach it unescaped."""
 
     def __init__(self, body: Markdown) -> None:
         self.body = document([body])           # a plain str: TypeError

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
-from jobs.config import Overrides
+from jobs.contract.config import Overrides
 
 from .approval import Approval
 

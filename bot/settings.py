@@ -15,9 +15,9 @@
 | AUTORESEARCH_DELIVERY_TTL | seconds a delivery id is remembered for dedupe (default 7 days) |
 | AUTORESEARCH_ALLOW_UNSANDBOXED | 1: a repository's `sandbox: {enabled: false}` is honoured (trusted installations only; default: ignored) |
 | AUTORESEARCH_SANDBOX_ENV | comma-separated names target code may get when a repository's `sandbox.env` asks (default: none) |
-| AUTORESEARCH_LIMIT_* | per-step limits of the sandbox (jobs/limits.py: memory, processes, file size, tmpfs, output) |
+| AUTORESEARCH_LIMIT_* | per-step limits of the sandbox (jobs/guard/limits.py: memory, processes, file size, tmpfs, output) |
 
-The last three are the operator's (`jobs.operator.OperatorPolicy`), read here, before the job's
+The last three are the operator's (`jobs.guard.operator.OperatorPolicy`), read here, before the job's
 environment is scrubbed, and handed to every run (`Settings.operator`); a repository only asks.
 So are the operator's secret files, the private key and the cloud credentials (`~/.aws`, which
 SkyPilot reads and the Action writes): no path a repository declares for its sandbox may be,
@@ -32,10 +32,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs import sandbox
+from jobs.guard import sandbox
 from jobs.executors.registry import DEFAULT as DEFAULT_EXECUTOR
 from jobs.executors.registry import EXECUTORS, executor_names
-from jobs.operator import OperatorError, OperatorPolicy
+from jobs.guard.operator import OperatorError, OperatorPolicy
 
 ACTION_BOT_LOGIN = "github-actions[bot]"     # who the workflow's token comments as
 

@@ -6,7 +6,7 @@ so every run has exactly one.
 
 Everything a repository or a commenter controls (plan text with platform names, candidate file
 names, the best experiment's name, run messages carrying errors, config field names, the report)
-passes through `jobs.mdsafe` here: each body is `Markdown` made by `md` (every value escaped unless
+passes through `jobs.guard.mdsafe` here: each body is `Markdown` made by `md` (every value escaped unless
 already markup) and assembled by `document`, which refuses a plain string; no mention, reference,
 link, image or HTML of theirs is live.
 """
@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from jobs import mdsafe, results
-from jobs.mdsafe import Markdown, code, document, join, md, prose
+from jobs.guard import mdsafe
+from jobs.contract import results
+from jobs.guard.mdsafe import Markdown, code, document, join, md, prose
 
 from .commands import help_text
 from .record import RunRecord

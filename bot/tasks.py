@@ -18,8 +18,8 @@ import logging
 from githubkit.exception import RequestFailed
 from rq import get_current_job
 
-from jobs.config import ConfigError
-from jobs.errors import RunError
+from jobs.contract.config import ConfigError
+from jobs.contract.errors import RunError
 
 from . import approval as ap
 from . import gitclone, jobqueue

@@ -192,13 +192,13 @@ def drive_stack(compose: list[str], workdir: Path, run_timeout: float, *, keep: 
         fake.stop()
 
 
-SANDBOX_PROBE = ("from jobs import sandbox\ntry:\n    print('userns' if sandbox.check() else 'root-fallback')\n"
+SANDBOX_PROBE = ("from jobs.guard import sandbox\ntry:\n    print('userns' if sandbox.check() else 'root-fallback')\n"
                  "except sandbox.SandboxUnavailable as exc:\n    print('unavailable:', exc)")
 
 
 def check_containers(stack: Stack) -> None:
     """Both App containers run as the image's user, and the worker's bubblewrap works there with
-    user namespaces (jobs.sandbox.check, the pipeline's own preflight)."""
+    user namespaces (jobs.guard.sandbox.check, the pipeline's own preflight)."""
     for service in ("web", "worker"):
         uid = stack("exec", "-T", service, "id", "-u").stdout.strip()
         if uid != str(APP_UID):

@@ -1,10 +1,10 @@
-"""The front of `jobs/` for the bot's two faces and the dashboard: a run's layout (`jobs.layout`),
-its preparation (`jobs.preparation`), starting it, what a dead run leaves behind, and reading runs
-back (`jobs.runfiles`). (The CLI, `jobs.cli`, drives `jobs.pipeline` directly.)
+"""The front of `jobs/` for the bot's two faces and the dashboard: a run's layout (`jobs.contract.layout`),
+its preparation (`jobs.run.preparation`), starting it, what a dead run leaves behind, and reading runs
+back (`jobs.run.runfiles`). (The CLI, `jobs.cli`, drives `jobs.run.pipeline` directly.)
 
-- `start(prep, ...)`: the pipeline on the prepared clone (`jobs.pipeline.Run`), with the
+- `start(prep, ...)`: the pipeline on the prepared clone (`jobs.run.pipeline.Run`), with the
   preparation's config (read once, narrowed once by the command's overrides) as is. When it returns
-  or raises, no process the run started is alive (`jobs.reaper.ended_processes`). A caller
+  or raises, no process the run started is alive (`jobs.run.reaper.ended_processes`). A caller
   publishes only with `start`'s summary in hand, so nothing of the target runs at that moment.
 - `clean_worktrees(layout)`: the worktrees a dead run left behind, removed; `drop_branches` its refs.
 """
@@ -15,17 +15,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from . import branches, gitops
-from .branches import Published
-from .layout import PREPARED, RunLayout  # noqa: F401  (the bot's names for them)
-from .operator import OperatorPolicy
-from .pipeline import Run, RunOptions
-from .preparation import (CANDIDATES_DIR, PlanError, Preparation, candidates_in_repo,  # noqa: F401
-                          load_preparation, make_plan, prepare, prepare_candidates)
-from .reaper import ended_processes
-from .runfiles import (RunFiles, finished_experiments, list_runs, read_records, read_run,  # noqa: F401
-                       spent_usd)
-from .runsummary import RunStopped, RunSummary
+from jobs.contract import branches
+from jobs.guard import gitops
+from jobs.contract.branches import Published
+from jobs.contract.layout import PREPARED, RunLayout  # noqa: F401  (the bot's names for them)
+from jobs.guard.operator import OperatorPolicy
+from jobs.run.pipeline import Run, RunOptions
+from jobs.run.preparation import CANDIDATES_DIR, PlanError, Preparation, candidates_in_repo, load_preparation, make_plan, prepare, prepare_candidates  # noqa: F401
+from jobs.run.reaper import ended_processes
+from jobs.run.runfiles import RunFiles, finished_experiments, list_runs, read_records, read_run, spent_usd  # noqa: F401
+from jobs.contract.runsummary import RunStopped, RunSummary
 
 
 def start(prep: Preparation, *, executor: str, agent: str | None = None,
@@ -38,7 +37,7 @@ def start(prep: Preparation, *, executor: str, agent: str | None = None,
     through, the default limits). The workdir of every run is protected.
     `slots_spent`: keep slots earlier runs of the same question used (a bench's re-runs).
     `published`: where the result branch will be pushed, so the report's Reproduce block fetches it
-    from there and not from this worker's clone (jobs.branches.Published)."""
+    from there and not from this worker's clone (jobs.contract.branches.Published)."""
     layout = prep.layout
     operator = operator or OperatorPolicy(face="app")
     operator = replace(operator, protected=(*operator.protected, str(layout.workdir)))

@@ -12,18 +12,20 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import agentkinds, gitops, preflight, runlock
-from .config import ConfigError, load_config
-from .errors import Terminated
+from jobs.contract import agentkinds
+from jobs.guard import gitops
+from jobs.run import preflight, runlock
+from jobs.contract.config import ConfigError, load_config
+from jobs.contract.errors import Terminated
 from .executors.registry import DEFAULT as DEFAULT_EXECUTOR
 from .executors.registry import describe_executors, executor_names
-from .ledger import LedgerError, load_state
-from .pipeline import Run, RunCancelled, RunError, RunOptions, new_run_id
-from .progress_view import PlainView, ProgressView  # noqa: F401  (ProgressView: re-exported)
-from .report_review import interval
-from .recipes import RecipeError
-from .results import metric
-from .runsummary import RunStopped, RunSummary
+from jobs.contract.ledger import LedgerError, load_state
+from jobs.run.pipeline import Run, RunCancelled, RunError, RunOptions, new_run_id
+from jobs.run.progress_view import PlainView, ProgressView  # noqa: F401  (ProgressView: re-exported)
+from jobs.report.report_review import interval
+from jobs.contract.recipes import RecipeError
+from jobs.contract.results import metric
+from jobs.contract.runsummary import RunStopped, RunSummary
 
 DEMO_SOURCE = Path(__file__).resolve().parent.parent / "examples" / "tinyllm"
 # Piped output (CI logs, files) gets a wide fixed width so tables are not folded at 80 columns.
@@ -125,7 +127,7 @@ def cmd_run(args) -> int:
     preflight.check_run(repo, options.config, candidates=options.candidates, out=options.out,
                         repeats=options.repeats)
     if getattr(args, "dry_run", False):   # `demo` reuses cmd_run without the flag
-        from .dryrun import dry_run
+        from jobs.run.dryrun import dry_run
         console.print(dry_run(options), markup=False, highlight=False, soft_wrap=True)
         return 0
     with _terminate_as_interrupt(), _view() as view:
@@ -195,12 +197,12 @@ def cmd_demo(args) -> int:
 
 
 def cmd_reap(args) -> int:
-    from .cloud.reaper import cli_reap
+    from jobs.executors.cloud.reaper import cli_reap
     return cli_reap(args, lambda text: console.print(text, markup=False, highlight=False))
 
 
 def cmd_config(args) -> int:
-    from . import configdoc
+    from jobs.contract import configdoc
     if args.schema:
         text = configdoc.schema_json()
     elif args.markdown:
@@ -212,7 +214,7 @@ def cmd_config(args) -> int:
 
 
 def cmd_clean(args) -> int:
-    from . import cleanup
+    from jobs.run import cleanup
     repo = preflight.target_repo(Path(args.target))
     leftovers, live = cleanup.find_leftovers(repo)
     for rid in live:

@@ -64,7 +64,7 @@ def redis_url(tmp_path_factory):
 
 def alive(pid: int) -> bool:
     """True while `pid` exists and is not a zombie (a killed child its parent has not reaped yet)."""
-    from jobs.procfs import stat_fields
+    from jobs.guard.procfs import stat_fields
     fields = stat_fields(pid)
     return fields is not None and fields[0] != "Z"
 

@@ -50,12 +50,12 @@ class Hostile:
 
     def attempts(self) -> list[str]:
         # The declared cache is the build's view; what it wrote is kept in its repository's namespace.
-        from jobs.isolation import backings
+        from jobs.measure.isolation import backings
         return [line for d in backings(self.report) if (d / "attempts.txt").is_file()
                 for line in (d / "attempts.txt").read_text().splitlines()]
 
     def cleanup(self) -> None:
-        from jobs.isolation import backings
+        from jobs.measure.isolation import backings
         for d in [self.report, *backings(self.report)]:
             shutil.rmtree(d, ignore_errors=True)
 

@@ -39,7 +39,7 @@ FILES = {
                 "for f in wrong crash slow nan; do rm -f build/$f; [ -e src/$f ] && touch build/$f; done; true\n",
     # ~1% noise from bash's RANDOM; the value comes from the built artefact, as a real benchmark's
     # would. The loop is work in proportion to 1/speed (~20 ms at 100), so a faster build really
-    # takes less process time: the runner's clock check (jobs/integrity.py) would rightly call a
+    # takes less process time: the runner's clock check (jobs/stats/integrity.py) would rightly call a
     # score that rises while the process does the same work a cheat. The metrics declare the CPU
     # clock: on a loaded machine the wall time of a ~20 ms loop inside a sandboxed process is mostly
     # scheduling, and the clock test must be able to confirm a real speed-up.

@@ -31,7 +31,7 @@ command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
 command -v aarch64-linux-gnu-g++ >/dev/null || need+=(g++-aarch64-linux-gnu)
 command -v qemu-aarch64-static >/dev/null || need+=(qemu-user-static)
 command -v make >/dev/null || need+=(make)
-# valgrind: the deterministic yardstick (`simulate:`, jobs/simulate.py) and the callgrind profile.
+# valgrind: the deterministic yardstick (`simulate:`, jobs/measure/simulate.py) and the callgrind profile.
 command -v valgrind >/dev/null || need+=(valgrind)
 # nginx: the deploy's front door (deploy/nginx), run in front of `autoresearch serve` by tests/bot.
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx)

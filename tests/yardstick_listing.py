@@ -1,9 +1,9 @@
-"""What `jobs.simulate.wrapped_command` prints after the workload's DIGEST lines, built by hand: per
+"""What `jobs.measure.simulate.wrapped_command` prints after the workload's DIGEST lines, built by hand: per
 process its cachegrind file's `events:`/`summary:` lines and Valgrind 3.19's closing summary in its
-log, framed by the marker's `begin`/`end` lines (jobs/cgoutput.py reads it)."""
+log, framed by the marker's `begin`/`end` lines (jobs/measure/cgoutput.py reads it)."""
 from __future__ import annotations
 
-from jobs.cgoutput import EVENTS
+from jobs.measure.cgoutput import EVENTS
 
 
 def log_lines(pid: int, c: tuple[int, ...]) -> list[str]:

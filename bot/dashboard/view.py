@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from jobs.results import FINAL_PHASES, experiments as experiment_records, metric
-from jobs.runsummary import RunSummary
+from jobs.contract.results import FINAL_PHASES, experiments as experiment_records, metric
+from jobs.contract.runsummary import RunSummary
 
 from ..approval import FINAL
 from ..record import RunRecord

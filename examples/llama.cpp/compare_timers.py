@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "kernels"))
-from jobs.metrics import parse_metrics  # noqa: E402  (the runner's own METRIC parser)
+from jobs.contract.metrics import parse_metrics  # noqa: E402  (the runner's own METRIC parser)
 from llama_ab import run_bench  # noqa: E402  (the A/B script's llama-bench run and JSON parser)
 
 TESTS = ("pp512", "tg128")

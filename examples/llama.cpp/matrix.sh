@@ -44,7 +44,7 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 CACHE="${AUTORESEARCH_CACHE_ROOT:-${AUTORESEARCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/autoresearch}}"
 export AUTORESEARCH_CACHE_ROOT="$CACHE"     # llama_ab.py's models and the run's sandbox agree on it
 # The variables the example's config asks for (sandbox.env): the operator (whoever runs this script)
-# allows them, since target code gets a variable only when both ask and allow (jobs/operator.py).
+# allows them, since target code gets a variable only when both ask and allow (jobs/guard/operator.py).
 export AUTORESEARCH_SANDBOX_ENV="${AUTORESEARCH_SANDBOX_ENV:-AUTORESEARCH_MODEL,AUTORESEARCH_THREADS,AUTORESEARCH_FA,AUTORESEARCH_TG,AUTORESEARCH_LLAMA_DIGEST,AUTORESEARCH_CCACHE_DIR,AUTORESEARCH_CFLAGS,AUTORESEARCH_SIM_MODEL,AUTORESEARCH_SIM_PROMPT,AUTORESEARCH_SIM_GEN}"
 WORK="${WORK:-$CACHE/matrix}"
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
@@ -71,14 +71,14 @@ cells() {
   for m in tinyllama qwen3; do for t in 1 2; do for p in pp512 tg128 pp512only; do echo "$m-t$t-$p"; done; done; done
 }
 
-# This machine's widest vector ISA (jobs/machine.py): every results folder's name ends in it.
+# This machine's widest vector ISA (jobs/measure/machine.py): every results folder's name ends in it.
 isa() {
-  "$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); from jobs.hostfacts import machine_facts; print(machine_facts()["isa"])' "$ROOT"
+  "$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); from jobs.measure.hostfacts import machine_facts; print(machine_facts()["isa"])' "$ROOT"
 }
 
 # One line: CPU, ISA flags, kernel, compiler and the load average now.
 machine_line() {
-  "$PY" -c 'import os, sys; sys.path.insert(0, sys.argv[1]); from jobs.hostfacts import machine_facts; from jobs.machine import one_line
+  "$PY" -c 'import os, sys; sys.path.insert(0, sys.argv[1]); from jobs.measure.hostfacts import machine_facts; from jobs.measure.machine import one_line
 l = os.getloadavg(); print(one_line(machine_facts()) + "; load %.2f %.2f %.2f" % l)' "$ROOT"
 }
 
@@ -265,7 +265,7 @@ candidate() {
 import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from jobs.recipes import RecipeError, load_recipe_set, planned_edits
+from jobs.contract.recipes import RecipeError, load_recipe_set, planned_edits
 tree, wanted = Path(sys.argv[2]), sys.argv[3]
 found = [r for r in load_recipe_set("llama.cpp") if r.id == wanted]
 if not found:

@@ -6,7 +6,7 @@ Interface (the pipeline uses nothing else):
 Optional, found by the pipeline when present: `research(digests)` (a model researcher), `meter`
 (model spend, charged to the run), `isolation` and `profile_digest` (set by the pipeline).
 
-Which agents exist is the registry's (jobs/agentkinds.py); each one's module here exposes
+Which agents exist is the registry's (jobs/contract/agentkinds.py); each one's module here exposes
 `make(recipes, config, **kw)`. The model agent and its parts: `llm` (research, implement, revise),
 `chat` (the one-method protocol a provider implements), `tools`, `prompts`, `meter`; `claude` is
 the Anthropic adapter.
@@ -16,9 +16,9 @@ from __future__ import annotations
 import importlib
 from typing import Any, Protocol
 
-from .. import agentkinds
-from ..config import TargetConfig
-from ..model import Hypothesis
+from jobs.contract import agentkinds
+from jobs.contract.config import TargetConfig
+from jobs.contract.model import Hypothesis
 
 
 class Agent(Protocol):

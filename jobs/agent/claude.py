@@ -4,15 +4,15 @@ The only module that speaks to Anthropic (tests/test_layering.py holds the SDK t
 `AnthropicChat.complete` turns a provider-neutral `chat.ChatRequest` into `messages.create` and the
 response back into a `chat.ChatReply`. Retries and timeouts are the SDK's own (`max_retries`,
 `timeout` on the client, from the config's `llm`). `make` is the registry's factory
-(jobs/agentkinds.py): it needs ANTHROPIC_API_KEY and the `llm` extra unless a client is given.
+(jobs/contract/agentkinds.py): it needs ANTHROPIC_API_KEY and the `llm` extra unless a client is given.
 """
 from __future__ import annotations
 
 import os
 from typing import Any
 
-from ..config import TargetConfig
-from ..errors import RunError
+from jobs.contract.config import TargetConfig
+from jobs.contract.errors import RunError
 from .chat import ChatMessage, ChatReply, ChatRequest, ToolCall, ToolResult, Usage
 from .llm import LLMAgent
 from .meter import ChatSettings

@@ -3,7 +3,7 @@
 Allowed: paths matching the config's `editable` globs. Always refused, even inside them: the
 autoresearch config itself and the files its build/benchmark/checks commands run, since a patch
 that changes the yardstick makes the A/B comparison meaningless; the rest of the yardstick
-(`jobs.yardstick`: the benchmark's and checks' folders, the config's `yardstick:` globs); and any
+(`jobs.contract.yardstick`: the benchmark's and checks' folders, the config's `yardstick:` globs); and any
 path with a `.git` component (git's own files, in any letter case).
 
 A patch (`check_patch`) is checked on every path it touches, both sides of a rename or copy (moving
@@ -11,7 +11,7 @@ A patch (`check_patch`) is checked on every path it touches, both sides of a ren
 one, and may not create one, retarget one, turn a file into one, or rename or copy one. Where a link
 points depends on the other links of the tree and, after a rename, on its new folder; a performance
 patch has no need of one, and refusing them all is the rule that cannot be got wrong. (The trusted
-side never reads through a link anyway: jobs/safefs.py.)
+side never reads through a link anyway: jobs/guard/safefs.py.)
 """
 from __future__ import annotations
 
@@ -21,9 +21,10 @@ import re
 import shlex
 from pathlib import Path
 
-from .. import gitops, yardstick
-from ..config import CONFIG_PATH, TargetConfig
-from ..recipes import matches_any
+from jobs.guard import gitops
+from jobs.contract import yardstick
+from jobs.contract.config import CONFIG_PATH, TargetConfig
+from jobs.contract.recipes import matches_any
 
 
 class EditRefused(PermissionError):
@@ -46,7 +47,7 @@ def protected_files(tree: Path, config: TargetConfig) -> set[str]:
 
 
 def in_yardstick(rel: str, tree: Path, config: TargetConfig):
-    """The part of the yardstick (`jobs.yardstick`) that holds `rel` in `tree`, or None."""
+    """The part of the yardstick (`jobs.contract.yardstick`) that holds `rel` in `tree`, or None."""
     root = Path(tree)
     return yardstick.covering(rel, yardstick.parts(config, lambda p: (root / p).is_file(),
                                                    lambda p: (root / p).is_dir()))

@@ -6,7 +6,7 @@
 
 Rules kept here, in code, whatever the provider:
 - every text that reaches a request is redacted of secret values from this process's environment
-  and any the caller names (`jobs/secrets.py`); untrusted documents are quoted as data (`prompts`);
+  and any the caller names (`jobs/guard/secrets.py`); untrusted documents are quoted as data (`prompts`);
 - token and dollar caps per run, counted from each reply's usage (`meter`); a cap stops the agent
   with a reason (`BudgetExceeded`, a `NotImplementable` so the pipeline records it and moves on);
 - a structured answer that fails its schema is sent back to the model as a tool error, a few times.
@@ -19,12 +19,12 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from .. import gitops
-from ..config import TargetConfig
-from ..model import Hypothesis
+from jobs.guard import gitops
+from jobs.contract.config import TargetConfig
+from jobs.contract.model import Hypothesis
 from ..research.sanitize import quote, redact
-from ..isolation import Isolation
-from ..secrets import secret_values  # one policy: jobs/secrets.py
+from jobs.measure.isolation import Isolation
+from jobs.guard.secrets import secret_values  # one policy: jobs/guard/secrets.py
 from . import prompts
 from .chat import ChatMessage, ChatModel, ChatReply, ChatRequest, ToolResult, ToolSpec
 from .meter import BudgetExceeded, ChatSettings, Meter
@@ -35,7 +35,7 @@ from .tools import IMPLEMENT_TOOLS, Workbench
 class LLMAgent:
     def __init__(self, name: str, recipes: dict, config: TargetConfig, chat: ChatModel, settings: ChatSettings,
                  secrets: list[str] | None = None, context: list[tuple[str, str]] | None = None):
-        self.name = name                         # the registry's name (jobs/agentkinds.py), shown in reports
+        self.name = name                         # the registry's name (jobs/contract/agentkinds.py), shown in reports
         self.recipes = recipes
         self.config = config
         self.chat = chat

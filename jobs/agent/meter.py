@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import LLM, TargetConfig
+from jobs.contract.config import LLM, TargetConfig
 from .chat import Usage
 from .offline import NotImplementable
 
-_CAPS = LLM()              # the model and caps have one home: the repo config schema (jobs/config.py)
+_CAPS = LLM()              # the model and caps have one home: the repo config schema (jobs/contract/config.py)
 
 
 class BudgetExceeded(NotImplementable):

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .. import gitops, safefs
-from ..config import TargetConfig
-from ..model import Hypothesis
-from ..recipes import Recipe, RecipeError, planned_edits
+from jobs.guard import gitops, safefs
+from jobs.contract.config import TargetConfig
+from jobs.contract.model import Hypothesis
+from jobs.contract.recipes import Recipe, RecipeError, planned_edits
 from .guard import EditRefused, check_edit, check_patch
 
 
@@ -78,6 +78,6 @@ class OfflineAgent:
 
 
 def make(recipes: dict[str, Recipe], config: TargetConfig, **_: Any) -> OfflineAgent:
-    """The registry's factory (jobs/agentkinds.py), for `offline` and for `none` (which has no research:
+    """The registry's factory (jobs/contract/agentkinds.py), for `offline` and for `none` (which has no research:
     only maintainer patches reach it)."""
     return OfflineAgent(recipes)

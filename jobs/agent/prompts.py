@@ -13,10 +13,10 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ..config import TargetConfig
-from ..model import Evidence, Hypothesis
+from jobs.contract.config import TargetConfig
+from jobs.contract.model import Evidence, Hypothesis
 from ..research.sanitize import DATA_RULE, quote
-from ..results import metric
+from jobs.contract.results import metric
 from .tools import ToolInput, tool
 
 

@@ -1,7 +1,7 @@
 """The tools a model agent works with in an experiment's worktree, enforced here, never by a prompt.
 
 - every write goes through `guard.check_edit`; a refused edit is a tool error the model reads;
-- reads stay inside the tree, follow no link and are capped (`jobs.safefs`); files people write
+- reads stay inside the tree, follow no link and are capped (`jobs.guard.safefs`); files people write
   for agents (README, AGENTS.md, CLAUDE.md, ...) come back quoted as untrusted data;
 - build and quick_check run the target's own commands in the run's sandbox;
 - malformed input gets an error result, never an exception.
@@ -17,12 +17,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .. import safefs
-from ..config import TargetConfig
+from jobs.guard import safefs
+from jobs.contract.config import TargetConfig
 from ..research.sanitize import quote
-from ..isolation import Isolation
-from ..runner import run_step, tail
-from ..spec import SandboxSpec
+from jobs.measure.isolation import Isolation
+from jobs.measure.runner import run_step, tail
+from jobs.contract.spec import SandboxSpec
 from .chat import ToolSpec
 from .guard import EditRefused, check_edit
 

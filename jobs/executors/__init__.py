@@ -15,10 +15,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from ..config import TargetConfig
-from ..errors import ExecutorUnavailable  # noqa: F401  (re-exported)
-from ..runner import Progress
-from ..spec import ExperimentSpec, RawResult
+from jobs.contract.config import TargetConfig
+from jobs.contract.errors import ExecutorUnavailable  # noqa: F401  (re-exported)
+from jobs.measure.runner import Progress
+from jobs.contract.spec import ExperimentSpec, RawResult
 from .registry import executor_kind
 
 

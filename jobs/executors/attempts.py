@@ -22,8 +22,8 @@ from typing import Callable
 
 from tenacity import Retrying, retry_if_result, stop_after_attempt, wait_incrementing
 
-from ..runner import Progress
-from ..spec import RawResult
+from jobs.measure.runner import Progress
+from jobs.contract.spec import RawResult
 from .budget import SharedBudget
 
 MACHINE_FAILURES = frozenset({"preempted", "provision_failed"})

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from ..ledger import load_state
+from jobs.contract.ledger import load_state
 
 
 class SharedBudget:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from .. import gitops, pairjournal
-from ..config import TargetConfig
-from ..runner import Progress, run_experiment
-from ..spec import ExperimentSpec, RawResult
+from jobs.guard import gitops
+from jobs.measure import pairjournal
+from jobs.contract.config import TargetConfig
+from jobs.measure.runner import Progress, run_experiment
+from jobs.contract.spec import ExperimentSpec, RawResult
 
 
 class LocalExecutor:
@@ -39,7 +40,7 @@ class LocalExecutor:
             slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in spec.name)
             head = gitops.add_worktree(self.repo, self.workdir / f"exp-{slug}", spec.head_commit)
         # Each measured pair is kept in the run's folder until the experiment returns: a stop in
-        # the middle resumes from them (jobs/pairjournal.py).
+        # the middle resumes from them (jobs/measure/pairjournal.py).
         kind_slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in f"{spec.kind}-{spec.name}")
         journal = self.workdir.parent / "pairs" / f"{kind_slug}.json"
         try:

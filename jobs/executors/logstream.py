@@ -3,7 +3,7 @@
 SDK calls that block (provisioning, tailing a log) run on a daemon thread while this thread wakes
 every `heartbeat_s`: to call `progress` (which raises when the run is cancelled, so a cancel gets in
 even while nothing happens remotely) and to give up at a deadline. The remote job prints the same
-lines as the runner does on this machine (`jobs.runner`): `PROGRESS <fraction> <message>` while it
+lines as the runner does on this machine (`jobs.measure.runner`): `PROGRESS <fraction> <message>` while it
 works and one `RESULT <json>` at the end; any other line is kept as the tail of its log.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..runner import Progress
+from jobs.measure.runner import Progress
 
 # The driver's lines, possibly behind a launcher's "(task, pid=1234) " prefix (SkyPilot adds one).
 LINE = re.compile(r"^(?:\([^)]*\)\s+)?(PROGRESS|RESULT|EXPERIMENT_STATUS:)\s?(.*)$")

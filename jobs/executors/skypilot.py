@@ -2,7 +2,7 @@
 
 One executor per platform (x86 `c6i.2xlarge`, ARM `c7g.2xlarge` by default; `platforms:
 [{name, instance_type, cloud}]` in `.github/autoresearch.yml` overrides). An experiment is one
-SkyPilot task (`jobs.cloud.tasks`): the VM builds baseline and candidate from clean trees, runs
+SkyPilot task (`jobs.executors.cloud.tasks`): the VM builds baseline and candidate from clean trees, runs
 checks, benchmarks them interleaved and prints one `RESULT` line, exactly as `LocalExecutor` does
 on this machine, and the raw samples come back here, where verdicts are made.
 
@@ -28,7 +28,7 @@ killed past) against `budget.usd` with everything spent and in flight on every p
 rules are shared by every machine executor: `jobs.executors.attempts` (retries, teardown),
 `jobs.executors.budget` (the reservation), `jobs.executors.logstream` (following the job's log).
 Cost is VM time (from just before `sky.launch` to the end of `sky.down`) x the shipped catalog's
-hourly price (`jobs.cloud.catalog`), summed over attempts.
+hourly price (`jobs.executors.cloud.catalog`), summed over attempts.
 """
 from __future__ import annotations
 
@@ -44,13 +44,13 @@ from typing import Any, Callable
 
 import sky  # noqa: F401  (ImportError here means: install the cloud extra)
 
-from ..cloud import catalog, tasks
-from ..cloud.leases import VmLease
-from ..config import Platform, TargetConfig
-from ..errors import ExecutorUnavailable
-from ..plan import DEFAULT_INSTANCE  # one home for the default instance types
-from ..runner import Progress, tail
-from ..spec import ExperimentSpec, RawResult
+from jobs.executors.cloud import catalog, tasks
+from jobs.executors.cloud.leases import VmLease
+from jobs.contract.config import Platform, TargetConfig
+from jobs.contract.errors import ExecutorUnavailable
+from jobs.contract.plan import DEFAULT_INSTANCE  # one home for the default instance types
+from jobs.measure.runner import Progress, tail
+from jobs.contract.spec import ExperimentSpec, RawResult
 from .attempts import Attempt, measure_on_fresh_machines, tear_down
 from .budget import SharedBudget, budget_for_run
 from .logstream import DeadlinePassed, RemoteError, Watch, follow_job_log, wait_for
@@ -286,7 +286,7 @@ def platforms_for(config: TargetConfig) -> list[Platform]:
 def make_skypilot_executors(repo: Path, workdir: Path, config: TargetConfig, run_id: str, *, sdk=None,
                             clock: Callable[[], float] = time.monotonic,
                             options: CloudOptions | None = None) -> list[SkyPilotExecutor]:
-    """One executor per platform, sharing one budget and one lease (see jobs.cloud.leases)."""
+    """One executor per platform, sharing one budget and one lease (see jobs.executors.cloud.leases)."""
     options = options or CloudOptions.from_env()
     workdir = Path(workdir)
     out = workdir.parent

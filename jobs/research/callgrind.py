@@ -5,7 +5,7 @@ and the compiler's own account of the hot loops.
 needs -g; `-fopt-info-vec-missed` makes gcc name each loop it did not vectorise and why), runs
 `simulate.command` once under `valgrind --tool=callgrind --cache-sim=yes` in the sandbox, and
 reduces the output to hot functions, hot lines and cache-miss hot spots, each with its share of
-the simulated cycles (jobs/simulate.py's model). Parsing and ranking are pure (`parse`, `remarks`).
+the simulated cycles (jobs/measure/simulate.py's model). Parsing and ranking are pure (`parse`, `remarks`).
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import shlex
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 
-from ..mdsafe import Markdown, code, join, md, spans
-from ..simulate import CACHES, L1_WEIGHT, LL_WEIGHT
+from jobs.guard.mdsafe import Markdown, code, join, md, spans
+from jobs.measure.simulate import CACHES, L1_WEIGHT, LL_WEIGHT
 from . import cgformat
 
 TOP = 12
@@ -142,7 +142,7 @@ def remarks(build_output: str, prof: CallProfile, window: int = 3) -> list[Remar
 def wrapped(command: str, marker: str) -> str:
     vg = " ".join(["valgrind", "--tool=callgrind", "--cache-sim=yes", *CACHES, "--trace-children=yes",
                    "--vgdb=no", "--compress-strings=no", "--compress-pos=no", '--callgrind-out-file="$d/cg.%p"'])
-    # As jobs/cgoutput.py does for the yardstick: the workload's output (what /proc/self/fd/1 leads
+    # As jobs/measure/cgoutput.py does for the yardstick: the workload's output (what /proc/self/fd/1 leads
     # to) in one folder, the records in a randomly named one inside another that cannot be listed
     # while the workload runs. A profile only ranks hypotheses; the yardstick decides.
     return (f'o=$(mktemp -d) && p=$(mktemp -d) && d=$(mktemp -d "$p/XXXXXXXXXXXX") || exit 97; '
@@ -181,7 +181,7 @@ def render(prof: CallProfile) -> list[Markdown]:
     the target's build, so each enters as a code span or escaped text (`md`)."""
     out = [md("## Where the time goes (callgrind profile of the reduced workload)"), md(""),
            md("{} built with CFLAGS {}, once under callgrind with cache simulation: {:,} simulated cycles (model: "
-              "jobs/simulate.py).", code(prof.command, 2000), code(prof.flags or "(the build as it is)", 2000),
+              "jobs/measure/simulate.py).", code(prof.command, 2000), code(prof.flags or "(the build as it is)", 2000),
               prof.total_cycles), md(""),
            md("| hot function | first line | share of simulated cycles | of it in data-cache misses |"),
            md("|---|---|---|---|")]

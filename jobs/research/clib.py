@@ -21,10 +21,10 @@ import difflib
 import re
 from pathlib import Path
 
-from .. import safefs
-from ..mdsafe import Markdown, code, join, md
-from ..model import Evidence, Hypothesis
-from ..recipes import matches_any
+from jobs.guard import safefs
+from jobs.guard.mdsafe import Markdown, code, join, md
+from jobs.contract.model import Evidence, Hypothesis
+from jobs.contract.recipes import matches_any
 from .callgrind import CallProfile
 
 BUILD_NAMES = ("Makefile", "makefile", "GNUmakefile", "CMakeLists.txt", "meson.build")

@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..mdsafe import Markdown, code, link, md, spans
-from ..recipes import matches_any
+from jobs.guard.mdsafe import Markdown, code, link, md, spans
+from jobs.contract.recipes import matches_any
 from .sanitize import clean
 
 GITHUB_URL = re.compile(r"github\.com[:/]([\w.-]+)/([\w.-]+?)(?:\.git)?/?$")

@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import mdsafe, safefs
-from ..mdsafe import Markdown, join, md
+from jobs.guard import mdsafe, safefs
+from jobs.guard.mdsafe import Markdown, join, md
 
 SOURCE_SUFFIXES = {".c", ".cc", ".cpp", ".cu", ".cuh", ".h", ".hpp", ".m", ".mm"}
 CPU = "cpu"
@@ -183,7 +183,7 @@ def find_backends(tree: Path, extra: list[str] | None = None) -> dict[str, Path]
     found: dict[str, Path] = {}
     for d in sorted(tree.rglob("ggml-*")):
         if d.is_symlink() or not d.is_dir() or ".git" in d.parts:
-            continue                                  # a linked folder is never scanned (jobs/safefs.py)
+            continue                                  # a linked folder is never scanned (jobs/guard/safefs.py)
         name = d.name.removeprefix("ggml-")
         if name not in found and any(Path(p).suffix in SOURCE_SUFFIXES for p in safefs.walk_files(d)):
             found[name] = d

@@ -9,10 +9,10 @@ import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import safefs
-from ..config import TargetConfig
-from ..model import Evidence, Hypothesis
-from ..recipes import Detection, Recipe, detect, load_recipe_set, matches_any
+from jobs.guard import safefs
+from jobs.contract.config import TargetConfig
+from jobs.contract.model import Evidence, Hypothesis
+from jobs.contract.recipes import Detection, Recipe, detect, load_recipe_set, matches_any
 from .passes import Finding, scan_source
 
 SOURCE_SUFFIXES = {".c", ".h", ".cc", ".cpp", ".cxx", ".hpp"}
@@ -56,9 +56,9 @@ def _overlaps(finding: Finding, evidence: list[str]) -> bool:
 def run_arches(platforms, local_arch: str) -> set[str] | None:
     """The machines (uname -m) this run's experiments build for: `local` is the machine research
     runs on (the worker that runs them); a cloud platform's is its instance type's (configured or
-    the default, jobs.plan.instance_type_for) in the shipped catalog. None when one is unknown."""
-    from ..cloud.catalog import CatalogError, lookup
-    from ..plan import instance_type_for
+    the default, jobs.contract.plan.instance_type_for) in the shipped catalog. None when one is unknown."""
+    from jobs.executors.cloud.catalog import CatalogError, lookup
+    from jobs.contract.plan import instance_type_for
     arches = set()
     for p in platforms:
         if p.name == "local":

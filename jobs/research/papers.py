@@ -13,8 +13,8 @@ import urllib.request
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
-from .. import mdsafe
-from ..mdsafe import Markdown, md, spans
+from jobs.guard import mdsafe
+from jobs.guard.mdsafe import Markdown, md, spans
 from .sanitize import clean
 
 ARXIV = "https://export.arxiv.org"

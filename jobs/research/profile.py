@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from ..mdsafe import Markdown, code, document, join, md, spans
+from jobs.guard.mdsafe import Markdown, code, document, join, md, spans
 
 # Ops whose arithmetic a graph-level fusion keeps: fusing MUL_MAT+MUL_MAT+GLU can share the
 # input's quantization and drop the GLU pass, not make the matmuls cheaper. In a sequence of
@@ -277,7 +277,7 @@ class Profile:
                 for w in self.workloads]
 
     def to_dict(self) -> dict:
-        """Plain data for state/summary (pr.md renders it with jobs.report.profile_section)."""
+        """Plain data for state/summary (pr.md renders it with jobs.report.report.profile_section)."""
         return {"command": self.command, "cpu": self.cpu, "notes": list(self.notes), "workloads": [
             {"name": w.name, "tokens": w.tokens, "graphs": len(w.graphs), "skipped": w.skipped,
              "total_ms": round(w.total_ns / 1e6, 3), "threads": w.graphs[0].n_threads if w.graphs else 0,

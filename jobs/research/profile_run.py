@@ -9,7 +9,7 @@ from typing import Callable, Iterable
 
 from .profile import MAX_PROFILE_BYTES, Profile, ProfileError, from_text
 
-Runner = Callable[[str, Path, float], object]     # jobs.runner.run_step: (command, cwd, timeout) -> Step
+Runner = Callable[[str, Path, float], object]     # jobs.measure.runner.run_step: (command, cwd, timeout) -> Step
 
 
 def measure(tree: Path, instrument, *, build: str, command: str, variable: str, metric_names: Iterable[str],
@@ -29,10 +29,10 @@ def measure(tree: Path, instrument, *, build: str, command: str, variable: str, 
         profile.command = command
         profile.notes.append(f"reused from {cache}")
         return profile
-    from .. import safefs
-    from ..recipes import RecipeError, detect, planned_edits
+    from jobs.guard import safefs
+    from jobs.contract.recipes import RecipeError, detect, planned_edits
     if run is None:
-        from ..runner import run_step as run
+        from jobs.measure.runner import run_step as run
     tree = Path(tree)
     found = detect(instrument, tree)
     if found.status == "not_found":

@@ -59,5 +59,5 @@ def adjust(score: float, kind: str, verdict: Roofline | None) -> float:
 
 def measure_bandwidth(repeats: int = 5) -> float:
     """This machine's copy bandwidth in GB/s (best of a few 32 MiB copies)."""
-    from ..runner import machine_probe
+    from jobs.measure.runner import machine_probe
     return max(machine_probe() for _ in range(repeats))

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import gitops
-from ..config import TargetConfig
-from ..mdsafe import Markdown, document, md, spans
+from jobs.guard import gitops
+from jobs.contract.config import TargetConfig
+from jobs.guard.mdsafe import Markdown, document, md, spans
 from . import forks as forks_mod
 from . import gapscan, papers as papers_mod, profile as profile_mod, profile_run
 from .roofline import Roofline, measure_bandwidth, roofline
@@ -106,8 +106,8 @@ def _profile(tree: Path, config: TargetConfig, notes: list[str], run=None, on_st
     spec = getattr(config.research, "profile", None)
     if spec is None:
         return None
-    from ..recipes import RecipeError, load_recipe
-    from ..runner import cpu_model
+    from jobs.contract.recipes import RecipeError, load_recipe
+    from jobs.measure.runner import cpu_model
     path = (KERNELS_DIR / spec.instrument).resolve()
     if not path.is_file() or KERNELS_DIR.resolve() not in path.parents:
         notes.append(f"profile: instrumentation kernels/{spec.instrument} not found")
@@ -129,7 +129,7 @@ def gather(tree: Path, config: TargetConfig, *, upstream: str | None = None, git
            arxiv_base: str | None = None, arxiv_pause: float = 3.0, profile_runner=None, on_step=None,
            profile_cache: Path | None = None) -> Sources:
     """Every configured source. `profile_runner` runs the profile's build and benchmark commands
-    (default jobs.runner.run_step; a sandboxing runner goes here); `on_step(name)` hears each
+    (default jobs.measure.runner.run_step; a sandboxing runner goes here); `on_step(name)` hears each
     sub-step as it starts; `profile_cache` is where the op profile is reused from and kept."""
     on_step = on_step or (lambda name: None)
     tree = Path(tree)

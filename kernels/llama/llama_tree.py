@@ -20,7 +20,7 @@ DEFAULT_VERSION = os.environ.get("LLAMA_CPP_PYTHON_VERSION", "0.3.36")
 
 
 def cache_dir() -> Path:
-    """The operator's cache root, named as jobs/sandbox.py names it ($AUTORESEARCH_CACHE_ROOT, else
+    """The operator's cache root, named as jobs/guard/sandbox.py names it ($AUTORESEARCH_CACHE_ROOT, else
     $XDG_CACHE_HOME/autoresearch); $AUTORESEARCH_CACHE is the older name and still honoured."""
     root = os.environ.get("AUTORESEARCH_CACHE_ROOT") or os.environ.get("AUTORESEARCH_CACHE")
     if root:

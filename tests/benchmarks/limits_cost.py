@@ -20,10 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT)]
 
-from jobs import sandbox  # noqa: E402
-from jobs.limits import Limits  # noqa: E402
-from jobs.isolation import Isolation  # noqa: E402
-from jobs.runner import run_step  # noqa: E402
+from jobs.guard import sandbox  # noqa: E402
+from jobs.guard.limits import Limits  # noqa: E402
+from jobs.measure.isolation import Isolation  # noqa: E402
+from jobs.measure.runner import run_step  # noqa: E402
 
 LIMITED = Isolation()
 _real_argv, _real_check, _real_wrap = sandbox.bwrap_argv, sandbox.check, Limits.wrap

@@ -2,7 +2,7 @@
 
     .venv/bin/python tests/benchmarks/power_cost.py [--repeats N]
 
-Every calibration computes an MDE per metric by bisection over `jobs.power.simulate` (400 simulated
+Every calibration computes an MDE per metric by bisection over `jobs.stats.power.simulate` (400 simulated
 paths per step), so its cost is paid once per run and metric, and in every end-to-end test. Prints
 the MDE (it must not change when the code only gets faster) and the median seconds per bisection.
 """
@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
 
-from jobs import power, sequential  # noqa: E402
+from jobs.stats import power, sequential  # noqa: E402
 
 
 def main() -> int:

@@ -22,10 +22,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT)]
 
 from jobs.cli import demo_target  # noqa: E402
-from jobs.metrics import parse_metrics  # noqa: E402
-from jobs.isolation import Isolation  # noqa: E402
-from jobs.runner import run_step  # noqa: E402
-from jobs.sequential import Pair, adjusted, confidence_sequence, hodges_lehmann, pair_schedule, to_pct  # noqa: E402
+from jobs.contract.metrics import parse_metrics  # noqa: E402
+from jobs.measure.isolation import Isolation  # noqa: E402
+from jobs.measure.runner import run_step  # noqa: E402
+from jobs.stats.sequential import Pair, adjusted, confidence_sequence, hodges_lehmann, pair_schedule, to_pct  # noqa: E402
 
 ON, OFF = Isolation(enabled=True), Isolation(enabled=False)
 

@@ -8,7 +8,7 @@
 
 `simulate`: whole runs through the loaded code's own functions at the config's defaults: an A/A
 calibration (`calibrate_run`, its floor and prior), then one experiment sampled pair by pair with
-the runner's stop rule (`jobs.runner.stop_reason`) and judged (`jobs.verdict.judge`), at the first
+the runner's stop rule (`jobs.measure.runner.stop_reason`) and judged (`jobs.stats.verdict.judge`), at the first
 slot's level of a run of `budget.max_experiments`. Processes are simulated in run order under the
 noise models of `Noise` (quiet, a second-in-pair effect, t3 tails with outliers, i.i.d. and Markov
 2.9x slow states, AR(1) drift, heteroscedastic, a busy day) with true effects 0, +5% and +14.5%,
@@ -16,13 +16,13 @@ and under hazards with no real effect: a 3% or 10% faster candidate folder (loca
 that slows the next process by 10% (carry-over), a candidate that prints 1.5x its MB/s (the
 runner's CPU clock sees the same work), and one that does both with a 25% carry-over (the clock's
 pairs inherit it as a saving). The runner's folder swap is emulated when the loaded code
-has it (`jobs.locations.swap_coins`, earlier `jobs.runner.swap_coins`). keep_rate at effect 0 =
+has it (`jobs.measure.locations.swap_coins`, earlier `jobs.measure.runner.swap_coins`). keep_rate at effect 0 =
 false keeps; at 5 and 14.5 = power; slower_rate = discards that call the candidate slower (at
 effect 0: false alarms).
 
 `yardstick`: the same whole runs for a target with `simulate:` (the shape of
 examples/llama.cpp/autoresearch.yml: 8 A/A pairs, at most 20 per experiment), judged by
-`jobs.simulate.judge_yardstick`: a candidate whose simulated cycles fall past the floor (`--sim-pct`,
+`jobs.measure.simulate.judge_yardstick`: a candidate whose simulated cycles fall past the floor (`--sim-pct`,
 -2.3% as the x86 GEMV recipes did) while its real speed changes by each of `--wall` (a gain, nothing,
 losses). Keeps are split into confirmed (the interval excludes a regression beyond the tolerance)
 and unconfirmed (kept on the count alone); at a negative wall effect every keep is a slowdown sold
@@ -98,19 +98,19 @@ class Sampler:
 
     def __init__(self, noise: Noise, rng: np.random.Generator, hazard: str = ""):
         try:
-            from jobs.locations import swap_coins       # this branch: arms swap folders, blocks of two pairs
+            from jobs.measure.locations import swap_coins  # this branch: arms swap folders, blocks of two pairs
         except ImportError:
             try:
-                from jobs.runner import swap_coins      # older: a coin per pair
+                from jobs.measure.runner import swap_coins  # older: a coin per pair
             except ImportError:
                 swap_coins = None
         self.noise, self.rng, self.hazard, self.swap_coins = noise, rng, hazard, swap_coins
 
     def measure(self, n_pairs: int, head_effect: float, seed: int, stop=None, experiment: bool = True,
                 simulated: dict | None = None):
-        from jobs.runner import stop_reason
-        from jobs.sequential import pair_schedule, warmup_order
-        from jobs.spec import Invocation, RawResult
+        from jobs.measure.runner import stop_reason
+        from jobs.stats.sequential import pair_schedule, warmup_order
+        from jobs.contract.spec import Invocation, RawResult
         noise, rng, hazard = self.noise, self.rng, self.hazard
         raw = RawResult(status="ok", cpu="sim")
         if simulated:
@@ -150,15 +150,15 @@ def calibrated(sampler: Sampler, config, slot: int, family: int, **spec_fields):
     """The A/A calibration (and its second batch where the loaded code asks for one) through
     `calibrate_run`, then the experiment's plan and the runner's spec of it (with `spec_fields`):
     (plan, spec), or None when the calibration refuses."""
-    from jobs.calibration import calibrate_run
-    from jobs.sequential import slot_alpha
-    from jobs.spec import ExperimentSpec
-    from jobs.verdict import VerdictPlan
+    from jobs.stats.calibration import calibrate_run
+    from jobs.stats.sequential import slot_alpha
+    from jobs.contract.spec import ExperimentSpec
+    from jobs.stats.verdict import VerdictPlan
     seed = int(sampler.rng.integers(1, 2**31 - 1))
     aa = sampler.measure(config.repeats.calibration, 0.0, seed, experiment=False)
     cal = calibrate_run(aa, config, n_sims=5)
     try:                                            # this branch: a wide bias bound buys a second A/A batch
-        from jobs.calibration import extra_pairs, merge_pairs
+        from jobs.stats.calibration import extra_pairs, merge_pairs
     except ImportError:
         extra_pairs = None
     more = extra_pairs(cal, config, len(aa.pairs())) if extra_pairs else 0
@@ -174,7 +174,7 @@ def calibrated(sampler: Sampler, config, slot: int, family: int, **spec_fields):
                 priors={"m": tuple(tuple(p) for p in c.prior)}, adjust={"m": tuple(c.adjust)})
     rule = plan.rule()
     try:                                            # this branch: the spec carries the verdict's own Rule
-        from jobs.spec import StopRule
+        from jobs.contract.spec import StopRule
     except ImportError:
         stop, extra = rule, {"adjust": list(c.adjust), "clock": "cpu", "timed_share": config.integrity.timed_share}
     else:                                           # older code: a StopRule copied from it
@@ -194,7 +194,7 @@ def one_run(kind: str, effect_pct: float, hazard: str, rng: np.random.Generator,
             family: int) -> tuple[str, int]:
     """One calibration + one experiment through the loaded code's own functions (the runner's stop
     rule, `calibrate_run`, `judge`); returns the experiment's status and the pairs it sampled."""
-    from jobs.verdict import judge
+    from jobs.stats.verdict import judge
     sampler = Sampler(Noise("quiet" if hazard else kind, rng), rng, hazard)
     got = calibrated(sampler, config, slot, family)
     if got is None:
@@ -221,9 +221,9 @@ def one_yardstick_run(kind: str, wall_pct: float, sim_pct: float, rng: np.random
                       family: int) -> str:
     """One calibration + one experiment of a target with `simulate:`: the candidate's simulated cycles
     change by `sim_pct` (past the floor when negative), its real speed by `wall_pct`; sampled with the
-    runner's stop rule and judged by `jobs.simulate.judge_yardstick`. Returns keep-confirmed,
+    runner's stop rule and judged by `jobs.measure.simulate.judge_yardstick`. Returns keep-confirmed,
     keep-unconfirmed or the status."""
-    from jobs.simulate import Guard, judge_yardstick
+    from jobs.measure.simulate import Guard, judge_yardstick
     sampler = Sampler(Noise(kind, rng), rng)
     floor = config.simulate.min_effect_pct
     got = calibrated(sampler, config, slot, family, simulate_floor_pct=floor)
@@ -243,7 +243,7 @@ def one_yardstick_run(kind: str, wall_pct: float, sim_pct: float, rng: np.random
 def yardstick(args) -> None:
     """What the wall-clock guard of a `simulate:` target keeps: a count win (simulated cycles
     `--sim-pct`) whose real effect on the wall clock is a gain, nothing, or a loss."""
-    from jobs.config import parse_config
+    from jobs.contract.config import parse_config
     config = parse_config(YARDSTICK_CONFIG)
     family = config.budget.max_experiments
     print(f"# llama.cpp-shaped config: repeats.max {config.repeats.max}, calibration {config.repeats.calibration} "
@@ -264,7 +264,7 @@ def yardstick(args) -> None:
 
 
 def simulate(args) -> None:
-    from jobs.config import parse_config
+    from jobs.contract.config import parse_config
     config = parse_config("build: make\nbenchmark: ./b\nchecks: ./c\neditable: ['src/**']\n"
                           "metrics: [{name: m, primary: true, clock: cpu}]\n")
     family = config.budget.max_experiments

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from bot.record import RunRecord
-from jobs.config import Overrides
+from jobs.contract.config import Overrides
 
 
 def record(**fields) -> RunRecord:

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 
 from bot.bench import bench_slot, level_note
-from jobs import power as pw
-from jobs import sequential as sq
-from jobs.pipeline import Run
+from jobs.stats import power as pw
+from jobs.stats import sequential as sq
+from jobs.run.pipeline import Run
 
 ALPHA, FAMILY = 0.05, 30
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ import pytest
 from rq import Queue
 
 from bot.jobqueue import COMMANDS, RUNS
-from jobs.isolation import backings
+from jobs.measure.isolation import backings
 from botfixtures import BOT_LOGIN, app_key, bot_env, webhook_examples  # noqa: F401  (fixtures)
 from conftest import ROOT, git
 from synthetic import FASTER, patch_for, synthetic_target
@@ -309,8 +309,8 @@ def test_research_and_planning_happen_once_per_run(bot_env, tmp_path, monkeypatc
     """optimize researches and plans the clone once; the run (another RQ job, another process)
     uses that preparation, and the pipeline is handed the research instead of scanning again."""
     import jobs.api
-    import jobs.preparation
-    import jobs.research_phase
+    import jobs.run.preparation
+    import jobs.run.research_phase
     calls = tmp_path / "calls.txt"            # work horses are forked: they inherit the spies, not memory
 
     def spy(name, real):
@@ -319,8 +319,8 @@ def test_research_and_planning_happen_once_per_run(bot_env, tmp_path, monkeypatc
                 fh.write(name + "\n")
             return real(*args, **kwargs)
         return wrapper
-    monkeypatch.setattr(jobs.preparation, "research", spy("research in prepare", jobs.preparation.research))
-    monkeypatch.setattr(jobs.research_phase, "research", spy("research in the pipeline", jobs.research_phase.research))
+    monkeypatch.setattr(jobs.run.preparation, "research", spy("research in prepare", jobs.run.preparation.research))
+    monkeypatch.setattr(jobs.run.research_phase, "research", spy("research in the pipeline", jobs.run.research_phase.research))
     monkeypatch.setattr(jobs.api, "prepare", spy("prepare", jobs.api.prepare))
     _setup(bot_env, tmp_path)
     bot_env.comment(REPO, 8, "alice", "/autoresearch optimize cpu")

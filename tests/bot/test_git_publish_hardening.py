@@ -13,7 +13,7 @@ import pytest
 from bot import gitclone
 from conftest import git, make_repo
 from githttp import GitHTTP
-from jobs import gitops
+from jobs.guard import gitops
 
 TOKEN = "ghs_hookproof0123456789abcdefABCDEF"
 HOOKS = ("pre-push", "post-checkout", "reference-transaction", "post-commit", "pre-commit", "push-to-checkout")

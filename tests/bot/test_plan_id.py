@@ -10,8 +10,8 @@ import pytest
 from bot import approval as ap
 from bot import planning
 from jobs import api
-from jobs.config import Overrides, parse_config
-from jobs.model import Hypothesis
+from jobs.contract.config import Overrides, parse_config
+from jobs.contract.model import Hypothesis
 from jobs.research.offline import Research
 from synthetic import CONFIG
 

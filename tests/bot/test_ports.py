@@ -8,7 +8,7 @@ import redis
 from bot import approval as ap
 from bot.record import RecordError
 from botfixtures import BOT_LOGIN, app_key, bot_env, webhook_examples  # noqa: F401  (fixtures)
-from jobs.config import Overrides
+from jobs.contract.config import Overrides
 from recordfixtures import record
 
 REPO = "octo/store"

@@ -8,8 +8,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from jobs import api, reaper
-from jobs.operator import OperatorPolicy
+from jobs import api
+from jobs.run import reaper
+from jobs.guard.operator import OperatorPolicy
 from conftest import alive, git
 from synthetic import FASTER, patch_for, synthetic_target
 

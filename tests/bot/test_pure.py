@@ -9,8 +9,8 @@ from bot import approval as ap
 from bot.commands import Command, Invalid, parse_comment
 from bot.routing import CommentCommand, Ignored, route
 from bot.status import best_line, pr_body, status_body, status_marker
-from jobs.config import Overrides
-from jobs.mdsafe import md
+from jobs.contract.config import Overrides
+from jobs.guard.mdsafe import md
 from recordfixtures import record
 
 
@@ -192,7 +192,7 @@ def test_best_line_and_pr_body():
     assert best_line([], "score") == ""
     body = pr_body(md("# report"), 7, "offline", True)
     assert "AI-generated" in body and body.rstrip().endswith("Closes #7")
-    with pytest.raises(TypeError):                 # a report that did not come through jobs.mdsafe
+    with pytest.raises(TypeError):                 # a report that did not come through jobs.guard.mdsafe
         pr_body("# report", 7, "offline", True)
 
 
@@ -214,7 +214,7 @@ def test_run_record_round_trips_through_json_and_refuses_unknown_or_missing_fiel
 def test_settings_mask_the_app_key_in_every_sandbox(tmp_path):
     import os
     from bot.settings import Settings
-    from jobs import sandbox
+    from jobs.guard import sandbox
     key = tmp_path / "app.pem"
     Settings.from_env({"AUTORESEARCH_APP_ID": "1", "AUTORESEARCH_PRIVATE_KEY_PATH": str(key),
                        "AUTORESEARCH_WEBHOOK_SECRET": "s"})

@@ -1,7 +1,7 @@
 import pytest
 
 from bot.flow import push_target
-from jobs.config import ConfigError, parse_config
+from jobs.contract.config import ConfigError, parse_config
 
 BASE = "build: make\nbenchmark: ./b\nchecks: ./c\nmetrics: [{name: t, primary: true}]\neditable: ['src/**']\n"
 

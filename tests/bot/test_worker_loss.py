@@ -24,7 +24,9 @@ from bot.jobqueue import COMMANDS, RUNS, sweep
 from bot.store import Store
 from botfixtures import app_key, bot_env, webhook_examples  # noqa: F401  (fixtures)
 from conftest import ROOT, alive, git
-from jobs import api, reaper, sandbox
+from jobs import api
+from jobs.run import reaper
+from jobs.guard import sandbox
 from synthetic import FASTER, patch_for, synthetic_target, with_build_timeout
 
 pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test

@@ -26,7 +26,7 @@ def setup(lib: str, dest) -> None:
 
 
 def test_lz4_research_and_a_real_one_percent_change(tmp_path):
-    from jobs.pipeline import Run, RunOptions
+    from jobs.run.pipeline import Run, RunOptions
     target = tmp_path / "lz4"
     setup("lz4", target)
     found = Run(RunOptions(target=target, out=tmp_path / "research", run_id="r", agent="offline",
@@ -41,7 +41,7 @@ def test_lz4_research_and_a_real_one_percent_change(tmp_path):
 
 
 def test_xxhash_a_real_one_percent_change_is_decided_by_the_yardstick(tmp_path):
-    from jobs.pipeline import Run, RunOptions
+    from jobs.run.pipeline import Run, RunOptions
     target = tmp_path / "xxhash"
     setup("xxhash", target)
     patch = ROOT / "examples/clibs/xxhash/candidates/endjmp.patch"

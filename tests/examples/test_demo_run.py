@@ -28,8 +28,8 @@ import pytest
 from conftest import ROOT
 from conftest import git as commit_as_test_user
 from jobs.cli import demo_target
-from jobs.model import Status
-from jobs.report import STATUS_WORDS
+from jobs.contract.model import Status
+from jobs.report.report import STATUS_WORDS
 
 pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs.config import load_config
-from jobs.metrics import missing_metrics, parse_metrics
-from jobs.recipes import detect, load_recipe_set, planned_edits
+from jobs.contract.config import load_config
+from jobs.contract.metrics import missing_metrics, parse_metrics
+from jobs.contract.recipes import detect, load_recipe_set, planned_edits
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = ROOT / "examples" / "tinyllm"

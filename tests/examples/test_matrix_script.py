@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 from conftest import ROOT, make_repo
-from jobs.hostfacts import machine_facts
+from jobs.measure.hostfacts import machine_facts
 
 SCRIPT = ROOT / "examples" / "llama.cpp" / "matrix.sh"
 STAND_IN = """#!/usr/bin/env bash
@@ -115,7 +115,7 @@ def test_candidate_writes_one_recipes_edits_as_a_patch_that_applies_to_the_targe
     here holds only the real llama.cpp files the recipe edits."""
     import pytest
 
-    from jobs.recipes import load_recipe_set, touched_files
+    from jobs.contract.recipes import load_recipe_set, touched_files
     from llama_source import llama_cpp_tree
     tree = llama_cpp_tree()
     env = setup_env(tmp_path)
@@ -153,7 +153,7 @@ def test_candidate_writes_one_recipes_edits_as_a_patch_that_applies_to_the_targe
 
 
 def test_top_runs_a_committed_variant_of_the_target_that_tests_the_n_top_ranked_hypotheses(tmp_path):
-    from jobs.config import parse_config
+    from jobs.contract.config import parse_config
     env = setup_env(tmp_path)
     shipped = (ROOT / "examples" / "llama.cpp" / "autoresearch.yml").read_text()
     prompt_only = "".join(l for l in shipped.splitlines(True) if '{name: tg128, direction: higher, unit: "t/s"}' not in l)
@@ -178,7 +178,7 @@ def test_top_runs_a_committed_variant_of_the_target_that_tests_the_n_top_ranked_
 
 
 def test_sim_runs_a_committed_variant_with_the_yardstick_and_stages_it_apart(tmp_path):
-    from jobs.config import parse_config
+    from jobs.contract.config import parse_config
     env = setup_env(tmp_path)
     shipped = (ROOT / "examples" / "llama.cpp" / "autoresearch.yml").read_text()
     assert parse_config(shipped).simulate is None                          # off unless asked for

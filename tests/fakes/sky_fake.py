@@ -301,8 +301,8 @@ class FakeSky:
 
 
     def _canned_job(self, c: Cluster, out, preempt: Fault | None, noisy: Fault | None) -> int:
-        from jobs.sequential import pair_schedule
-        from jobs.spec import ExperimentSpec, Invocation, RawResult
+        from jobs.stats.sequential import pair_schedule
+        from jobs.contract.spec import ExperimentSpec, Invocation, RawResult
         spec = ExperimentSpec.from_json((Path(c.task.workdir) / "spec.json").read_text())
         speed = 100.0 if spec.head_commit == spec.base_commit else 110.0
         result = RawResult(status="ok", cpu=f"fake {c.name} (8 cpus)", stopped="exhausted")

@@ -1,4 +1,4 @@
-"""One registry of agents (jobs/agentkinds.py): everything that names an agent reads it, so a new
+"""One registry of agents (jobs/contract/agentkinds.py): everything that names an agent reads it, so a new
 agent is one entry plus its module; the SDK stays behind its adapter."""
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import textwrap
 import pytest
 
 from conftest import ROOT
-from jobs import agentkinds, cli, configdoc
+from jobs.contract import agentkinds, configdoc
+from jobs import cli
 from jobs.agent import make_agent
 from jobs.agent.llm import LLMAgent
-from jobs.config import ConfigError, parse_config
+from jobs.contract.config import ConfigError, parse_config
 from synthetic import synthetic_target
 from test_layering import imports, modules
 
@@ -55,7 +56,7 @@ def test_a_config_asking_for_an_agent_whose_key_is_missing_runs_the_default():
 
 NEW_AGENT = textwrap.dedent("""
     import sys, types
-    from jobs import agentkinds
+    from jobs.contract import agentkinds
 
     class EchoAgent:
         name = "echo"
@@ -68,9 +69,10 @@ NEW_AGENT = textwrap.dedent("""
     sys.modules["jobs.agent.echo"] = module
     agentkinds.AGENTS["echo"] = agentkinds.AgentKind("echo", "echo", "repeats the hypothesis", needs_env="ECHO_KEY")
 
-    from jobs import cli, configdoc
+    from jobs import cli
+    from jobs.contract import configdoc
     from jobs.agent import make_agent
-    from jobs.config import parse_config
+    from jobs.contract.config import parse_config
     config = parse_config({good!r} + "agent: echo\\n")
     parser = cli.build_parser()
     print(config.agent,
@@ -83,7 +85,7 @@ NEW_AGENT = textwrap.dedent("""
 
 
 def test_a_new_agent_is_one_registry_entry_plus_its_module():
-    # In a fresh interpreter: the config's field is built from the registry when jobs.config loads.
+    # In a fresh interpreter: the config's field is built from the registry when jobs.contract.config loads.
     proc = subprocess.run([sys.executable, "-c", NEW_AGENT.format(good=GOOD)], check=False, cwd=ROOT,
                           capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr

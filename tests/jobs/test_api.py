@@ -8,7 +8,7 @@ import shutil
 
 from conftest import ROOT
 from jobs import api
-from jobs.config import Overrides, load_config
+from jobs.contract.config import Overrides, load_config
 from jobs.research.offline import merge_sources, research
 
 DEMO = ROOT / "examples" / "tinyllm"
@@ -60,7 +60,7 @@ def test_a_preparation_that_does_not_read_back_is_made_again(tmp_path):
 
 
 def test_run_folders_are_listed_and_read_through_the_layout(tmp_path):
-    from jobs import ledger
+    from jobs.contract import ledger
     old, new = _layout(tmp_path, "1-old"), _layout(tmp_path, "2-new")
     for layout, phase, mtime in ((old, "done", 1_000_000), (new, "experiments", 2_000_000)):
         layout.out.mkdir(parents=True)
@@ -74,7 +74,7 @@ def test_run_folders_are_listed_and_read_through_the_layout(tmp_path):
 
 
 def test_a_run_is_read_back_with_the_config_it_was_prepared_with(tmp_path):
-    from jobs import ledger
+    from jobs.contract import ledger
     layout = _layout(tmp_path)
     layout.out.mkdir(parents=True)
     ledger.save_state(layout.out, {"run_id": layout.run_id, "phase": "experiments", "platforms": ["local"]})

@@ -1,4 +1,4 @@
-"""jobs/calcache.py: a calibration is reused only for the same measurement. The values of the
+"""jobs/run/calcache.py: a calibration is reused only for the same measurement. The values of the
 variables the config passes to target code are part of it: a llama.cpp cell at `-t 2` on another
 model reused a `-t 1` run's calibration (same commit, config and machine) until they joined the key."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from jobs import calcache
-from jobs.config import parse_config
+from jobs.run import calcache
+from jobs.contract.config import parse_config
 from synthetic import CONFIG as SYNTH_CONFIG, FILES
 
 PASSING = SYNTH_CONFIG + "sandbox: {env: [SYNTH_THREADS]}\n"     # the synthetic target, its benchmark given a variable
@@ -23,7 +23,7 @@ def test_the_passed_variables_digest_is_part_of_the_key():
 
 @pytest.mark.measures
 def test_a_run_reuses_a_calibration_only_when_its_benchmark_gets_the_same_variables(tmp_path, monkeypatch):
-    from jobs.pipeline import Run, RunOptions
+    from jobs.run.pipeline import Run, RunOptions
     from conftest import make_repo
     target = make_repo(tmp_path / "target", {**FILES, ".github/autoresearch.yml": PASSING})
     monkeypatch.setenv("AUTORESEARCH_SANDBOX_ENV", "SYNTH_THREADS")     # the operator allows it

@@ -1,5 +1,5 @@
 """A candidate patch's file name names its experiment, and the experiment's commit is kept under a
-git branch of that name (`jobs.branches.experiment_branch`). A name git refuses (`my patch[1].patch`:
+git branch of that name (`jobs.contract.branches.experiment_branch`). A name git refuses (`my patch[1].patch`:
 a space, a `[`) crashed the run midway at ea10b95 (issue finding A3); it is refused where candidates
 enter (the CLI's preflight, the bot's preparation, the pipeline itself), before any work, with the
 name, the reason and a fix."""
@@ -11,8 +11,8 @@ import subprocess
 import pytest
 
 from conftest import make_repo
-from jobs import branches
-from jobs.config import parse_config
+from jobs.contract import branches
+from jobs.contract.config import parse_config
 from synthetic import patch_for
 
 CONFIG_TEXT = """\
@@ -56,7 +56,8 @@ def repo_with_bad_candidate(tmp_path):
 
 
 def test_the_clis_preflight_names_the_bad_candidate(tmp_path):
-    from jobs import gitops, preflight
+    from jobs.guard import gitops
+    from jobs.run import preflight
     repo, bad = repo_with_bad_candidate(tmp_path)
     problems = preflight.candidate_problems(repo, gitops.head_commit(repo), [bad], parse_config(CONFIG_TEXT))
     assert len(problems) == 1 and problems[0].startswith(f"--candidate {bad}: the candidate patch 'my patch[1].patch'")
@@ -64,8 +65,8 @@ def test_the_clis_preflight_names_the_bad_candidate(tmp_path):
 
 
 def test_the_pipeline_refuses_it_before_any_work(tmp_path):
-    from jobs.errors import RunError
-    from jobs.pipeline import Run, RunOptions
+    from jobs.contract.errors import RunError
+    from jobs.run.pipeline import Run, RunOptions
     repo, bad = repo_with_bad_candidate(tmp_path)
     out = tmp_path / "out"
     with pytest.raises(RunError, match=r"'my patch\[1\].patch' names its experiment 'my patch\[1\]'"):
@@ -77,7 +78,7 @@ def test_the_pipeline_refuses_it_before_any_work(tmp_path):
 
 def test_the_bots_preparation_refuses_it_before_research(tmp_path):
     from jobs import api
-    from jobs.layout import RunLayout
+    from jobs.contract.layout import RunLayout
     layout = RunLayout(tmp_path / "work", "octo", "tiny", "1-aaaaaaa")
     repo, bad = repo_with_bad_candidate(tmp_path)
     shutil.copytree(repo, layout.clone)

@@ -1,7 +1,7 @@
 """Arm-dependent carry-over (issue 21): a candidate with no speed-up of its own that slows the
 *next* process by 10% was kept 56% of the time at level 0.0125; the runner's clock cannot see it,
 since the baseline's clock slows too. Seeded synthetic processes through the runner's stop rule
-and the verdict (jobs.runner.stop_reason, jobs.verdict.judge)."""
+and the verdict (jobs.measure.runner.stop_reason, jobs.stats.verdict.judge)."""
 from __future__ import annotations
 
 import math
@@ -9,12 +9,12 @@ import math
 import numpy as np
 import pytest
 
-from jobs.model import Status
-from jobs.runner import stop_reason
-from jobs.sequential import adjusted, confidence_sequence, pair_schedule, warmup_order
-from jobs.spec import Invocation, RawResult
-from jobs.carryover import carry_over, carry_over_issue, clock_carry_over_open
-from jobs.verdict import judge, metric_pairs
+from jobs.contract.model import Status
+from jobs.measure.runner import stop_reason
+from jobs.stats.sequential import adjusted, confidence_sequence, pair_schedule, warmup_order
+from jobs.contract.spec import Invocation, RawResult
+from jobs.stats.carryover import carry_over, carry_over_issue, clock_carry_over_open
+from jobs.stats.verdict import judge, metric_pairs
 from test_clock_test import CONFIG, clock_plan
 
 

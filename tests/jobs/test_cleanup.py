@@ -1,4 +1,4 @@
-"""What runs leave in a target (jobs.cleanup, jobs.runlock, `autoresearch clean`): a finished run
+"""What runs leave in a target (jobs.run.cleanup, jobs.run.runlock, `autoresearch clean`): a finished run
 keeps only its branch; `clean` lists what dead runs left, removes it only with --yes, and never
 touches a live run or anything autoresearch did not make. Real git, real processes."""
 from __future__ import annotations
@@ -9,7 +9,10 @@ import subprocess
 import sys
 
 from conftest import git
-from jobs import cleanup, cli, gitops, ledger, runlock
+from jobs.run import cleanup, runlock
+from jobs import cli
+from jobs.guard import gitops
+from jobs.contract import ledger
 from synthetic import synthetic_target
 
 
@@ -152,7 +155,7 @@ def test_a_caught_sigterm_exits_143_even_when_it_landed_inside_an_exec_of_a_stri
     codes = {}
     for kind in ("Terminated", "KeyboardInterrupt"):
         (tmp_path / f"exits_{kind}.py").write_text(
-            f"import sys\nfrom jobs.errors import Terminated\nkind = {kind}\n"
+            f"import sys\nfrom jobs.contract.errors import Terminated\nkind = {kind}\n"
             "try:\n    exec('raise kind()')\nexcept KeyboardInterrupt:\n    pass\nsys.exit(143)\n")
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         codes[kind] = subprocess.run([sys.executable, "-m", f"exits_{kind}"], cwd=tmp_path, env=env).returncode

@@ -1,6 +1,6 @@
 """The runner's own clock is a sequential test, not a glance (issue 21): a printed speed-up the
 process time does not show is `invalid`, and the runner samples on until the clock decides.
-Seeded synthetic pairs through the production functions (jobs.runner.stop_reason, jobs.verdict.judge)."""
+Seeded synthetic pairs through the production functions (jobs.measure.runner.stop_reason, jobs.stats.verdict.judge)."""
 from __future__ import annotations
 
 import math
@@ -8,12 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from jobs.config import parse_config
-from jobs.model import Status
-from jobs.runner import stop_reason
-from jobs.sequential import KEEP, adjusted, decide, pair_schedule, slot_alpha
-from jobs.spec import ExperimentSpec, Invocation, RawResult
-from jobs.verdict import VerdictPlan, judge, metric_pairs
+from jobs.contract.config import parse_config
+from jobs.contract.model import Status
+from jobs.measure.runner import stop_reason
+from jobs.stats.sequential import KEEP, adjusted, decide, pair_schedule, slot_alpha
+from jobs.contract.spec import ExperimentSpec, Invocation, RawResult
+from jobs.stats.verdict import VerdictPlan, judge, metric_pairs
 
 CONFIG = parse_config("""
 build: make -s

@@ -1,6 +1,6 @@
 import pytest
 
-from jobs.config import ConfigError, load_config, parse_config
+from jobs.contract.config import ConfigError, load_config, parse_config
 
 GOOD = """
 build: make

@@ -1,4 +1,4 @@
-"""The config reference is generated from the schema (jobs.configdoc): the README's table is that
+"""The config reference is generated from the schema (jobs.contract.configdoc): the README's table is that
 output, the example is a valid config at the defaults, and every config error carries a fix."""
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from jobs import cli, configdoc
-from jobs.config import ConfigError, TargetConfig, parse_config
+from jobs import cli
+from jobs.contract import configdoc
+from jobs.contract.config import ConfigError, TargetConfig, parse_config
 
 START, END = "<!-- config-table:start (autoresearch config --markdown) -->", "<!-- config-table:end -->"
 

@@ -1,7 +1,7 @@
-"""jobs/drift.py: the run's noise follows the machine (issue 27). Pure."""
+"""jobs/stats/drift.py: the run's noise follows the machine (issue 27). Pure."""
 import math
 
-from jobs.drift import MIN_POOL, current, pooled, residuals, scale_pct
+from jobs.stats.drift import MIN_POOL, current, pooled, residuals, scale_pct
 
 
 def test_residuals_take_the_effect_out_and_the_pool_keeps_the_most_recent():
@@ -23,7 +23,7 @@ def test_the_pool_stands_in_for_the_calibration_once_it_is_big_enough():
 def test_a_plan_after_noisy_experiments_states_a_larger_mde_than_the_quiet_calibration(tmp_path):
     """The pipeline's plan follows the pool: the same calibration, two different recent pools."""
     import random
-    from jobs.pipeline import Run, RunOptions
+    from jobs.run.pipeline import Run, RunOptions
     from synthetic import synthetic_target
     rng = random.Random(1)
     quiet = [[rng.gauss(0, 0.005), 0.0, 0.0] for _ in range(12)]

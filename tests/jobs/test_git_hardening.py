@@ -1,6 +1,6 @@
 """git runs nothing a repository controls (issue 20: N1's hooks, N3's rewritten `.git`, filters), and
 files are read out of trees without following links or reading without bound (N7). Real git; each
-attack is planted, shown to work against plain git, and shown to do nothing through jobs.gitops."""
+attack is planted, shown to work against plain git, and shown to do nothing through jobs.guard.gitops."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import git, make_repo
-from jobs import githarden, gitops, safefs
+from jobs.guard import githarden, gitops, safefs
 
 pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
 
@@ -228,7 +228,7 @@ def test_build_outputs_and_build_files_are_read_without_following_links(tmp_path
     """N7 for the yardstick's artifact hashes and the C research: a link a build leaves (to a
     secret, to /dev/zero) is never hashed or read."""
     from jobs.research.clib import build_files
-    from jobs.simrun import artifact_hashes
+    from jobs.measure.simrun import artifact_hashes
     secret = tmp_path / "app-key.pem"
     secret.write_text("KEY")
     tree = tmp_path / "tree"

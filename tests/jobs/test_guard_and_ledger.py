@@ -2,10 +2,10 @@ import json
 
 import pytest
 
-from jobs import ledger
+from jobs.contract import ledger
 from jobs.agent.guard import EditRefused, check_edit
-from jobs.config import parse_config
-from jobs.model import ExperimentRecord
+from jobs.contract.config import parse_config
+from jobs.contract.model import ExperimentRecord
 from conftest import make_repo
 
 CONFIG = """

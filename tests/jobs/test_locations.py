@@ -1,5 +1,5 @@
 """Where a build runs cannot decide a verdict (issue 21): each arm is built in both folders and
-the arms trade folders in one pair of every two, which one a coin picks (jobs.locations). Real git,
+the arms trade folders in one pair of every two, which one a coin picks (jobs.measure.locations). Real git,
 real builds and benchmarks."""
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from conftest import git, make_repo
-from jobs import gitops
-from jobs.locations import Locations, swap_coins
-from jobs.pipeline import Run, RunOptions
+from jobs.guard import gitops
+from jobs.measure.locations import Locations, swap_coins
+from jobs.run.pipeline import Run, RunOptions
 from synthetic import FILES, patch_for
 
 pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
@@ -54,7 +54,7 @@ def test_the_swap_coin_is_fair_reproducible_and_not_the_order_coin():
     assert all(a + b == 1 for a, b in zip(coins[0::2], coins[1::2]))      # one swap in every two pairs
     assert 0.45 < sum(coins[0::2]) / 2000 < 0.55                          # ... and which one is a coin
     assert swap_coins(5, 7)[:4] == coins[:4] and len(swap_coins(5, 7)) == 5
-    from jobs.sequential import pair_schedule
+    from jobs.stats.sequential import pair_schedule
     order = [first == "B" for first, _ in pair_schedule(4000, 7)]
     agree = sum(int(a) == b for a, b in zip(order, coins)) / 4000
     assert 0.46 < agree < 0.54
@@ -67,7 +67,7 @@ def test_a_location_effect_alone_never_stops_an_identical_candidate():
     # The stop rule on 2,000 identical candidates whose folder is 6% faster, 20 pairs each, with the
     # runner's swap coins: a coin per pair let same-side runs stop 2.2% of them as "slower" (and keep
     # some); blocks of two pairs with one swap each cancel the effect every two pairs.
-    from jobs.sequential import Rule, decide_paths
+    from jobs.stats.sequential import Rule, decide_paths
     rng = np.random.default_rng(3)
     n, paths = 20, 2000
     side = np.array([[1 if c else -1 for c in swap_coins(n, seed)] for seed in range(paths)])

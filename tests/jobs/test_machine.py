@@ -1,8 +1,8 @@
-"""jobs/machine.py: which ISA a result ran on, from /proc/cpuinfo text (pure) and from this machine."""
+"""jobs/measure/machine.py: which ISA a result ran on, from /proc/cpuinfo text (pure) and from this machine."""
 from __future__ import annotations
 
-from jobs.hostfacts import machine_facts
-from jobs.machine import describe_cpuinfo, isa_level, one_line, summarise_load
+from jobs.measure.hostfacts import machine_facts
+from jobs.measure.machine import describe_cpuinfo, isa_level, one_line, summarise_load
 
 AVX512 = """processor\t: 0
 vendor_id\t: AuthenticAMD

@@ -1,5 +1,5 @@
-"""One rendering seam for untrusted text (`jobs.mdsafe`: `Markdown`, `md`, `document`), and one
-quoting function for every printed command (`jobs.shellcmd`). Issue 41: A2, A3 (rendering), A7.
+"""One rendering seam for untrusted text (`jobs.guard.mdsafe`: `Markdown`, `md`, `document`), and one
+quoting function for every printed command (`jobs.guard.shellcmd`). Issue 41: A2, A3 (rendering), A7.
 
 1. Every report section, comment and table, rendered from hostile values (tests/mdattacks.py):
    research.md (its hypotheses, notes, findings, "What was scanned", the callgrind, gap-scan, op
@@ -10,7 +10,7 @@ quoting function for every printed command (`jobs.shellcmd`). Issue 41: A2, A3 (
    as code and `-O3` as `-O3`, with no backslash in the file or on the page.
 3. A printed command pasted into a shell runs nothing a branch, URL, path or candidate name carries.
 4. The seam cannot be skipped silently: a document made of a plain string fails, and nothing but
-   `jobs.mdsafe` makes `Markdown`.
+   `jobs.guard.mdsafe` makes `Markdown`.
 """
 from __future__ import annotations
 
@@ -26,18 +26,18 @@ from bot.commands import parse_comment
 from bot.flow import Flow
 from bot.ports import Reply
 from bot.status import command_failed_reply, help_reply, pr_body
-from jobs import mdsafe
-from jobs.mdsafe import Markdown, document, md
-from jobs.model import Evidence, Hypothesis
-from jobs.report import finding_line, render_pr, render_research, with_warning
-from jobs.report_review import reproduce_lines
-from jobs.reporting import Reporting
+from jobs.guard import mdsafe
+from jobs.guard.mdsafe import Markdown, document, md
+from jobs.contract.model import Evidence, Hypothesis
+from jobs.report.report import finding_line, render_pr, render_research, with_warning
+from jobs.report.report_review import reproduce_lines
+from jobs.run.reporting import Reporting
 from jobs.research import callgrind, clib, forks, gapscan, papers
 from jobs.research import profile as P
 from jobs.research.sources import Sources
-from jobs.runsummary import RunStopped
-from jobs.shellcmd import command
-from jobs.simulate import headline, render_section
+from jobs.contract.runsummary import RunStopped
+from jobs.guard.shellcmd import command
+from jobs.measure.simulate import headline, render_section
 from mdattacks import ATTACKS, MD, live, visible
 from summaries import run_summary
 from test_report import metric
@@ -105,7 +105,7 @@ def variants(evil: str) -> list:
 
 
 def hostile_research(evil: str, tmp_path: Path) -> Markdown:
-    """research.md as `jobs.research_phase` writes it, from hostile hypotheses, notes, findings, config
+    """research.md as `jobs.run.research_phase` writes it, from hostile hypotheses, notes, findings, config
     names (`research.backends` / `recipes` / `forks` / `papers`) and every source's section."""
     h = Hypothesis(id=evil, title=evil, kind=evil, rationale=f"{evil} `{evil}`", expected=evil, ops=[evil, evil],
                    evidence=[Evidence(evil, f"`{evil}` {evil}"), Evidence(f"profile:{evil}", evil)], score=1.0,
@@ -294,10 +294,10 @@ def test_markdown_is_made_only_by_the_seam_and_its_templates_are_the_projects_ow
     wrong = []
     for path in sorted((ROOT / "jobs").rglob("*.py")) + sorted((ROOT / "bot").rglob("*.py")):
         rel = str(path.relative_to(ROOT))
-        if rel == "jobs/mdsafe.py":
+        if rel == "jobs/guard/mdsafe.py":
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        wrong += [f"{rel}:{c.lineno}: Markdown(...) outside jobs.mdsafe" for c in calls(tree, "Markdown")]
+        wrong += [f"{rel}:{c.lineno}: Markdown(...) outside jobs.guard.mdsafe" for c in calls(tree, "Markdown")]
         for c in calls(tree, "md") + calls(tree, "details"):
             first = c.args[0] if c.args else None
             literal = isinstance(first, ast.Constant) and isinstance(first.value, str)

@@ -1,4 +1,4 @@
-"""jobs.mdsafe: hostile strings in every context they reach (plan and status comments, PR body and
+"""jobs.guard.mdsafe: hostile strings in every context they reach (plan and status comments, PR body and
 title) render as their own text and nothing else. Checked by a CommonMark parser with GFM tables
 (markdown-it-py), on a table of known attacks and on seeded random strings of the dangerous
 characters (the property: no link, image, HTML or new block; no live mention, reference or URL;
@@ -11,7 +11,7 @@ import re
 import pytest
 from markdown_it import MarkdownIt
 
-from jobs import mdsafe
+from jobs.guard import mdsafe
 
 MD = MarkdownIt("commonmark").enable("table").enable("strikethrough")
 WJ = mdsafe.WORD_JOINER

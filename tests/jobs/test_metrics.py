@@ -1,4 +1,4 @@
-from jobs.metrics import explain_missing, missing_metrics, parse_metrics
+from jobs.contract.metrics import explain_missing, missing_metrics, parse_metrics
 
 
 def test_basic_and_last_value_wins():

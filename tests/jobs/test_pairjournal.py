@@ -8,10 +8,11 @@ import json
 import pytest
 
 from conftest import git
-from jobs import gitops, pairjournal
-from jobs.config import load_config
-from jobs.runner import run_experiment
-from jobs.spec import ExperimentSpec, Invocation
+from jobs.guard import gitops
+from jobs.measure import pairjournal
+from jobs.contract.config import load_config
+from jobs.measure.runner import run_experiment
+from jobs.contract.spec import ExperimentSpec, Invocation
 from synthetic import synthetic_target
 
 

@@ -8,9 +8,9 @@ import shutil
 import pytest
 
 from conftest import git, make_repo
-from jobs import gitops
+from jobs.guard import gitops
 from jobs.agent.guard import EditRefused, check_edit, check_patch
-from jobs.config import parse_config
+from jobs.contract.config import parse_config
 
 CONFIG = """
 build: make -C src

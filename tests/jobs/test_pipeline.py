@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs.ledger import dumps
-from jobs.pipeline import Run, RunError, RunOptions
-from jobs.runsummary import RunSummary
+from jobs.contract.ledger import dumps
+from jobs.run.pipeline import Run, RunError, RunOptions
+from jobs.contract.runsummary import RunSummary
 from synthetic import FASTER, patch_for, synthetic_target
 from conftest import ROOT, git
 
@@ -80,7 +80,7 @@ def test_every_status_from_maintainer_candidates(target, tmp_path):
     assert "did not build" in pr and "failed correctness checks" in pr
 
     # Where it ran (issue 27): this machine's ISA and flags, kernel and compiler, and the load seen.
-    from jobs.hostfacts import machine_facts
+    from jobs.measure.hostfacts import machine_facts
     here = machine_facts()
     where = summary.machines["local"]
     assert where["isa"] == here["isa"] and where["flags"] == here["flags"] and where["kernel"] == here["kernel"]
@@ -276,7 +276,7 @@ def test_a_commit_that_adds_nothing_to_the_stack_is_dropped_from_the_branch(tmp_
 
 
 def record(hypothesis, status, *, skip=None, platform="x86", metrics=(), regressions=()):
-    from jobs.model import ExperimentRecord, MetricResult
+    from jobs.contract.model import ExperimentRecord, MetricResult
     ms = [MetricResult(name=n, base_mean=1, base_sd=0, head_mean=1, head_sd=0, n_base=8, n_head=8, delta_pct=d,
                        p_value=0.5, ci_low_pct=d - 1, ci_high_pct=d + 1, mde_pct=3, method="m", verdict=v)
           for n, d, v in metrics]

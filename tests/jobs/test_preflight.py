@@ -1,4 +1,4 @@
-"""Bad input is refused before anything is built or measured (jobs.preflight, jobs.cli): exit 2, one
+"""Bad input is refused before anything is built or measured (jobs.run.preflight, jobs.cli): exit 2, one
 line per problem saying what, where and the fix, no traceback, no run folder written. Real git."""
 from __future__ import annotations
 
@@ -7,8 +7,11 @@ import subprocess
 import pytest
 
 from conftest import git, make_repo
-from jobs import cli, gitops, ledger, preflight
-from jobs.config import load_config
+from jobs import cli
+from jobs.guard import gitops
+from jobs.contract import ledger
+from jobs.run import preflight
+from jobs.contract.config import load_config
 from synthetic import FILES, patch_for, synthetic_target
 
 

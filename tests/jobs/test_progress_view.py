@@ -1,5 +1,5 @@
 """The CLI's progress: rich rows (jobs.cli.ProgressView), one per phase, experiment and calibration; and
-the plain lines of a piped run (jobs.progress_view.PlainView), which must never say what is not so."""
+the plain lines of a piped run (jobs.run.progress_view.PlainView), which must never say what is not so."""
 from __future__ import annotations
 
 import io
@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from jobs.cli import ProgressView
-from jobs.progress_view import PlainView
+from jobs.run.progress_view import PlainView
 
 
 def rows(events: list[dict]) -> list[str]:
@@ -87,7 +87,7 @@ def plain(events: list[dict], clock: FakeClock, *, then_minutes: int = 0) -> tup
 
 
 def batch(name: str, n: int) -> list[dict]:
-    """One measured step as the runner reports it (jobs/runner.py), then Measurer.execute's end."""
+    """One measured step as the runner reports it (jobs/measure/runner.py), then Measurer.execute's end."""
     return ([{"type": "progress", "name": name, "message": "building candidate", "fraction": 0.05}]
             + [{"type": "progress", "name": name, "message": f"pair {i + 1}/{n}", "fraction": 0.2 + 0.8 * i / n}
                for i in range(n)]
@@ -146,10 +146,10 @@ def test_report_written_names_a_branch_only_when_one_was_left():
 def test_every_measured_step_sends_its_end_however_it_ended(tmp_path):
     from types import SimpleNamespace
 
-    from jobs.errors import RunCancelled
-    from jobs.measuring import Measurer
-    from jobs.runstate import RunState
-    from jobs.spec import RawResult
+    from jobs.contract.errors import RunCancelled
+    from jobs.run.measuring import Measurer
+    from jobs.run.runstate import RunState
+    from jobs.contract.spec import RawResult
     events: list[dict] = []
     bench = Measurer(None, "r1", RunState(tmp_path), None, events.append, lambda: False, platforms=1)
 

@@ -1,5 +1,5 @@
-from jobs.model import Evidence, Hypothesis
-from jobs.report import render_pr, render_research
+from jobs.contract.model import Evidence, Hypothesis
+from jobs.report.report import render_pr, render_research
 from summaries import run_summary
 
 
@@ -85,7 +85,7 @@ def test_each_kept_commit_shows_its_files_hypothesis_and_evidence():
 
 
 def test_a_commit_the_yardstick_decided_shows_its_simulated_change_not_too_few_pairs():
-    from jobs.report_review import hypothesis_line
+    from jobs.report.report_review import hypothesis_line
     alone = {"metrics": [dict(name="pp512", delta_pct=4.6, ci_low_pct=None, ci_high_pct=None, alpha=0.0081)],
              "runner": {"simulated": {"delta_pct": -0.6, "floor_pct": 0.5},
                         "wall_guard": {"lo_pct": -3.7, "hi_pct": 6.8, "alpha": 0.05, "pairs": 7}}}
@@ -114,7 +114,7 @@ def test_the_per_optimization_table_shows_the_guard_interval_a_yardstick_keep_wa
 
 
 def test_yardstick_like_paths():
-    from jobs.report_review import yardstick_like
+    from jobs.report.report_review import yardstick_like
     files = ["bench/bench.c", "src/ops.c", "tests/test_ops.c", "ggml/src/ggml-cpu/ops.cpp", "benchmark.py",
              "tools/llama-bench/llama-bench.cpp", "src/bench_util.h", "src/benchmarks.c", "src/testify.c"]
     assert yardstick_like(files) == ["bench/bench.c", "tests/test_ops.c", "benchmark.py",
@@ -132,7 +132,7 @@ def test_failures_are_folded_with_the_first_lines_of_their_output():
 
 
 def test_failure_excerpt_takes_the_failed_steps_output():
-    from jobs.report_review import failure_excerpt
+    from jobs.report.report_review import failure_excerpt
     log = "== baseline build (1.0 s)\nok\n== checks_failed: checks failed (exit 1)\n\nFAIL a\nFAIL b\n"
     assert failure_excerpt(log, "checks_failed") == "FAIL a\nFAIL b"
     assert failure_excerpt("x\n" * 40 + "last", "crash", lines=3) == "x\nx\nlast"
@@ -162,7 +162,7 @@ def test_research_md_lists_evidence_and_implementation():
 
 
 def test_untrusted_metric_with_unknown_bounds_renders():
-    from jobs.ledger import strict_json
+    from jobs.contract.ledger import strict_json
     m = metric("tg", 0.0, 1.0, "untrusted")
     m.update(ci_high_pct=float("inf"), mde_pct=float("inf"))
     s = summary()
@@ -177,14 +177,14 @@ def test_dropped_winner_is_reported_not_silent():
 
 
 def test_an_interval_open_at_both_ends_says_so():
-    from jobs.report_review import interval
+    from jobs.report.report_review import interval
     assert interval(dict(ci_low_pct=-100.0, ci_high_pct=None, alpha=0.0092)) == \
         "unbounded (0.0092): too few pairs at this level"
     assert interval(dict(ci_low_pct=-3.0, ci_high_pct=None)) == "-3.0%…?"
 
 
 def test_how_sure_names_the_yardstick_when_simulated_cycles_decided():
-    from jobs.report import _how_sure
+    from jobs.report.report import _how_sure
     wall = run_summary(platform="local", calibration={}, primary="x")
     assert _how_sure(wall, {"alpha": 0.05}).startswith("How sure: a change is kept when")
     assert "decided on simulated cycles" in _how_sure(run_summary(platform="local", primary="x",
@@ -194,9 +194,9 @@ def test_how_sure_names_the_yardstick_when_simulated_cycles_decided():
 def test_a_bot_runs_reproduce_block_fetches_from_where_it_pushed_never_from_the_workers_clone():
     from pathlib import Path
 
-    from jobs.branches import Published
-    from jobs.reporting import Reporting
-    worker = Path("/srv/autoresearch/octo/synth/r1/repo")        # the App's clone (jobs.layout)
+    from jobs.contract.branches import Published
+    from jobs.run.reporting import Reporting
+    worker = Path("/srv/autoresearch/octo/synth/r1/repo")        # the App's clone (jobs.contract.layout)
 
     def reporting(published):
         return Reporting("r1", None, worker, worker.parent / "out", {"bench_env_names": ["OMP"]}, ["local"],
@@ -256,6 +256,6 @@ def test_a_run_without_warnings_has_no_notes_section():
 
 
 def test_a_floor_the_calibration_raised_is_printed_to_three_digits_as_elsewhere_in_the_report():
-    from jobs.report_review import decision
+    from jobs.report.report_review import decision
     assert decision({"verdict": "win"}, 9.906790173) == "win: interval clears the 9.91% floor"
     assert decision({"verdict": "", "ci_low_pct": 0.4, "ci_high_pct": 3.0}, 1.0) == "real but inside the 1% floor"

@@ -1,4 +1,4 @@
-"""N11 in pr.md (jobs.report.render_pr): the config name, platform names, experiment names, kinds,
+"""N11 in pr.md (jobs.report.report.render_pr): the config name, platform names, experiment names, kinds,
 reasons (refused paths among them), flags and the Reproduce commands come from the repository;
 none of them becomes a live mention, reference, link, image, HTML or a fence breakout."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from markdown_it import MarkdownIt
 
-from jobs.report import render_pr
+from jobs.report.report import render_pr
 from mdattacks import ATTACKS, live
 from test_report import metric, summary
 

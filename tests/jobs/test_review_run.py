@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from conftest import ROOT, git
-from jobs.pipeline import Run, RunOptions
+from jobs.run.pipeline import Run, RunOptions
 from synthetic import patch_for, synthetic_target
 
 pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
@@ -134,7 +134,7 @@ def test_a_profile_that_was_not_measured_is_said_loudly_or_stops_the_run(tmp_pat
     """Issue 27: the instrumented build timed out and research silently fell back to kind weights.
     Now research.md (and pr.md) say so under their title, an event warns, and
     `research.profile.required: true` stops the run before anything is measured."""
-    from jobs.errors import RunError
+    from jobs.contract.errors import RunError
     target = synthetic_target(tmp_path / "target")
     cfg = target / ".github" / "autoresearch.yml"
     base = cfg.read_text()
@@ -156,8 +156,8 @@ def test_a_profile_that_was_not_measured_is_said_loudly_or_stops_the_run(tmp_pat
 
 
 def test_pr_md_carries_the_profile_warning_at_the_top():
-    from jobs.mdsafe import md
-    from jobs.report import with_warning
+    from jobs.guard.mdsafe import md
+    from jobs.report.report import with_warning
     text = with_warning(md("# autoresearch: x\n\n## Summary\n"), "the op profile was not measured (timeout)")
     assert text.splitlines()[:3] == ["# autoresearch: x", "", "> **Warning:** the op profile was not measured (timeout)"]
     assert with_warning(md("# t\nrest"), "") == "# t\nrest"

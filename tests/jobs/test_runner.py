@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from jobs.config import load_config
-from jobs.spec import ExperimentSpec, RawResult
+from jobs.contract.config import load_config
+from jobs.contract.spec import ExperimentSpec, RawResult
 from conftest import ROOT, git
 from synthetic import synthetic_target
 
@@ -21,7 +21,7 @@ def test_runner_main_with_relative_paths_prints_progress_and_one_result(tmp_path
                                       base_commit=base, head_commit=head, n_per_arm=3)
     (tmp_path / "spec.json").write_text(spec.to_json())
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GITHUB_TOKEN": "ghs_secret", "MY_API_KEY": "k"}
-    proc = subprocess.run([sys.executable, "-m", "jobs.runner", "spec.json", "--repo", "t", "--work", "w"],
+    proc = subprocess.run([sys.executable, "-m", "jobs.measure.runner", "spec.json", "--repo", "t", "--work", "w"],
                           cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
@@ -36,8 +36,8 @@ def test_runner_main_with_relative_paths_prints_progress_and_one_result(tmp_path
 
 @pytest.mark.parametrize("sandboxed", [True, False])
 def test_target_commands_never_see_credentials(tmp_path, monkeypatch, sandboxed):
-    from jobs.isolation import Isolation
-    from jobs.runner import run_step
+    from jobs.measure.isolation import Isolation
+    from jobs.measure.runner import run_step
     monkeypatch.setenv("GITHUB_TOKEN", "ghs_secret")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws")
@@ -51,8 +51,8 @@ def test_target_commands_never_see_credentials(tmp_path, monkeypatch, sandboxed)
 
 
 def test_declared_sandbox_paths_must_live_under_the_cache_root(tmp_path, monkeypatch):
-    from jobs.isolation import Isolation, IsolationError
-    from jobs.spec import SandboxSpec
+    from jobs.measure.isolation import Isolation, IsolationError
+    from jobs.contract.spec import SandboxSpec
     monkeypatch.setenv("AUTORESEARCH_CACHE_ROOT", str(tmp_path / "cache"))
     (tmp_path / "cache" / "models").mkdir(parents=True)
     key = tmp_path / "app.pem"
@@ -69,8 +69,8 @@ def test_declared_sandbox_paths_must_live_under_the_cache_root(tmp_path, monkeyp
 
 @pytest.mark.parametrize("sandboxed", [True, False])
 def test_timeout_kills_the_whole_process_group(tmp_path, sandboxed):
-    from jobs.isolation import Isolation
-    from jobs.runner import run_step
+    from jobs.measure.isolation import Isolation
+    from jobs.measure.runner import run_step
     marker = f"{31 + sandboxed}.{os.getpid()}"      # a sleep length no other process uses
     step = run_step(f"(sleep {marker} & wait)", tmp_path, timeout=1, isolation=Isolation(enabled=sandboxed))
     assert step.returncode is None
@@ -81,7 +81,7 @@ def test_timeout_kills_the_whole_process_group(tmp_path, sandboxed):
 
 def test_worktree_left_missing_but_locked_by_a_killed_run_is_reused(tmp_path):
     import shutil
-    from jobs import gitops
+    from jobs.guard import gitops
     repo = synthetic_target(tmp_path / "t")
     wt = tmp_path / "w" / "impl-x"
     gitops.add_worktree(repo, wt, "HEAD")

@@ -1,12 +1,12 @@
-"""jobs/runsummary.py: the typed run summary writes exactly the summary.json the dashboard, the
+"""jobs/contract/runsummary.py: the typed run summary writes exactly the summary.json the dashboard, the
 Action and older readers know (keys, order, the branch's facts only when a branch was confirmed)."""
 from __future__ import annotations
 
 import pytest
 
-from jobs import ledger
-from jobs.results import verdict_line
-from jobs.runsummary import RunStopped, RunSummary
+from jobs.contract import ledger
+from jobs.contract.results import verdict_line
+from jobs.contract.runsummary import RunStopped, RunSummary
 
 # summary.json's keys in the order the pipeline has always written them (the file's contract).
 KEYS = ["run_id", "target", "repo", "base_commit", "branch", "platform", "platforms", "cpus", "cpu", "machines",

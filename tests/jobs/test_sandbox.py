@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import alive
-from jobs import sandbox
+from jobs.guard import sandbox
 
 pytestmark = pytest.mark.skipif(subprocess.run(["which", "bwrap"], capture_output=True).returncode != 0,
                                 reason="bubblewrap is installed by `make test` (tests/system-deps.sh)")
@@ -146,7 +146,7 @@ def test_bwrap_command_line_is_built_from_the_policy():
 
 def test_a_hidden_secret_inside_a_system_directory_is_masked(tmp_path):
     # An operator may keep the App's key under /etc or /opt, which sandboxes see read-only.
-    from jobs.isolation import Isolation
+    from jobs.measure.isolation import Isolation
     secret_dir = Path("/opt") / f"autoresearch-test-{os.getpid()}"
     secret_dir.mkdir()
     key = secret_dir / "app.pem"

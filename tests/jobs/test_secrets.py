@@ -1,11 +1,11 @@
-"""jobs/secrets.py: one policy for what is a secret, used by the runner, cloud tasks, the Claude
-agent and the bot; and jobs/errors.py's cancel detection."""
+"""jobs/guard/secrets.py: one policy for what is a secret, used by the runner, cloud tasks, the Claude
+agent and the bot; and jobs/contract/errors.py's cancel detection."""
 from __future__ import annotations
 
 import pytest
 
-from jobs import secrets
-from jobs.errors import RunCancelled, RunError, cancellation
+from jobs.guard import secrets
+from jobs.contract.errors import RunCancelled, RunError, cancellation
 
 ENV = {"PATH": "/usr/bin", "HOME": "/home/u", "GITHUB_TOKEN": "ghs_abcdef123456", "AWS_PROFILE": "default",
        "ANTHROPIC_API_KEY": "sk-ant-0123456789", "AUTORESEARCH_PRIVATE_KEY_PATH": "/run/secrets/key",

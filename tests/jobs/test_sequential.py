@@ -1,4 +1,4 @@
-"""Properties of the paired sequential test (jobs.sequential), checked by simulation.
+"""Properties of the paired sequential test (jobs.stats.sequential), checked by simulation.
 
 Each property names the defect of the fixed-n design it replaces (issue #10): a CV veto over a
 decisive result, an MDE without the floor, df of the wrong test, test choice after seeing the
@@ -11,8 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from jobs import power as pw
-from jobs import sequential as sq
+from jobs.stats import power as pw
+from jobs.stats import sequential as sq
 
 LOG2_9 = math.log(2.9)
 
@@ -186,7 +186,7 @@ def test_rule_rejects_nonsense():
 
 
 def test_compare_for_scripts_keeps_the_same_rule():
-    from jobs.stats import abba_order, compare
+    from jobs.stats.stats import abba_order, compare
     rng = np.random.default_rng(9)
     order = abba_order(12)
     base = [100 * math.exp(rng.normal(0, 0.01)) for _ in range(12)]

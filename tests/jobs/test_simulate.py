@@ -1,4 +1,4 @@
-"""The deterministic yardstick (jobs/simulate.py): cachegrind parsing, the simulated-cycles model,
+"""The deterministic yardstick (jobs/measure/simulate.py): cachegrind parsing, the simulated-cycles model,
 the verdict that combines it with the wall-clock guard, and one small end-to-end run on a tiny C
 target through the whole pipeline (valgrind for real, in the sandbox)."""
 from __future__ import annotations
@@ -9,12 +9,11 @@ import shutil
 
 import pytest
 
-from jobs.config import parse_config
-from jobs.model import Status
-from jobs.simulate import (Comparison, Guard, SimulateError, digest_problems, extract, extract_digests, floor_pct,
-                           judge_yardstick, parse_cachegrind, render_section, stop_after_pair, unstable_digests)
-from jobs.spec import Invocation, RawResult
-from jobs.verdict import VerdictPlan
+from jobs.contract.config import parse_config
+from jobs.contract.model import Status
+from jobs.measure.simulate import Comparison, Guard, SimulateError, digest_problems, extract, extract_digests, floor_pct, judge_yardstick, parse_cachegrind, render_section, stop_after_pair, unstable_digests
+from jobs.contract.spec import Invocation, RawResult
+from jobs.stats.verdict import VerdictPlan
 from summaries import run_summary
 
 # Real cachegrind 3.19 output (events/summary lines) of a small loop, as printed in the sandbox.
@@ -192,7 +191,7 @@ def busy_raw(head_cycles: int, *, candidate_spreads: bool = True, head_digest: s
 
 
 def test_a_busy_machines_baseline_does_not_stop_the_yardstick_but_the_guard_confirms_nothing():
-    from jobs.verdict import judge
+    from jobs.stats.verdict import judge
     raw = busy_raw(980_000)
     assert judge(raw, CONFIG, PLAN).status == Status.NOISE           # the wall clock alone: too noisy
     j = judge_yardstick(raw, CONFIG, PLAN, 0.5, GUARD)
@@ -213,7 +212,7 @@ def test_a_busy_machine_still_runs_the_candidates_own_checks_and_a_parser_still_
 
 
 def test_a_busy_calibration_warns_when_the_simulation_decides_and_stops_the_run_when_the_wall_clock_does():
-    from jobs.calibration import calibrate_run
+    from jobs.stats.calibration import calibrate_run
     aa = busy_raw(1_000_000)
     with_sim = calibrate_run(aa, CONFIG, n_sims=50)
     assert with_sim.problems == [] and any("The simulated cycles decide" in w for w in with_sim.warnings)
@@ -323,7 +322,7 @@ simulate: {command: ./work 20000, timeout: 120, wall_tolerance_pct: 10}
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed (tests/system-deps.sh)")
 def test_tiny_c_target_end_to_end(tmp_path):
     from conftest import make_repo
-    from jobs.pipeline import Run, RunOptions
+    from jobs.run.pipeline import Run, RunOptions
     from synthetic import patch_for
     target = make_repo(tmp_path / "tiny", {".github/autoresearch.yml": TINY_CONFIG, "src/work.c": WORK_C, "Makefile": MAKEFILE,
                                            "src/extra": "25\n", "src/scale": "1\n"})
@@ -362,7 +361,7 @@ def test_tiny_c_target_end_to_end(tmp_path):
 
 
 def test_pr_summary_leads_with_the_yardstick_when_it_decided_the_stack():
-    from jobs.simulate import headline
+    from jobs.measure.simulate import headline
     j = judge_yardstick(raw_with(0.0, 1_000_000, 985_000, n=4, noise=0.3), CONFIG, PLAN, 0.5, GUARD)
     stack = {"status": "keep", "runner": j.runner, "metrics": j.metric_dicts()}
     text = headline(run_summary(stack_applied=["a"], stacks={"local": stack}))[0]

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from jobs import cachedirs, tenants
-from jobs.isolation import Isolation, IsolationError
-from jobs.limits import LimitError, Limits
-from jobs.runner import run_step
-from jobs.spec import SandboxSpec
+from jobs.guard import cachedirs, tenants
+from jobs.measure.isolation import Isolation, IsolationError
+from jobs.guard.limits import LimitError, Limits
+from jobs.measure.runner import run_step
+from jobs.contract.spec import SandboxSpec
 
 pytestmark = pytest.mark.measures    # real sandboxes; one worker runs these (tests/conftest.py)
 
@@ -270,7 +270,7 @@ def test_two_repositories_at_once_one_forking_to_its_limit_leave_the_others_verd
     repository B's whole run (calibration, build, checks, benchmark pairs, stack) goes on beside
     it. At ea10b95 both were uid 65534 and B's steps failed with EAGAIN (build_failed / crash,
     someone else's verdict); now B's run builds, checks and measures every step it started."""
-    from jobs.pipeline import Run, RunOptions
+    from jobs.run.pipeline import Run, RunOptions
     from synthetic import FASTER, patch_for, synthetic_target
     limit = 64
     monkeypatch.setenv("AUTORESEARCH_LIMIT_PROCESSES", str(limit))

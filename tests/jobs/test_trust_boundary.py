@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, git
-from jobs import sandbox, sandboxinit
-from jobs.limits import Limits
-from jobs.operator import OperatorError, OperatorPolicy
-from jobs.isolation import Isolation, IsolationError, backings, repo_key
-from jobs.runner import run_step
-from jobs.spec import SandboxSpec
+from jobs.guard import sandbox, sandboxinit
+from jobs.guard.limits import Limits
+from jobs.guard.operator import OperatorError, OperatorPolicy
+from jobs.measure.isolation import Isolation, IsolationError, backings, repo_key
+from jobs.measure.runner import run_step
+from jobs.contract.spec import SandboxSpec
 from synthetic import FASTER, patch_for, synthetic_target
 
 pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
@@ -72,7 +72,7 @@ def test_operator_settings_come_from_the_operators_environment_and_are_checked()
 
 def test_the_apps_settings_carry_the_operator_policy_past_the_scrub(tmp_path):
     from bot.settings import Settings, SettingsError
-    from jobs.secrets import scrub_environment
+    from jobs.guard.secrets import scrub_environment
     env = {"AUTORESEARCH_APP_ID": "1", "AUTORESEARCH_PRIVATE_KEY_PATH": str(tmp_path / "k.pem"),
            "AUTORESEARCH_WEBHOOK_SECRET": "s", "AUTORESEARCH_WORKDIR": str(tmp_path / "work"),
            "AUTORESEARCH_SANDBOX_ENV": "MODEL"}
@@ -99,7 +99,7 @@ def test_a_hostile_repository_gets_neither_the_value_nor_a_report_line_of_an_una
         tmp_path, monkeypatch, cache_root):
     """Through the CLI's pipeline: the repository asks for DATABASE_URL (set on this machine) and
     for sandbox: {enabled: false}; its build dumps its environment where the test can read it."""
-    from jobs.pipeline import Run, RunOptions
+    from jobs.run.pipeline import Run, RunOptions
     canary = "postgres://operator:hunter2-canary@db.internal/prod"
     monkeypatch.setenv("DATABASE_URL", canary)
     monkeypatch.setenv("SYN_MODEL", "/models/secret-name-of-model.gguf")
@@ -181,7 +181,7 @@ def test_a_cache_declared_as_the_cache_root_no_longer_reaches_the_clones_hooks(t
     """N1 end to end: the build declares the cache root (in which the run's clone lies) to write a
     git hook into its own clone; the run is refused before any target code runs."""
     from jobs import api
-    from jobs.errors import RunError
+    from jobs.contract.errors import RunError
     layout = api.RunLayout(cache_root / "bot", "octo", "synth", "n1")
     t = synthetic_target(layout.clone)
     hook = layout.clone / ".git" / "hooks" / "post-checkout"
@@ -208,7 +208,7 @@ def test_a_declared_path_that_is_contains_or_lies_in_an_operator_secret_is_refus
     """Pure: the rule alone, on resolved paths. The key kept under the cache root (which the
     default layouts never do, but an operator may) is refused as the file, its folder, any folder
     above it, and a secret folder (~/.aws) as anything inside it; siblings stay allowed."""
-    from jobs.declared_paths import refusal, relation
+    from jobs.guard.declared_paths import refusal, relation
     where = dict(root="/c", namespaces="/c/repos", protected=["/c/bot"],
                  secrets=["/c/keys/app.pem", "/c/aws", "/c/bot/app.pem"])
     for field, raw, how, secret in [("read_only", "/c/keys/app.pem", "is", "/c/keys/app.pem"),
@@ -227,7 +227,7 @@ def test_a_declared_path_that_is_contains_or_lies_in_an_operator_secret_is_refus
 
 def test_the_apps_settings_name_its_secret_files_to_every_run(tmp_path, monkeypatch):
     from bot.settings import Settings
-    from jobs.pipeline import Run, RunOptions
+    from jobs.run.pipeline import Run, RunOptions
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     key = tmp_path / "cache" / "keys" / "app.pem"
     s = Settings.from_env({"AUTORESEARCH_APP_ID": "1", "AUTORESEARCH_PRIVATE_KEY_PATH": str(key),
@@ -250,7 +250,7 @@ def test_an_app_key_kept_under_the_cache_root_is_refused_and_never_read_by_targe
     policy, a run through `jobs.api`; the process's masks, a bare `Isolation`), and target code with
     an allowed declaration beside it still cannot find it. The canary is in no output."""
     from jobs import api
-    from jobs.errors import RunError
+    from jobs.contract.errors import RunError
     canary = f"-----BEGIN PRIVATE KEY----- keygap-canary-{os.getpid()}"
     keys = cache_root / "keys"
     keys.mkdir()
@@ -389,7 +389,7 @@ def test_output_is_read_up_to_the_cap_and_the_step_fails_saying_so(tmp_path, san
     """N9: 512 MiB of benchmark output in a child process: the step stops at the cap (4 MiB) and the
     reader's memory stays bounded (measured as the child's peak RSS, never a duration)."""
     code = (f"import resource, sys; sys.path.insert(0, {str(ROOT)!r})\n"
-            "from pathlib import Path\nfrom jobs.limits import Limits\nfrom jobs.isolation import Isolation\nfrom jobs.runner import run_step\n"
+            "from pathlib import Path\nfrom jobs.guard.limits import Limits\nfrom jobs.measure.isolation import Isolation\nfrom jobs.measure.runner import run_step\n"
             f"s = run_step('yes xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx | head -c 536870912', Path({str(tree(tmp_path))!r}), 120,"
             f" isolation=Isolation(enabled={sandboxed}, limits=Limits(output_mib=4)), step='benchmark')\n"
             # VmHWM: the peak RSS of this process's own memory since its exec. (ru_maxrss would not do:
@@ -406,9 +406,9 @@ def test_output_is_read_up_to_the_cap_and_the_step_fails_saying_so(tmp_path, san
 
 @needs_bwrap
 def test_a_benchmark_past_the_caps_fails_with_the_reason(tmp_path, cache_root):
-    from jobs.config import load_config
-    from jobs.runner import run_experiment
-    from jobs.spec import ExperimentSpec
+    from jobs.contract.config import load_config
+    from jobs.measure.runner import run_experiment
+    from jobs.contract.spec import ExperimentSpec
     repo = synthetic_target(tmp_path / "t")
     spec = ExperimentSpec.from_config(load_config(repo), run_id="r", name="e", platform="local",
                                       base_commit=git(repo, "rev-parse", "HEAD"), head_commit=git(repo, "rev-parse", "HEAD"),
@@ -425,7 +425,7 @@ def test_a_benchmark_past_the_caps_fails_with_the_reason(tmp_path, cache_root):
 
 # -- N7 (half): files the worker reads from a tree are bounded --------------------------------------
 def test_files_from_a_tree_are_read_with_a_cap(tmp_path):
-    from jobs.safefs import UnsafeFile, read_bytes
+    from jobs.guard.safefs import UnsafeFile, read_bytes
     ok = tmp_path / "ok.txt"
     ok.write_bytes(b"x" * 100)
     assert read_bytes(tmp_path, "ok.txt", 100) == b"x" * 100
@@ -450,7 +450,7 @@ def test_rlimits_never_raise_a_hard_limit():
 
 
 def test_the_pr_says_who_switched_the_sandbox_off():
-    from jobs.report import render_pr
+    from jobs.report.report import render_pr
     from test_report import summary
     assert "WITHOUT a sandbox" not in render_pr(summary())
     md = render_pr(summary(sandboxed=False, unsandboxed_by="--no-sandbox (the operator)"))
@@ -458,9 +458,9 @@ def test_the_pr_says_who_switched_the_sandbox_off():
 
 
 def test_only_builds_of_the_base_commit_write_the_baselines_caches(tmp_path):
-    from jobs.config import load_config
-    from jobs.runner import base_arm
-    from jobs.spec import ExperimentSpec
+    from jobs.contract.config import load_config
+    from jobs.measure.runner import base_arm
+    from jobs.contract.spec import ExperimentSpec
     repo = synthetic_target(tmp_path / "t")
     head = git(repo, "rev-parse", "HEAD")
     for kind, arm in (("experiment", "base"), ("calibration", "base"), ("stack", "base"), ("attribution", "candidate")):
@@ -470,7 +470,7 @@ def test_only_builds_of_the_base_commit_write_the_baselines_caches(tmp_path):
 
 
 def test_a_config_that_is_a_symlink_or_huge_is_refused_unread(tmp_path):
-    from jobs.config import CONFIG_PATH, ConfigError, load_config
+    from jobs.contract.config import CONFIG_PATH, ConfigError, load_config
     secret = tmp_path / "app.pem"
     secret.write_text("-----BEGIN PRIVATE KEY-----\nkey-bytes-canary\n")
     repo = synthetic_target(tmp_path / "t")

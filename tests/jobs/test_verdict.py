@@ -1,4 +1,4 @@
-"""From per-process records to a status (jobs.verdict, jobs.integrity, jobs.calibration), without I/O."""
+"""From per-process records to a status (jobs.stats.verdict, jobs.stats.integrity, jobs.stats.calibration), without I/O."""
 from __future__ import annotations
 
 import math
@@ -6,13 +6,13 @@ import math
 import numpy as np
 import pytest
 
-from jobs.calibration import bias_bound_pct, bias_interval, calibrate_run
-from jobs.config import parse_config
-from jobs.integrity import clock_problems, digest_problems, parser_problems, required_saving
-from jobs.model import Status
-from jobs.sequential import pair_schedule
-from jobs.spec import Invocation, RawResult
-from jobs.verdict import VerdictPlan, judge
+from jobs.stats.calibration import bias_bound_pct, bias_interval, calibrate_run
+from jobs.contract.config import parse_config
+from jobs.stats.integrity import clock_problems, digest_problems, parser_problems, required_saving
+from jobs.contract.model import Status
+from jobs.stats.sequential import pair_schedule
+from jobs.contract.spec import Invocation, RawResult
+from jobs.stats.verdict import VerdictPlan, judge
 
 CONFIG = parse_config("""
 build: make
@@ -241,10 +241,10 @@ def test_one_slow_process_among_few_pairs_is_load_not_the_parser():
 
 
 def test_an_infinite_value_makes_no_pair_and_stops_the_runner_at_once():
-    from jobs.runner import stop_reason
-    from jobs.sequential import Rule
-    from jobs.spec import ExperimentSpec
-    from jobs.verdict import metric_pairs
+    from jobs.measure.runner import stop_reason
+    from jobs.stats.sequential import Rule
+    from jobs.contract.spec import ExperimentSpec
+    from jobs.stats.verdict import metric_pairs
     raw = records(3, 100.0)
     for inv in raw.invocations:
         if inv.arm == "B" and inv.pair == 2:
@@ -257,8 +257,8 @@ def test_an_infinite_value_makes_no_pair_and_stops_the_runner_at_once():
 
 
 def test_a_later_wave_never_reuses_a_slot_a_measured_experiment_held():
-    from jobs.model import ExperimentRecord
-    from jobs.pipeline import Run
+    from jobs.contract.model import ExperimentRecord
+    from jobs.run.pipeline import Run
 
     def rec(name, status, slot=None, skip=None):
         return ExperimentRecord(run_id="r", name=name, hypothesis=name, platform="p", status=status, reason="",
@@ -282,7 +282,7 @@ def test_a_second_in_pair_effect_is_adjusted_for_not_taken_for_a_bias():
 
 
 def test_the_bias_bound_holds_its_level_and_stays_near_the_bias_under_slow_states():
-    from jobs.calibration import bias_upper
+    from jobs.stats.calibration import bias_upper
     rng = np.random.default_rng(2)
     bounds = []
     for _ in range(300):             # 20 A/A pairs, each process 2.9x slower 30% of the time, bias +2%
@@ -300,7 +300,7 @@ def test_the_runner_stops_by_the_verdicts_own_rule_which_survives_the_spec_json(
     The spec now carries the Rule itself."""
     from dataclasses import replace
 
-    from jobs.spec import ExperimentSpec
+    from jobs.contract.spec import ExperimentSpec
     rule = replace(plan().rule(), alpha_futility=0.07, min_pairs=5, max_pairs=33)
     spec = ExperimentSpec.from_config(CONFIG, run_id="r", name="x", platform="p", base_commit="a", head_commit="b",
                                       n_per_arm=33, stop=rule, adjust=["order"], clock="cpu")
@@ -313,7 +313,7 @@ def test_a_wide_bias_bound_buys_more_a_a_pairs_not_a_looser_level():
     """Issue 21's power note: the floor raised to the A/A bias's 95% upper bound over 20 pairs put
     one calibration in five above a 30% floor under slow states. Such a calibration now measures a
     second batch (`extra_pairs`), and the floor comes from both; the level stays 95%."""
-    from jobs.calibration import extra_pairs, merge_pairs
+    from jobs.stats.calibration import extra_pairs, merge_pairs
     cfg = parse_config("build: make\nbenchmark: ./b\nchecks: ./c\neditable: ['src/**']\n"
                        "metrics: [{name: tps, primary: true}]\nrepeats: {calibration: 20}\n")
     floors_before, floors_after, extended = [], [], 0

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from jobs import yardstick
+from jobs.contract import yardstick
 from jobs.agent.guard import EditRefused, check_edit, check_patch
-from jobs.config import load_config, parse_config
-from jobs.preflight import PreflightError, check_run
+from jobs.contract.config import load_config, parse_config
+from jobs.run.preflight import PreflightError, check_run
 from minicomp import BENCH, minicomp, scaled_print
 from synthetic import patch_for
 from test_preflight import run_cli

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.model import Status
-from jobs.simulate import (EVENTS, Comparison, Counts, SimulateError, extract, judge_yardstick, parse_cachegrind,
-                           wrapped_command)
+from jobs.contract.model import Status
+from jobs.measure.simulate import EVENTS, Comparison, Counts, SimulateError, extract, judge_yardstick, parse_cachegrind, wrapped_command
 from yardstick_listing import entries, listing, log_lines
 
 MARK = "AUTORESEARCH-CACHEGRIND-test"
@@ -67,7 +66,7 @@ def test_counts_always_dump_as_json_and_a_comparison_never_overflows():
     assert json.loads(json.dumps(c.to_dict()))["cycles"] == c.cycles
     assert Comparison(1, 10 ** 4299).delta_pct == float("inf")     # OverflowError at ea10b95
     assert Comparison(3, 10 ** 400).saving_pct == float("-inf")
-    from jobs.simulate import compare            # a stored record's cycles: a count, or no comparison
+    from jobs.measure.simulate import compare  # a stored record's cycles: a count, or no comparison
     assert compare({"A": {"cycles": -5}, "B": {"cycles": 1}}) is None
     assert compare({"A": {"cycles": 10 ** 4299}, "B": {"cycles": 1}}) is None
     assert compare({"A": {"cycles": 10}, "B": {"cycles": 5}}).delta_pct == -50.0
@@ -143,9 +142,9 @@ def test_a_candidate_whose_simulated_run_counted_another_number_of_processes_is_
 
 @pytest.mark.parametrize("kind", ["experiment", "calibration"])
 def test_the_runner_stops_an_arm_pair_that_ran_another_number_of_processes(tmp_path, monkeypatch, kind):
-    from jobs import runner, simrun
-    from jobs.isolation import Isolation
-    from jobs.spec import ExperimentSpec, RawResult
+    from jobs.measure import runner, simrun
+    from jobs.measure.isolation import Isolation
+    from jobs.contract.spec import ExperimentSpec, RawResult
     counted = iter([{"cycles": 1000, "processes": 2, "wall_s": 1.0, "digests": {}},
                     {"cycles": 900, "processes": 3, "wall_s": 1.0, "digests": {}}])
     monkeypatch.setattr(simrun, "simulate", lambda *a, **kw: next(counted))
@@ -193,8 +192,8 @@ def test_the_workloads_output_folder_holds_no_record(tmp_path):
 
 # -- end to end: the attacks from inside the benchmark's sandbox ---------------------------------
 def sandboxed(tmp_path: Path):
-    from jobs.isolation import Isolation
-    from jobs.runner import run_step
+    from jobs.measure.isolation import Isolation
+    from jobs.measure.runner import run_step
     iso = Isolation()
 
     def step(command, cwd, timeout, **kw):
@@ -208,7 +207,7 @@ def sandboxed(tmp_path: Path):
 @needs_bwrap
 @needs_valgrind
 def test_in_the_sandbox_a_forged_or_rewritten_record_fails_the_step(tmp_path):
-    from jobs.simrun import SimulationFailed, simulate
+    from jobs.measure.simrun import SimulationFailed, simulate
     tree, step = sandboxed(tmp_path)
     honest = simulate(WORK, tree, 120, step, seed=1, who="baseline")
     assert honest["processes"] == 1 and honest["cycles"] > 0 and honest["digests"] == {"h": "01"}
@@ -227,8 +226,8 @@ sed -i 's/^summary: [0-9]*/summary: 1/' "$d/cg.$c"; """
 @needs_bwrap
 @needs_valgrind
 def test_in_the_sandbox_a_consistent_forgery_for_a_process_that_never_ran_makes_the_candidate_invalid(tmp_path):
-    from jobs.simrun import simulate
-    from jobs.simulate import process_problems
+    from jobs.measure.simrun import simulate
+    from jobs.measure.simulate import process_problems
     tree, step = sandboxed(tmp_path)
     log = "\\n".join(log_lines(999999, (1,) * 9))
     find = r"""for fd in /proc/$$/fd/*; do t=$(readlink "$fd"); case "$t" in */vg.*) d=${t%/*};; esac; done

@@ -128,8 +128,8 @@ count() {
   local tree="${1:?count TREE MODEL}" model="${2:?count TREE MODEL}" prompt="${3:-64}" gen="${4:-0}" out
   [ "$gen" -gt 0 ] && prompt=1      # as sim.sh run: one prompt token, then GEN
   out="$(mktemp -d)"
-  # simulate:'s cache geometry, from the code that counts (jobs/simulate.py); split into options on purpose
-  caches="$(PYTHONPATH="$ROOT" python3 -c 'from jobs.simulate import CACHES; print(" ".join(CACHES))')"
+  # simulate:'s cache geometry, from the code that counts (jobs/measure/simulate.py); split into options on purpose
+  caches="$(PYTHONPATH="$ROOT" python3 -c 'from jobs.measure.simulate import CACHES; print(" ".join(CACHES))')"
   # shellcheck disable=SC2086
   VALGRIND_SUITE="${SUITE[${VALGRIND:-new}]}" "$DIR/shim/valgrind" --tool=cachegrind --cache-sim=yes \
     --branch-sim=no $caches --vgdb=no \
@@ -141,7 +141,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 from jobs.research.cgformat import costs
-from jobs.simulate import parse_cachegrind
+from jobs.measure.simulate import parse_cachegrind
 text = Path(sys.argv[1]).read_text()
 counts = parse_cachegrind(text)
 print(f"METRIC sim_cycles={counts.cycles}")

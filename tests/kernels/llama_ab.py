@@ -33,11 +33,11 @@ Steps (each reuses what a previous run left in --workdir):
    (speed does not depend on the values), --layers blocks (22 = TinyLlama-1.1B).
 5. bench: `llama-bench -m model -p 512 -n 128 -r 1 -o json -fa F -t T` as whole processes,
    baseline and patched interleaved A B B A ... for each -fa setting; one process = one sample.
-   pp512 and tg128 are compared with jobs.stats.compare (log-scale Welch, paired under drift).
+   pp512 and tg128 are compared with jobs.stats.stats.compare (log-scale Welch, paired under drift).
 Results go to stdout (a table and METRIC lines) and to <workdir>/ab-result.json.
 
-It lives under tests/ rather than kernels/ because it uses the project's Python (jobs.recipes,
-jobs.stats), and kernels/ imports none (ARCHITECTURE.md). pytest does not collect it (no test_ prefix);
+It lives under tests/ rather than kernels/ because it uses the project's Python (jobs.contract.recipes,
+jobs.stats.stats), and kernels/ imports none (ARCHITECTURE.md). pytest does not collect it (no test_ prefix);
 tests/kernels/test_ab_script.py tests its pure parts.
 """
 from __future__ import annotations
@@ -123,14 +123,14 @@ FUSION_CHECKS = {"fuse-rmsnorm-mul-add": ["RMS_NORM_MUL_ADD"],
 
 
 def _extras() -> list:
-    from jobs.recipes import load_recipe
+    from jobs.contract.recipes import load_recipe
     return [load_recipe(OP_PROFILE), load_recipe(BACKEND_OPS_CASES)]
 
 
 def stage_variant(tree: Path, workdir: Path, variant: str, recipes: list, extras: list) -> tuple[list, dict, set]:
     """Apply `recipes` then `extras` to a scratch copy of the pristine tree's ggml/ and tests/,
     and sync every file any of them could touch into <variant>/src (rewritten only on change)."""
-    from jobs.recipes import detect, load_recipe_set, planned_edits
+    from jobs.contract.recipes import detect, load_recipe_set, planned_edits
 
     src = workdir / variant / "src"
     if not (src / "CMakeLists.txt").is_file():
@@ -173,7 +173,7 @@ def stage_variant(tree: Path, workdir: Path, variant: str, recipes: list, extras
 def prepare(tree: Path, workdir: Path, recipe_ids: list[str] | None = None, profile: bool = False) -> dict:
     """Create/refresh baseline/src and patched/src (plus profile-baseline and profile-patched
     with the op-profile hook when `profile`); return what was applied."""
-    from jobs.recipes import load_recipe_set
+    from jobs.contract.recipes import load_recipe_set
 
     workdir.mkdir(parents=True, exist_ok=True)
     recipes = [r for r in load_recipe_set("llama.cpp") if not recipe_ids or r.id in recipe_ids]
@@ -307,7 +307,7 @@ def run_backend_perf(bin_dir: Path, op: str, params: str | None) -> dict[str, fl
 
 def ab_perf(prep: dict, rounds: int, jobs: int = 2) -> dict:
     """Op-level A/B inside llama.cpp: test-backend-ops perf, processes interleaved A B B A."""
-    from jobs.stats import abba_order, compare
+    from jobs.stats.stats import abba_order, compare
 
     workdir = Path(prep["workdir"])
     bins = {v: build(workdir, v, jobs) for v in VARIANTS}
@@ -486,7 +486,7 @@ def run_bench(bin_dir: Path, model: Path, fa: int, threads: int) -> dict[str, fl
 
 def machine_probe(seconds: float = 0.25) -> float:
     """Machine-speed probe taken beside each invocation: single-thread sha256 MB/s. A busy
-    neighbour slows it and the benchmark alike; jobs.stats uses it as a covariate."""
+    neighbour slows it and the benchmark alike; jobs.stats.stats uses it as a covariate."""
     import hashlib
     block = b"\x5a" * (1 << 20)
     n, t0 = 0, time.perf_counter()
@@ -497,7 +497,7 @@ def machine_probe(seconds: float = 0.25) -> float:
 
 
 def ab_bench(prep: dict, model: Path, rounds: int, fas: list[int], threads: int, jobs: int = 2) -> dict:
-    from jobs.stats import abba_order, compare
+    from jobs.stats.stats import abba_order, compare
 
     workdir = Path(prep["workdir"])
     bins = {v: build(workdir, v, jobs) for v in VARIANTS}
@@ -623,7 +623,7 @@ def profile_report(prep: dict, shapes: list[str], layers: int | None, threads: i
     """Per model shape: where pp512/tg128 time goes on the baseline (with every recipe's Amdahl
     bound) and which fusions run how often per graph on the patched tree. Markdown per shape in
     <workdir>/profile-<shape>-t<threads>.md."""
-    from jobs.recipes import load_recipe_set
+    from jobs.contract.recipes import load_recipe_set
     from jobs.research import profile as P
     from jobs.research.offline import sequence_label
 
@@ -737,11 +737,11 @@ def parse_arms(spec: str) -> dict[str, list[str]]:
 
 def simulate_arms(tree: Path, workdir: Path, arms: dict[str, list[str]], model: Path, prompt: int,
                   threads: int = 1, jobs: int = 2, isa: str = "avx2", fa: int = 1) -> dict:
-    """The project's deterministic yardstick (jobs/simulate.py: cachegrind with a fixed cache
+    """The project's deterministic yardstick (jobs/measure/simulate.py: cachegrind with a fixed cache
     geometry, simulated cycles = Ir + 10 L1 misses + 100 LL misses) on one llama-bench process per
     arm, each arm a stack of recipes built for `isa` (Valgrind 3.19 has no AVX-512: avx2)."""
-    from jobs.recipes import load_recipe_set
-    from jobs import simulate
+    from jobs.contract.recipes import load_recipe_set
+    from jobs.measure import simulate
 
     by_id = {r.id: r for r in load_recipe_set("llama.cpp")}
     out: dict = {"model": str(model), "prompt": prompt, "threads": threads, "isa": isa, "fa": fa,
@@ -865,13 +865,13 @@ def mm_summary(cg_file: Path, binary: Path) -> dict:
 def profile_mm(workdir: Path, shape: str, layers: int, workloads: list[tuple[int, int]], threads: int = 1,
                jobs: int = 2, isa: str = "avx2", fa: int = 1, reuse: bool = False, tree: Path | None = None,
                recipe_ids: tuple[str, ...] = ()) -> dict:
-    """callgrind (--dump-instr=yes, --cache-sim=yes with jobs/simulate.py's cache geometry) of one
+    """callgrind (--dump-instr=yes, --cache-sim=yes with jobs/measure/simulate.py's cache geometry) of one
     llama-bench process per workload on the base tree, or on the base plus `recipe_ids` (staged as
     variant mm-<ids> from `tree`), built for `isa` with -g at Release's -O3."""
-    from jobs import simulate
+    from jobs.measure import simulate
     variant = "baseline"
     if recipe_ids:
-        from jobs.recipes import load_recipe_set
+        from jobs.contract.recipes import load_recipe_set
         by_id = {r.id: r for r in load_recipe_set("llama.cpp")}
         variant = "mm-" + "+".join(recipe_ids)
         applied, statuses, _ = stage_variant(tree, workdir, variant, [by_id[i] for i in recipe_ids], [])

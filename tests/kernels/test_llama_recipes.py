@@ -5,7 +5,7 @@ Detection must find the facts in the tree (not assume them): in llama-cpp-python
 from_float split are still unfused, the CPU graph executor fuses RMS_NORM+MUL only (so
 RMS_NORM+MUL+ADD, RMS_NORM+MUL+ROPE(+VIEW+SET_ROWS) and MUL_MAT+MUL_MAT+GLU are gaps), and
 rms_norm's sum of squares is a serial loop. Each applicable recipe must apply through
-jobs.recipes (detect / planned_edits), then detect as already present, keep the old path
+jobs.contract.recipes (detect / planned_edits), then detect as already present, keep the old path
 reachable under the reference flag, and compile: every recipe alone is syntax-checked (native
 ISA), and all recipes stacked are compiled to objects natively plus syntax-checked for AVX2,
 baseline x86-64 and (when aarch64-linux-gnu-g++ is installed) AArch64/NEON. The recipes also
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.recipes import detect, load_recipe_set, planned_edits, touched_files
+from jobs.contract.recipes import detect, load_recipe_set, planned_edits, touched_files
 from loaders import load_ab, load_llama
 
 llama_tree = load_llama("llama_tree")
@@ -277,7 +277,7 @@ def test_recipes_stack_by_cherry_pick_like_the_loop(tree, recipes, tmp_path):
 
 
 def test_op_profile_hook_applies_and_compiles_on_the_stacked_tree(stacked, tmp_path):
-    from jobs.recipes import load_recipe
+    from jobs.contract.recipes import load_recipe
     if CXX is None:
         pytest.skip("no C++ compiler")
     hook = load_recipe(Path(__file__).resolve().parents[2] / "kernels" / "llama" / "op-profile.yml")
@@ -307,8 +307,8 @@ def test_stacked_tree_closes_the_cross_backend_gaps(tree, stacked):
 def test_research_names_the_recipe_for_each_gap_it_closes(tree, recipes):
     """What the issue asked for: the research says "recipe `...`" for these gaps instead of
     "none available offline" (offline research + gap scan, merged as the pipeline does)."""
-    from jobs.config import parse_config
-    from jobs.report import render_research
+    from jobs.contract.config import parse_config
+    from jobs.report.report import render_research
     from jobs.research.offline import merge_sources, research
     from jobs.research.sources import Sources
     from jobs.research import gapscan
@@ -329,7 +329,7 @@ def test_research_offers_a_stacked_recipe_once_its_base_recipe_is_in_the_tree(tr
     """fa-k-pack-once edits fa-tile-pack's applied form: on the base tree the research notes why
     it is not applicable (naming the recipe it stacks on); on a tree that has fa-tile-pack (a
     run whose base merged that kept commit) it is a ranked hypothesis with its probe evidence."""
-    from jobs.config import parse_config
+    from jobs.contract.config import parse_config
     from jobs.research.offline import merge_sources, research
     config = parse_config((Path(__file__).resolve().parents[2] / "examples" / "llama.cpp" / "autoresearch.yml").read_text())
     work = _copy_ggml(tree, tmp_path)
@@ -364,7 +364,7 @@ def test_research_leaves_out_a_recipe_no_experiment_builds_for(tree, platforms, 
     it is no code at all, so research notes why and offers no experiment; once the run has an x86
     platform (or its local machine is x86-64) it is a hypothesis. A platform whose instance type the
     shipped catalog does not know leaves the arch unknown, and the recipe offered."""
-    from jobs.config import parse_config
+    from jobs.contract.config import parse_config
     from jobs.research.offline import merge_sources, research
     text = (Path(__file__).resolve().parents[2] / "examples" / "llama.cpp" / "autoresearch.yml").read_text()
     config = parse_config(text.replace("platforms: [local]", f"platforms: {platforms}"))

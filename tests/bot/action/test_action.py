@@ -253,7 +253,7 @@ def test_ignored_events_and_help(bot_env, tmp_path):
 
 def test_workflow_events_go_through_the_apps_router_and_grammar():
     from bot.routing import Ignored, route_workflow_event
-    from jobs.config import Overrides
+    from jobs.contract.config import Overrides
 
     def command_from_event(event, payload):
         return route_workflow_event(event, payload, bot_login="github-actions[bot]", label="autoresearch")
@@ -293,7 +293,7 @@ def test_cancel_before_start_and_status(bot_env, tmp_path):
     assert out["state"] == "cancelled"
     assert comment("alice", "/autoresearch approve", "late")["state"] == "replied"         # nothing awaits approval now
     status = next(c for c in bot_env.bot_comments(ACTION_REPO, 6) if "<!-- autoresearch:status" in c["body"])
-    shown = status["body"].replace("\u2060", "")          # mentions in messages are made inert (jobs.mdsafe)
+    shown = status["body"].replace("\u2060", "")          # mentions in messages are made inert (jobs.guard.mdsafe)
     assert "🛑 cancelled" in shown and "cancelled by @bob before it started" in shown
     out = comment("alice", "/autoresearch status", "status")
     assert out["state"] == "cancelled" and out["run-id"]

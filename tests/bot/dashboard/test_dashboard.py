@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from werkzeug.serving import make_server
 
-from jobs import ledger
-from jobs.model import ExperimentRecord
+from jobs.contract import ledger
+from jobs.contract.model import ExperimentRecord
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the bot tests' helpers
 from recordfixtures import record  # noqa: E402

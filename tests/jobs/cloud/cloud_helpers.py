@@ -18,14 +18,14 @@ if importlib.util.find_spec("sky") is None:      # found without importing it (t
 os.environ["SKYPILOT_DISABLE_LOCAL_API_SERVER"] = "1"
 os.environ.setdefault("SKYPILOT_DISABLE_USAGE_COLLECTION", "1")
 
-from jobs.cloud import catalog  # noqa: E402
+from jobs.executors.cloud import catalog  # noqa: E402
 
 if "sky" not in sys.modules:
     catalog.use_offline_catalog()
 
-from jobs.config import parse_config  # noqa: E402
+from jobs.contract.config import parse_config  # noqa: E402
 from jobs.executors.skypilot import CloudOptions  # noqa: E402
-from jobs.spec import ExperimentSpec  # noqa: E402
+from jobs.contract.spec import ExperimentSpec  # noqa: E402
 from conftest import git  # noqa: E402
 from synthetic import synthetic_target  # noqa: E402
 

@@ -1,6 +1,6 @@
 """The SkyPilot executor against the SDK fake: teardown on success, failure, timeout, preemption
 and cancel (0 clusters left in the fake's books), retries without double counting, noisy VMs,
-budget reservations. Jobs really run: the fake executes the task's run script, i.e. jobs.runner
+budget reservations. Jobs really run: the fake executes the task's run script, i.e. jobs.measure.runner
 on the synthetic target."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from cloud_helpers import config_for, options, spec_for, target  # noqa: F401  (target: a fixture)
 from conftest import git
 from fakes.sky_fake import FakeClock, FakeSky
-from jobs.cloud import tasks
-from jobs.cloud.leases import read_leases
+from jobs.executors.cloud import tasks
+from jobs.executors.cloud.leases import read_leases
 from jobs.executors.budget import SharedBudget
 from jobs.executors.skypilot import make_skypilot_executors
 
@@ -44,7 +44,7 @@ def fake(tmp_path):
 
 @pytest.fixture()
 def real(tmp_path):
-    """Jobs run jobs.runner for real on the synthetic target."""
+    """Jobs run jobs.measure.runner for real on the synthetic target."""
     return FakeSky(tmp_path / "fake", clock=FakeClock(), job_s=JOB_S)
 
 
@@ -72,7 +72,7 @@ def test_success_measures_on_the_vm_and_tears_down(target, tmp_path, real):
     assert "c6i.2xlarge" in raw.log and launch["cluster_name"] in raw.log
     # The VM got the bundle, the driver and the spec, and no setup ran here.
     files = fake.tasks[launch["cluster_name"]]["files"]
-    assert {"repo.bundle", "spec.json", "jobs/runner.py"} <= set(files)
+    assert {"repo.bundle", "spec.json", "jobs/measure/runner.py"} <= set(files)
     for ex in (x86, arm):
         ex.close()
     assert read_leases(tmp_path / "leases") == []

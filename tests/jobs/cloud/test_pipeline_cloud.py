@@ -13,8 +13,8 @@ import yaml
 from cloud_helpers import options
 from conftest import git
 from fakes.sky_fake import FakeClock, FakeSky
-from jobs.ledger import load_state, read
-from jobs.pipeline import Run, RunCancelled, RunError, RunOptions
+from jobs.contract.ledger import load_state, read
+from jobs.run.pipeline import Run, RunCancelled, RunError, RunOptions
 from jobs.executors.skypilot import make_skypilot_executors
 from synthetic import FASTER, patch_for, synthetic_target
 
@@ -35,7 +35,7 @@ def cloud_target(tmp_path, **overrides):
 
 def start(repo, tmp_path, fake, candidates, should_stop=None, clock=None, **kw):
     out = tmp_path / "out"
-    from jobs.config import load_config
+    from jobs.contract.config import load_config
     config = load_config(repo)
     executors = make_skypilot_executors(repo, out / "work", config, "c1", sdk=fake,
                                         clock=clock or time.monotonic, options=options(tmp_path, **kw))

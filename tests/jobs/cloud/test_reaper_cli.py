@@ -12,8 +12,8 @@ from cloud_helpers import config_for, options, spec_for
 from conftest import git
 from fakes.sky_fake import FakeSky
 from jobs import cli
-from jobs.cloud import reaper, tasks
-from jobs.cloud.leases import VmLease, live_prefixes, read_leases
+from jobs.executors.cloud import reaper, tasks
+from jobs.executors.cloud.leases import VmLease, live_prefixes, read_leases
 from jobs.executors.skypilot import make_skypilot_executors
 from synthetic import patch_for, synthetic_target
 

@@ -11,8 +11,8 @@ from sky.utils import common_utils
 
 from cloud_helpers import config_for, spec_for, target  # noqa: F401  (target: a fixture)
 from conftest import git
-from jobs.cloud import catalog, tasks
-from jobs.plan import make_plan
+from jobs.executors.cloud import catalog, tasks
+from jobs.contract.plan import make_plan
 
 
 PLATFORMS = [("x86", "c6i.2xlarge", "aws", False), ("arm", "c7g.2xlarge", "aws", False),
@@ -45,7 +45,7 @@ def test_the_workdir_holds_the_bundle_the_driver_and_the_spec(target, tmp_path):
     spec = spec_for(config_for(repo), base, head)
     stage = tasks.stage_workdir(spec, repo, tmp_path / "stage")
     assert (stage / "spec.json").read_text() == spec.to_json()
-    assert (stage / "jobs" / "runner.py").is_file() and not list(stage.rglob("__pycache__"))
+    assert (stage / "jobs" / "measure" / "runner.py").is_file() and not list(stage.rglob("__pycache__"))
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", "--no-checkout", str(stage / "repo.bundle"), str(clone)], check=True)
     for commit in (base, head):

@@ -7,10 +7,10 @@ import pytest
 
 from bot.settings import Settings, SettingsError
 from jobs.cli import build_parser
-from jobs.errors import ExecutorUnavailable
+from jobs.contract.errors import ExecutorUnavailable
 from jobs.executors import make_executors
 from jobs.executors.registry import EXECUTORS, ExecutorKind, executor_kind
-from jobs.spec import RawResult
+from jobs.contract.spec import RawResult
 
 
 class DummyExecutor:

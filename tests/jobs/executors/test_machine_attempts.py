@@ -9,8 +9,8 @@ pytest.importorskip("tenacity", reason="the shared retries need the cloud extra:
 
 from jobs.executors.attempts import Attempt, measure_on_fresh_machines, tear_down  # noqa: E402
 from jobs.executors.budget import SharedBudget, budget_for_run  # noqa: E402
-from jobs.ledger import save_state  # noqa: E402
-from jobs.spec import RawResult  # noqa: E402
+from jobs.contract.ledger import save_state  # noqa: E402
+from jobs.contract.spec import RawResult  # noqa: E402
 
 WORST = 1.0       # USD reserved per attempt
 COST = 0.25       # USD each scripted machine really costs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from jobs.research import cgformat
 from jobs.research.callgrind import parse
-from jobs.simulate import L1_WEIGHT
+from jobs.measure.simulate import L1_WEIGHT
 
 ONE = """# callgrind format
 version: 1

@@ -11,9 +11,9 @@ from jobs.agent import make_agent
 from jobs.agent import claude
 from jobs.agent.meter import BudgetExceeded, ChatSettings
 from jobs.agent.offline import NotImplementable
-from jobs.config import load_config
-from jobs.model import Evidence, Hypothesis
-from jobs.pipeline import RunError
+from jobs.contract.config import load_config
+from jobs.contract.model import Evidence, Hypothesis
+from jobs.run.pipeline import RunError
 from synthetic import FASTER, synthetic_target
 
 H = Hypothesis(id="faster-speed", title="Raise the speed constant", kind="micro",

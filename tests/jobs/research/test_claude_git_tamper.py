@@ -13,7 +13,7 @@ import pytest
 
 from conftest import git
 from fake_anthropic import FakeMessagesAPI, text, tool_use
-from jobs import gitops
+from jobs.guard import gitops
 from jobs.agent.offline import NotImplementable
 from synthetic import synthetic_target
 from test_claude_agent import EDIT, H, agent_for, expect_error, expect_ok

@@ -9,8 +9,8 @@ import pytest
 
 from fake_anthropic import FakeMessagesAPI, result_text, text, tool_results, tool_use
 from jobs.agent import claude
-from jobs.config import load_config
-from jobs.pipeline import Run, RunOptions
+from jobs.contract.config import load_config
+from jobs.run.pipeline import Run, RunOptions
 from synthetic import FASTER, synthetic_target
 
 pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test

@@ -7,10 +7,10 @@ import subprocess
 
 import pytest
 
-from jobs.config import parse_config
+from jobs.contract.config import parse_config
 from jobs.research.callgrind import CallProfile, Spot, parse, remarks
 from jobs.research.clib import build_option_hypotheses, hot_function_hypotheses
-from jobs.runsummary import RunStopped
+from jobs.contract.runsummary import RunStopped
 
 pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
 
@@ -172,7 +172,7 @@ def test_build_option_patches_apply(tmp_path):
 
 def test_nothing_to_try_stops_before_calibration(tmp_path):
     from conftest import git
-    from jobs.pipeline import Run, RunOptions
+    from jobs.run.pipeline import Run, RunOptions
     from synthetic import synthetic_target
     target = synthetic_target(tmp_path / "target")
     out = tmp_path / "out"
@@ -187,7 +187,7 @@ def test_nothing_to_try_stops_before_calibration(tmp_path):
 
 def test_a_recent_calibration_of_the_same_base_is_reused(tmp_path):
     import json
-    from jobs.pipeline import Run, RunOptions
+    from jobs.run.pipeline import Run, RunOptions
     from synthetic import FASTER, patch_for, synthetic_target
     target = synthetic_target(tmp_path / "target")
     first = Run(RunOptions(target=target, out=tmp_path / "cal", run_id="c1", agent="none",
@@ -229,7 +229,7 @@ def test_a_loop_blocked_by_aliasing_gets_a_restrict_patch_that_compiles(tmp_path
 
 def test_identical_build_outputs_are_not_sampled_without_a_simulation(tmp_path):
     from conftest import git
-    from jobs.pipeline import Run, RunOptions
+    from jobs.run.pipeline import Run, RunOptions
     from synthetic import patch_for, synthetic_target
     target = synthetic_target(tmp_path / "target")
     cfg = target / ".github/autoresearch.yml"

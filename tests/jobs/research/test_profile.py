@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs.config import parse_config
-from jobs.model import Evidence, Hypothesis
-from jobs.recipes import Recipe
-from jobs.report import amdahl_lines, profile_section, render_pr, render_research
+from jobs.contract.config import parse_config
+from jobs.contract.model import Evidence, Hypothesis
+from jobs.contract.recipes import Recipe
+from jobs.report.report import amdahl_lines, profile_section, render_pr, render_research
 from jobs.research import profile as P
 from jobs.research import profile_run as R
 from jobs.research.offline import Research, merge_sources
@@ -295,7 +295,7 @@ def _tiny_tree(tmp_path: Path) -> Path:
 
 
 def _hook(tmp_path: Path):
-    from jobs.recipes import load_recipe
+    from jobs.contract.recipes import load_recipe
     path = tmp_path / "hook.yml"
     path.write_text(HOOK)
     return load_recipe(path)

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 from conftest import git, make_repo
 from fake_github import FakeGitHub
-from jobs.model import Evidence, Hypothesis
-from jobs.pipeline import Run, RunOptions
+from jobs.contract.model import Evidence, Hypothesis
+from jobs.run.pipeline import Run, RunOptions
 from jobs.research.offline import Research, merge_sources
 from jobs.research.roofline import roofline
 from jobs.research.sources import Sources, gather

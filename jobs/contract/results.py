@@ -1,0 +1,58 @@
+"""Reading results back from their plain form (a ledger line, a summary's experiment or stack).
+Pure: mappings in, plain values out.
+
+The status comment, the Action's outputs, the dashboard and the CLI's tables all ask the same
+question of a record: "what did it measure on this metric?". It is answered here, once.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from jobs.contract.runsummary import RunStopped, RunSummary
+
+# The pipeline's phases (state.json) in which a run is over. (The bot's run states are bot.approval's.)
+FINAL_PHASES = frozenset({"done", "cancelled", "failed"})
+
+
+def metric(record: Mapping[str, Any] | None, name: str | None) -> dict[str, Any] | None:
+    """The record's result on metric `name` (delta_pct, p_value, ci_*, means ...), or None."""
+    if not record or not name:
+        return None
+    for m in record.get("metrics") or []:
+        if isinstance(m, Mapping) and m.get("name") == name:
+            return dict(m)
+    return None
+
+
+def experiments(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The experiment records (not calibration, not stack); older lines have no `kind`."""
+    return [r for r in records if r.get("kind", "experiment") == "experiment"]
+
+
+def best_kept(records: Iterable[Mapping[str, Any]], primary: str) -> tuple[Mapping[str, Any], dict[str, Any]] | None:
+    """The kept experiment with the largest change of the primary metric, with that result."""
+    best = None
+    for rec in experiments(records):
+        m = metric(rec, primary)
+        if rec.get("status") == "keep" and m and m.get("delta_pct") is not None and \
+                (best is None or abs(m["delta_pct"]) > abs(best[1]["delta_pct"])):
+            best = (rec, m)
+    return best
+
+
+def verdict_line(summary: RunSummary | RunStopped) -> str:
+    """One line: what was kept, and the stack's primary-metric change per platform."""
+    if isinstance(summary, RunStopped):
+        return f"nothing to try: {summary.why}"
+    primary = summary.primary
+    exps = experiments(summary.experiments)
+    kept = sorted({e["hypothesis"] for e in exps if e.get("status") == "keep"})
+    parts = [f"kept {len(kept)} of {len({e['hypothesis'] for e in exps})} experiment(s)"
+             + (f" ({', '.join(kept)})" if kept else "")]
+    for platform, stack in sorted(summary.stacks.items()):
+        m = metric(stack, primary)
+        delta = f", {primary} {m['delta_pct']:+.1f}% (p={m['p_value']:.3g})" \
+            if m and m.get("delta_pct") is not None else ""
+        parts.append(f"stack on {platform}: {stack.get('status')}{delta}")
+    return "; ".join(parts)

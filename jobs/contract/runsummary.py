@@ -1,0 +1,96 @@
+"""Pure: what a finished run says about itself (`summary.json`), as one typed value.
+
+`RunSummary.to_json()` is exactly the JSON form the pipeline has always written (same keys, same
+order; `commits` and `diffstat` only when a confirmed branch was left; keys added later come last),
+so the dashboard, the Action and older summaries read the same file; `from_json` reads one back
+(an older file without a later key gets its default). The entries of
+`experiments` and `stacks` stay in their ledger form (`jobs.contract.results` reads those).
+`RunStopped` is what a run with nothing to try ends with instead (no summary.json is written).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+Json = dict[str, Any]
+_OPTIONAL = ("commits", "diffstat")       # present only when the run left a confirmed branch
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    target: str
+    repo: str
+    base_commit: str
+    branch: str
+    platform: str                                 # the first platform measured
+    platforms: list[str]                          # measured first, then the configured ones not measured
+    cpus: dict[str, str]
+    cpu: str
+    machines: dict[str, Json]
+    agent: str
+    primary: str
+    calibration: dict[str, Json]
+    experiments: list[Json]                       # ledger records of the experiments (with failure output)
+    commits: list[Json] | None = None             # the confirmed branch's commits (jobs.report.review_facts)
+    diffstat: str | None = None
+    hypotheses: dict[str, Json] = field(default_factory=dict)    # of the branch's commits, by id
+    stack_applied: list[str] = field(default_factory=list)
+    stack_dropped: list[str] = field(default_factory=list)
+    stack_unattributed: list[str] = field(default_factory=list)
+    attribution: list[Json] = field(default_factory=list)
+    sandboxed: bool = True
+    unsandboxed_by: str = ""
+    profile_missing: str = ""
+    noise: dict[str, Json] = field(default_factory=dict)
+    profile: Json | None = None
+    simulate: dict[str, Json] | None = None
+    error_control: Json = field(default_factory=dict)
+    stacks: dict[str, Json] = field(default_factory=dict)      # platform -> the stack's ledger record
+    cost_usd: float = 0.0
+    wall_seconds: float = 0.0
+    stack_confirmed: bool = False
+    branch_left: bool = True
+    branch_note: str = ""
+    floor_pct: dict[str, float] = field(default_factory=dict)
+    reproduce: list[str] = field(default_factory=list)
+    resume: str = ""
+    # What the run warned about as it went (a refused `sandbox: {enabled: false}` or sandbox.env name,
+    # a calibration or research caveat), each message once, in the order first said.
+    warnings: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        self.warnings = tuple(dict.fromkeys(str(w) for w in self.warnings))   # a JSON list reads back as the tuple
+
+    def to_json(self) -> Json:
+        """The summary.json object (write it with `jobs.contract.ledger.dumps(..., indent=2)`)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if not (f.name in _OPTIONAL and getattr(self, f.name) is None)}
+
+    @classmethod
+    def from_json(cls, data: Json) -> RunSummary:
+        """A summary.json object back; a key this version does not know is an error, a missing
+        optional one takes its default."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a run summary is a JSON object, not {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown keys in a run summary: {', '.join(unknown)}")
+        try:
+            return cls(**data)
+        except TypeError as exc:
+            raise ValueError(f"not a run summary: {exc}") from None
+
+    @property
+    def kept(self) -> bool:
+        """The stack was kept on some platform."""
+        return any(st.get("status") == "keep" for st in self.stacks.values())
+
+
+@dataclass(frozen=True)
+class RunStopped:
+    """A run that found nothing to try: no calibration, no branch; research.md says why."""
+    run_id: str
+    why: str
+    research: str                                 # the path of research.md

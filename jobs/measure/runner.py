@@ -1,0 +1,353 @@
+"""The on-machine experiment driver: build baseline and candidate, check, benchmark in pairs.
+
+Same code on this machine (LocalExecutor calls `run_experiment`) and on a cloud VM
+(`python -m jobs.measure.runner spec.json --repo DIR` prints JSON lines). Every step that runs target code
+runs in the sandbox (`jobs.guard.sandbox`): builds and checks with a writable worktree, each benchmark
+process with a read-only one, a fresh /tmp and $HOME, and its own input seed. The driver records
+per process what the target cannot forge (its wall time, the CPU time of its whole process tree,
+the seed, the DIGEST it printed) and samples pairs until the sequential test in the spec decides.
+It reports raw records only; verdicts are computed centrally from them, so a VM never decides
+what counts as a win (its early stop is a pure function of the same records, valid at any time).
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from jobs.measure import pairjournal
+from jobs.guard import sandbox
+from jobs.stats.carryover import clock_carry_over_open
+from jobs.measure.locations import Locations, swap_coins
+from jobs.measure.hostfacts import cpu_model, load_now, machine_facts  # noqa: F401  (cpu_model: jobs.measure.runner's own name)
+from jobs.measure.isolation import DEFAULT_ISOLATION, Isolation, IsolationError
+from jobs.stats.integrity import EXCLUDED, UNDECIDED, digest_problems, value_problems
+from jobs.contract.metrics import explain_missing, parse_metrics
+from jobs.guard.secrets import scrubbed_env  # only for --no-sandbox runs: one policy, jobs/guard/secrets.py
+from jobs.stats.sequential import Pair, Prior, adjusted, confidence_sequence, decide, pair_schedule, warmup_order
+from jobs.contract.spec import ExperimentSpec, Invocation, RawResult
+from jobs.stats.verdict import clock_check, metric_pairs
+
+Progress = Callable[[str, float], None]   # (message, fraction done 0..1)
+LOG_TAIL = 4000
+
+
+
+
+@dataclass
+class Step:
+    returncode: int | None          # None: timed out
+    output: str
+    seconds: float
+    cpu_s: float = 0.0
+    overflow: str = ""              # the output cap it hit (it was stopped there), or ''
+
+
+def run_step(command: str, cwd: Path, timeout: float, *, isolation: Isolation = DEFAULT_ISOLATION,
+             step: str = "build", extra_env: dict[str, str] | None = None, arm: str | None = None) -> Step:
+    """Run a target command: sandboxed (unless the operator switched it off), under the operator's
+    limits, the whole tree killed at the time limit, at the output cap and when the command ends."""
+    policy = isolation.policy(cwd, step, extra_env, arm)
+    env = None if policy else {**scrubbed_env(), **(extra_env or {})}
+    done = sandbox.run(command, Path(cwd), timeout, policy=policy, env=env, limits=isolation.limits)
+    return Step(done.returncode, done.output, done.wall_s, done.cpu_s, done.overflow)
+
+
+def tail(text: str, limit: int = LOG_TAIL) -> str:
+    return text if len(text) <= limit else "…" + text[-limit:]
+
+
+def _load() -> list[float]:
+    """The 1-minute load average now, as a one-item list (empty where the OS does not say)."""
+    now = load_now()
+    return [round(now[0], 2)] if now else []
+
+
+@functools.cache
+def _probe_buffers():
+    import numpy as np
+    return np.ones(4 * 1024 * 1024, dtype=np.float64), np.zeros(4 * 1024 * 1024, dtype=np.float64)
+
+
+def machine_probe() -> float:
+    """A memory-bandwidth probe (GB/s) taken just before each benchmark process: a slow period
+    slows the probe and the benchmark alike. Taken by the runner, never by target code. The two
+    32 MiB buffers (out of cache) are allocated once per process: allocating and faulting them in
+    for every probe cost more than the copies it times (~15 ms a pair of processes)."""
+    import numpy as np
+    src, dst = _probe_buffers()
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * src.nbytes / best / 1e9
+
+
+class Failure(Exception):
+    def __init__(self, status: str, reason: str, log: str = ""):
+        super().__init__(reason)
+        self.status, self.reason, self.log = status, reason, log
+
+
+def _must_pass(command: str, tree: Path, timeout: float, what: str, fail_status: str, isolation: Isolation,
+               step: str, arm: str) -> tuple[str, float]:
+    """Run a build or checks step; a timeout, an output over the cap or a non-zero exit becomes
+    that step's own status."""
+    done = run_step(command, tree, timeout, isolation=isolation, step=step, arm=arm)
+    if done.overflow:
+        raise Failure(fail_status, f"{what} stopped: {done.overflow}", tail(done.output))
+    if done.returncode is None:
+        raise Failure("timeout", f"{what} exceeded {timeout:.0f} s", tail(done.output))
+    if done.returncode != 0:
+        raise Failure(fail_status, f"{what} failed (exit {done.returncode})", tail(done.output))
+    return f"== {what} ({done.seconds:.1f} s)\n{tail(done.output, 1000)}\n", done.seconds
+
+
+def base_arm(spec: ExperimentSpec) -> str:
+    """Whose caches the baseline sees: `base`, written only by builds of a run's base commit. An
+    attribution's baseline is a stack of candidates, so it builds with the candidates' caches."""
+    return "candidate" if spec.kind == "attribution" else "base"
+
+
+def _invoke(spec: ExperimentSpec, tree: Path, who: str, seed: int, isolation: Isolation) -> Invocation:
+    done = run_step(spec.benchmark, tree, spec.benchmark_timeout, isolation=isolation, step="benchmark",
+                    extra_env={"AUTORESEARCH_SEED": str(seed)}, arm=base_arm(spec) if who == "baseline" else "candidate")
+    if done.overflow:
+        raise Failure("crash", f"{who} benchmark stopped: {done.overflow}", tail(done.output))
+    if done.returncode is None:
+        raise Failure("timeout", f"{who} benchmark exceeded {spec.benchmark_timeout:.0f} s", tail(done.output))
+    if done.returncode != 0:
+        raise Failure("crash", f"{who} benchmark exited with status {done.returncode}", tail(done.output))
+    parsed = parse_metrics(done.output, max_lines=isolation.limits.metric_lines)
+    if parsed.overflow:
+        raise Failure("crash", f"{who} benchmark: {parsed.overflow}", tail(done.output))
+    if spec.primary not in parsed.values:
+        raise Failure("crash", f"{who} benchmark: {explain_missing(parsed, spec.primary)}", tail(done.output))
+    return Invocation(arm="", pair=-1, position=0, seed=seed,
+                      metrics={k: v for k, v in parsed.values.items() if k in spec.metrics},
+                      digests=parsed.digests, wall_s=done.seconds, cpu_s=done.cpu_s)
+
+
+def stop_reason(spec: ExperimentSpec, result: RawResult) -> str:
+    """After each complete pair: '' to go on, else why to stop (the spec's sequential test on the
+    primary metric, or a digest that already disagrees)."""
+    pairs = result.pairs()
+    if digest_problems([(a.digests, b.digests) for a, b in pairs[-1:]]):
+        return "invalid"
+    if value_problems([b.metrics for _, b in pairs[-1:]], [spec.primary], "candidate"):
+        return "invalid"             # no later pair can make it a number the test can use
+    if spec.stop is None:
+        return ""
+    rule = spec.stop
+    prior = Prior(tuple(Pair(p[0], tuple(p[1:])) for p in spec.prior))
+    y, s = adjusted(metric_pairs(result, spec.primary, spec.directions.get(spec.primary, "higher"),
+                                 tuple(spec.adjust)), prior)
+    if spec.simulate:     # the simulation decides; pairs only serve the wall-clock guard
+        from jobs.measure.simulate import Guard, compare, stop_after_pair
+        return stop_after_pair(compare(result.simulated), spec.simulate_floor_pct, y, s,
+                               Guard(spec.wall_tolerance_pct, rule.alpha_loss, rule.min_pairs, rule.alpha_keep))
+    kind = decide(y, s, rule, prior).kind
+    if kind == "keep" and spec.clock:
+        # A keep is final only once the runner's own clock decides too (jobs.stats.integrity.clock_decision).
+        claim_lo = confidence_sequence(y, s, rule.alpha_keep)[0]
+        state, _ = clock_check(result, spec.primary, spec.clock, claim_lo, spec.timed_share, rule.alpha_loss,
+                               rule.alpha_loss)
+        if state == EXCLUDED:
+            return "invalid"
+        if state == UNDECIDED and len(pairs) < spec.n_per_arm:
+            return ""
+        # A keep does not stop while a carry-over could explain the clock's confirmation: the judge's
+        # test decides at the end, on every pair (jobs.stats.carryover.clock_carry_over_open).
+        if len(pairs) < spec.n_per_arm and clock_carry_over_open(result, spec.clock, claim_lo, spec.timed_share,
+                                                                   rule.alpha_loss):
+            return ""
+    return kind if kind in ("keep", "loss", "futile") else ""
+
+
+class _Done(Exception):
+    """Nothing left to measure (the candidate's build outputs equal the baseline's)."""
+
+
+def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: Isolation, progress: Progress,
+               log: list[str]) -> bool:
+    """Before any pair (jobs/measure/simrun.py): compare the declared build outputs, then run the reduced workload
+    once per arm under cachegrind. True: nothing to sample (identical outputs, or another DIGEST or number of
+    processes: invalid). Two A/A runs that counted a different number of processes fail the calibration."""
+    from jobs.measure import simrun
+    from jobs.measure.simulate import digest_problems, process_problems
+    if spec.artifacts and spec.kind != "calibration" and trees["A"][0] != trees["B"][0]:
+        result.artifacts = simrun.compare_artifacts(trees["A"][0], trees["B"][0], spec.artifacts)
+        if result.artifacts["identical"]:
+            result.stopped = "identical"
+            return True
+    if not spec.simulate:
+        return False
+    for arm, (tree, who) in trees.items():
+        progress(f"simulating {who} (cachegrind)", 0.12 + 0.04 * (arm == "B"))
+        try:
+            result.simulated[arm] = simrun.simulate(
+                spec.simulate, tree, spec.simulate_timeout, seed=spec.seed % 2147483629 + 7, who=who,
+                run_step=lambda c, cwd, t, side=("candidate" if arm == "B" else base_arm(spec)), **kw: run_step(
+                    c, cwd, t, isolation=isolation, arm=side, **kw))
+        except simrun.SimulationFailed as exc:
+            raise Failure(exc.status, exc.reason, exc.log) from None
+        if spec.kind == "calibration" and arm == "A":    # once: what the simulation costs over a native run
+            native = run_step(spec.simulate, tree, spec.simulate_timeout, isolation=isolation, step="benchmark",
+                              arm=base_arm(spec),
+                              extra_env={"AUTORESEARCH_SEED": str(spec.seed % 2147483629 + 7)})
+            if native.returncode == 0:
+                result.steps["native_simulate_s"] = native.seconds
+        log.append(f"== simulated {who}: {result.simulated[arm]['cycles']:,} cycles "
+                   f"({result.simulated[arm]['wall_s']:.1f} s)\n")
+    if spec.kind == "calibration" and process_problems(result.simulated):   # two runs of one commit must agree
+        a, b = (result.simulated[arm]["processes"] for arm in ("A", "B"))
+        raise Failure("crash", f"A/A: two simulated runs of the base commit ran {a} and {b} process(es) under "
+                      "cachegrind: the workload's process tree is not deterministic (or a record was forged), so its "
+                      "counts cannot be compared; make `simulate.command` start the same processes every run")
+    problems = [] if spec.kind == "calibration" else (process_problems(result.simulated)
+                                                      + digest_problems(result.simulated, spec.simulate_digests))
+    if problems:              # the counted build computes something else: no pair can make it a keep
+        log.append("== " + "; ".join(problems) + "\n")
+        result.stopped = "invalid"
+    return bool(problems)
+
+
+def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, build_base: bool = True,
+                   progress: Progress | None = None, isolation: Isolation | None = None,
+                   journal: Path | None = None) -> RawResult:
+    """Build, check and benchmark one experiment in two prepared clean trees. `journal` (optional):
+    where each complete pair is kept as it is measured, and resumed from (jobs/measure/pairjournal.py)."""
+    progress = progress or (lambda msg, frac: None)
+    isolation = isolation or Isolation.from_spec(spec.sandbox)
+    started = time.monotonic()
+    result = RawResult(status="ok", cpu=cpu_model(), sandboxed=isolation.enabled,
+                       machine={**machine_facts(), "load": _load()})
+    log = []
+    locations: Locations | None = None
+    try:
+        if build_base:
+            progress("building baseline", 0.0)
+            text, result.steps["build_baseline"] = _must_pass(spec.build, base_dir, spec.build_timeout, "baseline build",
+                                                              "build_failed", isolation, "build", base_arm(spec))
+            log.append(text)
+        if head_dir != base_dir:
+            progress("building candidate", 0.05)
+            text, result.steps["build_candidate"] = _must_pass(spec.build, head_dir, spec.build_timeout, "candidate build",
+                                                               "build_failed", isolation, "build", "candidate")
+            log.append(text)
+        if spec.run_checks:
+            progress("running checks", 0.1)
+            text, result.steps["checks"] = _must_pass(spec.checks, head_dir, spec.checks_timeout, "checks",
+                                                      "checks_failed", isolation, "checks", "candidate")
+            log.append(text)
+        if _yardstick(spec, {"A": (base_dir, "baseline"), "B": (head_dir, "candidate")}, result, isolation,
+                      progress, log):
+            progress("measured (no change in the binary)" if result.stopped == "identical" else
+                     "measured (the simulated workload differs from the baseline's)", 1.0)
+            raise _Done()
+        names = {"A": "baseline", "B": "candidate"}
+        if head_dir != base_dir and spec.swap_locations:
+            # Each arm built in both folders; a coin per pair picks which stands where (jobs.measure.locations).
+            locations = Locations(base_dir, head_dir)
+
+            def build_elsewhere(folder: Path, arm: str) -> None:
+                progress(f"building {names[arm]} in the other folder", 0.15)
+                text, result.steps[f"build_{names[arm]}_swapped"] = _must_pass(
+                    spec.build, folder, spec.build_timeout, f"{names[arm]} build in the other arm's folder",
+                    "build_failed", isolation, "build", base_arm(spec) if arm == "A" else "candidate")
+                log.append(text)
+            locations.prepare(build_elsewhere)
+        coins = swap_coins(spec.n_per_arm, spec.seed) if locations else [0] * spec.n_per_arm
+        trees = {arm: (tree, names[arm]) for arm, tree in (locations.trees() if locations else
+                                                            {"A": base_dir, "B": head_dir}).items()}
+        index = 0
+        schedule = pair_schedule(spec.n_per_arm, spec.seed)
+        warm_seed = spec.seed % 2147483629 + 1
+        for _ in range(spec.warmup):   # run for their side effects (page cache, CPU clock) and discarded
+            for arm in warmup_order(spec.seed):
+                tree, who = trees[arm]
+                inv = _invoke(spec, tree, who, warm_seed, isolation)
+                inv.arm, inv.index = arm, index
+                result.invocations.append(inv)
+                index += 1
+        earlier = pairjournal.load(journal, spec)
+        resumed = len({inv.pair for inv in earlier})
+        if earlier:
+            for inv in earlier:
+                inv.index = index
+                result.invocations.append(inv)
+                index += 1
+            progress(f"resumed {resumed} measured pairs of an interrupted attempt", 0.2)
+            result.stopped = stop_reason(spec, result)
+        for i, (first, seed) in enumerate(schedule):
+            if result.stopped:
+                break
+            if i < resumed:
+                continue
+            progress(f"pair {i + 1}/{spec.n_per_arm}", 0.2 + 0.8 * i / max(1, spec.n_per_arm))
+            if locations:
+                trees = {arm: (tree, names[arm]) for arm, tree in locations.place(bool(coins[i])).items()}
+            for position, arm in enumerate((first, "A" if first == "B" else "B")):
+                tree, who = trees[arm]
+                probe = machine_probe() if spec.probe else None
+                inv = _invoke(spec, tree, who, seed, isolation)
+                inv.arm, inv.pair, inv.position, inv.probe, inv.index = arm, i, position, probe, index
+                inv.location = int(coins[i])
+                result.invocations.append(inv)
+                index += 1
+            pairjournal.save(journal, spec, result)
+            result.stopped = stop_reason(spec, result)
+        if not result.stopped:
+            result.stopped = "exhausted" if spec.stop else "fixed"
+        progress(f"measured ({result.stopped})", 1.0)
+    except _Done:
+        pass
+    except Failure as failure:
+        result.status, result.reason = failure.status, failure.reason
+        log.append(f"== {failure.status}: {failure.reason}\n{failure.log}")
+    finally:
+        if locations:
+            locations.restore()
+    result.machine["load"] += _load()
+    result.seconds = time.monotonic() - started
+    result.log = tail("".join(log), 3 * LOG_TAIL)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Remote entry point: worktrees from the repo, run, print progress and one RESULT line."""
+    from jobs.guard import gitops
+    parser = argparse.ArgumentParser(prog="python -m jobs.measure.runner")
+    parser.add_argument("spec", type=Path)
+    parser.add_argument("--repo", type=Path, default=Path("."))
+    parser.add_argument("--work", type=Path, default=Path("autoresearch-work"))
+    args = parser.parse_args(argv)
+    args.repo, args.work = args.repo.resolve(), args.work.resolve()   # git -C needs absolute paths
+    spec = ExperimentSpec.from_json(args.spec.read_text())
+    base = gitops.add_worktree(args.repo, args.work / "base", spec.base_commit)
+    head = base if spec.head_commit == spec.base_commit and spec.kind != "calibration" else \
+        gitops.add_worktree(args.repo, args.work / "head", spec.head_commit)
+
+    def progress(message: str, fraction: float) -> None:
+        print(f"PROGRESS {fraction:.2f} {message}", flush=True)
+
+    try:
+        isolation = Isolation.from_spec(spec.sandbox, protect=(args.work, args.repo))
+        if isolation.enabled:
+            sandbox.check()
+    except (IsolationError, sandbox.SandboxUnavailable) as exc:
+        result = RawResult(status="skipped", reason=str(exc))
+    else:
+        result = run_experiment(spec, base, head, progress=progress, isolation=isolation)
+    print("RESULT " + result.to_json(), flush=True)
+    print(f"EXPERIMENT_STATUS: {result.status}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

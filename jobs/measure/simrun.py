@@ -1,0 +1,111 @@
+"""The runner's side of the deterministic yardstick: run the reduced workload under cachegrind in
+the sandbox (jobs/measure/simulate.py has the model and the verdict), and hash the declared build outputs.
+
+The step runner is passed in (jobs.measure.runner.run_step with the run's Isolation), so this module never
+runs target code outside the sandbox the run chose. The workload runs in the benchmark's sandbox
+(read-only tree, fresh /tmp and $HOME), and Valgrind runs inside the workload's own processes, as
+its uid: what cachegrind writes, the workload can reach. So the records are kept apart and checked
+(jobs/measure/cgoutput.py) and the arms compared (jobs/measure/simulate.py):
+
+What holds. The workload's output goes to a folder of its own, so the folder `/proc/self/fd/1`
+leads to holds no record (issue finding A6: a forged `cg.0` there summed as -52.6%). The records
+lie in a randomly named folder inside another that cannot be listed while the workload runs.
+Only `cg.<pid>` and `vg.<pid>` are read; a stray entry, a file without Valgrind's log of the same
+process or a log without its file, a file and log that disagree on any count, a count that is
+negative, not a plain integer or not below 2**63 (A8: 4,299 digits crashed the run), or a listing
+not framed as the runner printed it fail the step with the reason. A forged record for a process
+that never ran (a file and a matching log) makes one process more than the baseline's run: the
+candidate is invalid (`process_problems`), and two A/A runs that disagree fail the calibration.
+
+What does not. The folder's name is in a Valgrind process's command line (`/proc/<pid>/cmdline`)
+and its log's descriptor (`/proc/self/fd`), the folders are the workload's to chmod, and the
+runner's marker is in the wrapper's command line: a workload that sets out to find them can
+rewrite, consistently, the file and the log of one of its own processes that has already ended
+(or forge a process's pair while starting one process fewer than the baseline), and that is not
+seen here; nor is a process that lowers its counts from inside (Valgrind 3.22 and later, the
+arm64 yardstick's 3.24 and 3.27 among them, answer cachegrind's client requests to stop counting;
+3.19 has none). Against such a workload the count is as trustworthy as the sandbox, which is why a
+keep also needs the counted process's DIGESTs to equal the baseline's, the wall-clock guard and the
+checks.
+"""
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import os
+import secrets
+import shutil
+from pathlib import Path
+from typing import Callable
+
+from jobs.measure.simulate import SimulateError, extract, extract_digests, wrapped_command
+
+VALGRIND_HINT = "install valgrind (Debian: apt-get install valgrind), or remove `simulate:` from the config"
+
+
+class SimulationFailed(RuntimeError):
+    """The reduced workload did not run to the end under cachegrind; `status` is timeout or crash."""
+
+    def __init__(self, status: str, reason: str, log: str = ""):
+        super().__init__(reason)
+        self.status, self.reason, self.log = status, reason, log
+
+
+def simulate(command: str, tree: Path, timeout: float, run_step: Callable, seed: int, who: str) -> dict:
+    """One simulated run of `command` in `tree`: cachegrind's totals + `cycles` + the run's wall time,
+    and the DIGEST lines the workload printed (`digests`, compared with the other arm's)."""
+    if shutil.which("valgrind") is None:
+        raise SimulationFailed("crash", f"simulate: valgrind is not installed; {VALGRIND_HINT}")
+    marker = "AUTORESEARCH-CACHEGRIND-" + secrets.token_hex(12)
+    done = run_step(wrapped_command(command, marker), tree, timeout, step="benchmark",
+                    extra_env={"AUTORESEARCH_SEED": str(seed)})
+    if done.overflow:
+        raise SimulationFailed("crash", f"{who} simulated run stopped: {done.overflow}", done.output[-3000:])
+    if done.returncode is None:
+        raise SimulationFailed("timeout", f"{who} simulated run exceeded {timeout:.0f} s (simulate.timeout)",
+                               done.output[-3000:])
+    if done.returncode != 0:
+        raise SimulationFailed("crash", f"{who} simulated run exited with status {done.returncode}",
+                               done.output[-3000:])
+    try:
+        counts = extract(done.output, marker)
+    except SimulateError as exc:
+        raise SimulationFailed("crash", f"{who} simulated run: {exc}", done.output[-3000:]) from None
+    return {**counts.to_dict(), "wall_s": round(done.seconds, 3), "cpu_s": round(done.cpu_s, 3),
+            "digests": extract_digests(done.output, marker)}
+
+
+MAX_ARTIFACT_BYTES = 4 << 30       # a build output larger than this is not hashed (and so never "identical")
+
+
+def artifact_hashes(tree: Path, globs: list[str]) -> dict[str, str]:
+    """sha256 of every regular file under `tree` matching one of `globs` (fnmatch from the root).
+    The build wrote these files: links are not followed (jobs/guard/safefs.py) and a file is read in
+    chunks up to MAX_ARTIFACT_BYTES, so neither a link to a secret nor /dev/zero is read."""
+    from jobs.guard import safefs
+    tree = Path(tree)
+    out: dict[str, str] = {}
+    for rel in safefs.walk_files(tree):
+        if not any(fnmatch.fnmatch(rel, g) for g in globs):
+            continue
+        try:
+            fd = safefs.open_regular(tree, rel)
+        except OSError:
+            continue
+        digest, size = hashlib.sha256(), 0
+        try:
+            while size <= MAX_ARTIFACT_BYTES and (chunk := os.read(fd, 1 << 20)):
+                digest.update(chunk)
+                size += len(chunk)
+        finally:
+            os.close(fd)
+        out[rel] = digest.hexdigest() if size <= MAX_ARTIFACT_BYTES else f"too large ({size}+ bytes)"
+    return out
+
+
+def compare_artifacts(base: Path, head: Path, globs: list[str]) -> dict:
+    """{"identical": bool, "files": [...], "differ": [...]}: identical only when both trees built the
+    same non-empty set of files with the same bytes."""
+    a, b = artifact_hashes(base, globs), artifact_hashes(head, globs)
+    differ = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    return {"identical": bool(a) and not differ, "files": sorted(a), "differ": differ}

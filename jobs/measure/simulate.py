@@ -1,0 +1,419 @@
+"""The deterministic yardstick: simulated cycles from Valgrind's cachegrind. Pure.
+
+Noise on a shared machine hides the 1-3% effects a mature library offers (the A/A MDE there is
+5-20%). Counting work instead of time does not: a reduced workload (`simulate.command`) runs
+once per arm under `valgrind --tool=cachegrind --cache-sim=yes` with a fixed cache geometry
+(`CACHES`, so the count does not depend on the host's caches), and its event counts become one
+number, the **simulated cycles** (`MODEL`):
+
+    cycles = Ir + 10 * (I1mr + D1mr + D1mw) + 100 * (ILmr + DLmr + DLmw)
+
+instructions executed plus first-level misses at ~10 cycles and last-level misses at ~100
+(the model of SQLite's cachegrind tracking and of Itamar Turner-Trauring's write-up). Two runs
+of one binary count the same to a few parts per million; the A/A calibration measures that jitter
+and the floor of the simulated change is never below a multiple of it.
+
+How it combines with wall-clock pairs (`judge_yardstick`), in order:
+
+1. Anything the wall-clock verdict already failed (build, checks, crash, timeout, a baseline that
+   fails its sanity check as a parser would, an invalid candidate) stands. A baseline shaken by the
+   machine's load (both arms spread alike) does not: the simulation exists for that machine, so it
+   decides, the candidate's own checks still run, and the wall clock confirms nothing (step 4).
+2. A candidate whose build outputs (`artifacts`) are byte-identical to the baseline's is
+   "no change in the binary": nothing was sampled. One whose simulated workload printed a
+   `DIGEST` other than the baseline's (same seed; names the A/A calibration found deterministic)
+   is `invalid` before any pair: the build the yardstick counts computes something else, and
+   since the counted work and the checked work are one process, a candidate cannot be fast where
+   it is counted and correct where it is checked.
+3. **Integrity**: a benchmark that claims a speed-up (its primary metric wins at the experiment's
+   level) while the simulated cycles do not move beyond the floor is `invalid`: the work it claims
+   to save is still being done. Where the workload runs a build of its own (`separate_build`, e.g.
+   an AVX2 copy because Valgrind has no AVX-512) the claim may be true on a path only the measured
+   build runs: discarded as unseen instead.
+4. **Keep** needs both: the simulated cycles fall by at least the floor, AND the wall-clock
+   interval of the primary metric (anytime-valid, at level `alpha_loss`) does not lie below
+   `-wall_tolerance_pct`: the simulator models neither branch prediction nor threads nor the real
+   memory system, so the real machine gets a veto against a slowdown it can show. Pairs are
+   sampled until the interval excludes a regression beyond the tolerance (the reason then says
+   "confirmed"), shows one (discard), or the pair cap. Then one look: pairs that lean to a loss
+   (Wilcoxon's signed-rank test, one-sided at `alpha_loss`) discard it too, since the anytime
+   interval is too wide at a 20-pair cap to resolve a real 8% slowdown on tg128's noise. On a
+   machine too noisy to confirm within the cap the keep rests on the simulation, and the reason
+   says the wall clock "neither confirms nor refutes" it, with its interval.
+5. Simulated cycles up by at least the floor: discard (slower); within the floor: discard,
+   "no change in simulated cycles".
+
+The simulation serialises threads (one CPU); a change that only helps by spreading work over
+cores does not show in it: such targets should not declare `simulate`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from jobs.measure import cgoutput
+from jobs.measure.cgoutput import EVENTS, SimulateError
+from jobs.contract.runsummary import RunSummary
+
+L1_WEIGHT, LL_WEIGHT = 10, 100
+MODEL = (f"simulated cycles = Ir + {L1_WEIGHT}·(I1mr + D1mr + D1mw) + {LL_WEIGHT}·(ILmr + DLmr + DLmw) "
+         "(instructions, first-level and last-level cache misses of cachegrind with I1/D1 32 KiB 8-way, "
+         "LL 8 MiB 16-way, 64-byte lines)")
+CACHES = ("--I1=32768,8,64", "--D1=32768,8,64", "--LL=8388608,16,64")
+JITTER_MULTIPLE = 3.0      # the floor is never below this many times the A/A jitter
+TOTAL_LIMIT = 2 ** 96      # a total of many processes' counts (each below 2**63): still a number json and floats hold
+CYCLES_LIMIT = (1 + 3 * L1_WEIGHT + 3 * LL_WEIGHT) * TOTAL_LIMIT     # the most cycles such counts make
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Event totals of one simulated run (summed over every process it started). Every count is an
+    int in [0, TOTAL_LIMIT) and `processes` at least 1, so `to_dict` always dumps as JSON and a
+    ratio of two runs' cycles is a finite float."""
+
+    events: tuple[tuple[str, int], ...]
+    processes: int = 1
+
+    def __post_init__(self):
+        bad = [f"{n}={v!r}"[:60] for n, v in self.events
+               if type(v) is not int or not 0 <= v < TOTAL_LIMIT]
+        if bad or type(self.processes) is not int or self.processes < 1:
+            raise SimulateError(f"counts out of range: {', '.join(bad) or f'processes={self.processes!r}'}")
+
+    def get(self, name: str) -> int:
+        return dict(self.events).get(name, 0)
+
+    @property
+    def cycles(self) -> int:
+        g = self.get
+        return (g("Ir") + L1_WEIGHT * (g("I1mr") + g("D1mr") + g("D1mw"))
+                + LL_WEIGHT * (g("ILmr") + g("DLmr") + g("DLmw")))
+
+    def to_dict(self) -> dict:
+        return {**dict(self.events), "cycles": self.cycles, "processes": self.processes}
+
+
+def parse_cachegrind(text: str) -> Counts:
+    """One cachegrind output file (or only its `events:`/`summary:` lines) -> Counts (jobs.measure.cgoutput
+    checks it: exactly the EVENTS line, one summary of non-negative counts below 2**63)."""
+    return Counts(tuple(zip(EVENTS, cgoutput.parse_cachegrind(text))))
+
+
+def total(parts: list[Counts]) -> Counts:
+    if not parts:
+        raise SimulateError("the simulated run left no cachegrind output")
+    names = list(dict.fromkeys(n for c in parts for n, _ in c.events))
+    return Counts(tuple((n, sum(c.get(n) for c in parts)) for n in names), sum(c.processes for c in parts))
+
+
+def wrapped_command(command: str, marker: str) -> str:
+    """The shell command that runs `command` under cachegrind (every child process too) inside the
+    sandbox and prints the workload's DIGEST lines, then its listing of each process's records after
+    a `marker` line (jobs/measure/cgoutput.py: where they are kept and what is read of them). The rest of
+    the workload's output goes to a file, printed (tail) only when it fails."""
+    return cgoutput.script(command, marker, ["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--branch-sim=no",
+                                             *CACHES, "--trace-children=yes", "--vgdb=no"])
+
+
+def extract(output: str, marker: str) -> Counts:
+    """The totals `wrapped_command` printed, summed over its processes once every record was checked
+    (SimulateError says which record failed and how)."""
+    return total([Counts(tuple(zip(EVENTS, c))) for c in cgoutput.processes(output, marker).values()])
+
+
+def extract_digests(output: str, marker: str) -> dict[str, str]:
+    """The workload's `DIGEST name=hex` lines `wrapped_command` printed before its listing (a line of
+    another form there is ignored, as in a benchmark's output; a name printed twice keeps its last
+    value, as jobs.contract.metrics does)."""
+    from jobs.contract.metrics import parse_metrics
+    return dict(parse_metrics(cgoutput.before_listing(output, marker)).digests)
+
+
+def process_problems(simulated: dict) -> list[str]:
+    """Why the two simulated runs (`RawResult.simulated`) cannot be compared: they ran a different
+    number of processes under cachegrind. One process more is what a forged record (a file and its
+    log for a process that never ran) adds; a workload that really starts another number of
+    processes counts other work. [] when either arm does not say (an older record)."""
+    base, head = (simulated.get(arm, {}).get("processes") for arm in ("A", "B"))
+    if not isinstance(base, int) or not isinstance(head, int) or base == head:
+        return []
+    return [f"the simulated workload ran {head} process(es) under cachegrind for the candidate and {base} for the "
+            "baseline: the counts of different process trees are not compared (a record the runner did not ask "
+            "for, or a workload that starts other processes)"]
+
+
+def digest_problems(simulated: dict, names: list[str] | tuple[str, ...] | None) -> list[str]:
+    """Why the candidate's simulated workload computes something else than the baseline's: the
+    DIGESTs both got from the same seed, limited to `names` (those the A/A calibration found
+    deterministic; None: every name the baseline printed)."""
+    from jobs.stats.integrity import digest_problems as differ
+    base, head = (dict(simulated.get(arm, {}).get("digests") or {}) for arm in ("A", "B"))
+    if names is not None:
+        base = {k: v for k, v in base.items() if k in names}
+    return [p.replace("pair 1: ", "the simulated workload: ", 1) for p in differ([(base, head)])]
+
+
+def unstable_digests(simulated: dict) -> list[str]:
+    """DIGEST names two simulated runs of the same commit (the A/A calibration) disagree on."""
+    from jobs.stats.integrity import nondeterministic_digests
+    return nondeterministic_digests([(dict(simulated.get("A", {}).get("digests") or {}),
+                                      dict(simulated.get("B", {}).get("digests") or {}))])
+
+
+@dataclass(frozen=True)
+class Comparison:
+    base: int                  # simulated cycles of the baseline
+    head: int
+
+    @property
+    def delta_pct(self) -> float:
+        """Candidate vs baseline in simulated cycles (negative = fewer = faster)."""
+        if self.base <= 0:
+            return math.inf
+        try:                    # counts are bounded (Counts); a record from elsewhere may not be
+            return 100.0 * (self.head / self.base - 1.0)
+        except OverflowError:
+            return math.inf
+
+    @property
+    def saving_pct(self) -> float:
+        return -self.delta_pct
+
+
+def floor_pct(configured: float, aa_delta_pct: float | None) -> float:
+    """The least simulated change that counts: the config's, raised past the A/A jitter."""
+    jitter = abs(aa_delta_pct or 0.0)
+    return max(configured, JITTER_MULTIPLE * jitter)
+
+
+def compare(simulated: dict) -> Comparison | None:
+    """`RawResult.simulated` ({"A": counts, "B": counts}) -> Comparison, None when an arm is missing or
+    its cycles are not a count `Counts` could have made."""
+    try:
+        base, head = int(simulated["A"]["cycles"]), int(simulated["B"]["cycles"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return Comparison(base, head) if 0 <= base < CYCLES_LIMIT and 0 <= head < CYCLES_LIMIT else None
+
+
+@dataclass(frozen=True)
+class Guard:
+    """The wall-clock guard's parameters: a regression beyond `tolerance_pct` must be excluded at
+    level `alpha` (anytime-valid, so it may be checked after every pair)."""
+
+    tolerance_pct: float
+    alpha: float
+    min_pairs: int = 3
+    claim_alpha: float = 0.01         # the experiment's keep level: a claim is a wall-clock win at this level
+
+
+def wall_interval(y: list[float], s: list[float], alpha: float) -> tuple[float, float]:
+    """The primary metric's interval in % (oriented: + is better) at level `alpha`."""
+    from jobs.stats.sequential import confidence_sequence, to_pct
+    lo, hi = confidence_sequence(y, s, alpha)
+    return (to_pct(lo) if math.isfinite(lo) else -100.0, to_pct(hi) if math.isfinite(hi) else math.inf)
+
+
+def stop_after_pair(sim: Comparison | None, floor: float, y: list[float], s: list[float], guard: Guard) -> str:
+    """The runner's stop rule when a simulation decides: '' to go on, else why to stop. Pairs only
+    serve the guard (and the integrity check), so a candidate that does not save simulated cycles
+    stops at `min_pairs`; one that does stops once the guard is settled either way."""
+    if len(y) < guard.min_pairs:
+        return ""
+    if sim is None or sim.saving_pct < floor:
+        # Nothing saved: pairs go on only while the benchmark seems to claim a large speed-up, until
+        # the claim is established (then it is invalid) or ruled out.
+        import numpy as np
+        from jobs.stats.sequential import to_pct
+        if to_pct(float(np.median(y))) < guard.tolerance_pct:
+            return "simulated"
+        lo, hi = wall_interval(y, s, guard.claim_alpha)
+        return "claimed" if lo > 0 else "simulated" if hi < guard.tolerance_pct else ""
+    lo, hi = wall_interval(y, s, guard.alpha)
+    if lo > -guard.tolerance_pct:
+        return "guarded"
+    if hi < -guard.tolerance_pct:
+        return "loss"
+    return ""
+
+
+def sim_view(sim: Comparison, floor: float, raw_simulated: dict) -> dict:
+    return {"base_cycles": sim.base, "head_cycles": sim.head, "delta_pct": round(sim.delta_pct, 4),
+            "floor_pct": floor, "seconds": {a: raw_simulated.get(a, {}).get("wall_s") for a in ("A", "B")},
+            "model": MODEL}
+
+
+def judge_yardstick(raw, config, plan, floor: float, guard: Guard, digests: list[str] | None = None):
+    """The experiment's status when the target declares `simulate` (see the module docstring).
+    `digests`: the simulated workload's DIGEST names to compare (None: all; [] none)."""
+    from jobs.contract.model import Status
+    from jobs.stats.sequential import adjusted
+    from jobs.stats.stats import signed_rank_p
+    from jobs.stats.verdict import BaselineSanity, Judgement, baseline_check, judge, metric_pairs, runner_view
+    if raw.status == "ok" and raw.stopped == "identical":
+        n = len(raw.artifacts.get("files", []))
+        return Judgement(Status.DISCARD, f"no change in the binary: the {n} declared build output(s) are "
+                         "byte-identical to the baseline's (nothing was sampled)", runner=runner_view(raw))
+    differ = (process_problems(raw.simulated) + digest_problems(raw.simulated, digests)
+              if raw.status == "ok" and raw.simulated else [])
+    if differ:
+        return Judgement(Status.INVALID, "; ".join(differ) + " (the build the yardstick counts, before any "
+                         "wall-clock pair: nothing was sampled)", runner=runner_view(raw))
+    # A busy machine's wall clock (the baseline's spread, both arms alike) does not stop the yardstick,
+    # which exists for that machine: the simulated cycles decide, the candidate's checks (digests,
+    # values) still run, and the guard confirms nothing.
+    check = baseline_check(raw, config) if raw.status == "ok" else None
+    noisy = check.text if check is not None and check.machine_load else ""
+    wall = judge(raw, config, plan, baseline=BaselineSanity() if noisy else check)
+    if raw.status != "ok" or wall.status in (Status.NOISE, Status.INVALID, Status.CRASH):
+        return wall
+    sim = compare(raw.simulated)
+    if sim is None:
+        return Judgement(Status.CRASH, "the simulated run left no counts for one arm", wall.metrics, wall.flags,
+                         wall.runner)
+    view = {**wall.runner, "simulated": sim_view(sim, floor, raw.simulated)}
+    primary = config.primary
+    main = next((m for m in wall.metrics if m.name == primary.name), None)
+    y, s = adjusted(metric_pairs(raw, primary.name, primary.direction, plan.adjust.get(primary.name, ())),
+                    plan.prior(primary.name))
+    lo, hi = wall_interval(y, s, guard.alpha) if len(y) >= 2 else (-100.0, math.inf)
+    view["wall_guard"] = {"lo_pct": lo, "hi_pct": hi, "alpha": guard.alpha, "tolerance_pct": guard.tolerance_pct,
+                          "pairs": len(y)}
+    simtext = f"simulated cycles {sim.delta_pct:+.2f}% ({sim.base:,} → {sim.head:,}; floor {floor:.2g}%)"
+    walltext = (f"wall-clock {primary.name} {main.delta_pct:+.1f}%, interval {lo:+.1f}%…{hi:+.1f}% at level "
+                f"{guard.alpha:g} ({len(y)} pairs)" if main else "no wall-clock pairs")
+    if noisy:
+        walltext = f"the wall clock too noisy to guard it ({walltext}; {noisy})"
+        view["wall_guard"]["noisy"] = True
+    claim_lo = wall_interval(y, s, guard.claim_alpha)[0] if len(y) >= 2 else -100.0
+    claims = main is not None and (main.verdict == "win" or claim_lo > 0)
+    if claims and abs(sim.delta_pct) < floor:
+        if config.simulate.separate_build:
+            # The workload ran a build of its own (another ISA): the win may be on a path only the
+            # measured build runs. Not kept (the yardstick does not see it), and not called a cheat.
+            return Judgement(Status.DISCARD, f"unseen by the yardstick: the benchmark measured {primary.name} "
+                             f"{main.delta_pct:+.1f}% (its interval excludes 0 at the keep level "
+                             f"{guard.claim_alpha:.3g}) but the {simtext} did not move, and the simulated workload "
+                             "runs a build of its own (simulate.separate_build), so the gain may be on a path only "
+                             "the measured build has; judge such a change on the wall clock alone, without "
+                             "`simulate`", wall.metrics, wall.flags, view)
+        return Judgement(Status.INVALID, f"the benchmark claims {primary.name} {main.delta_pct:+.1f}% (its "
+                         f"interval excludes 0 at the keep level {guard.claim_alpha:.3g}) but the {simtext} did not "
+                         "move: the work it claims to save is still done. A gain the model cannot see (instruction "
+                         "latency, branch prediction, e.g. from -march) looks the same: judge such a change on the "
+                         "wall clock alone, without `simulate`", wall.metrics, wall.flags, view)
+    if sim.saving_pct >= floor:
+        losses = [m for m in wall.metrics if m.verdict == "loss"]
+        if losses:
+            worst = ", ".join(f"{m.name} {m.delta_pct:+.1f}%" for m in losses)
+            return Judgement(Status.DISCARD, f"{simtext}, but the wall clock measured a loss: {worst}",
+                             wall.metrics, wall.flags, view)
+        if hi < -guard.tolerance_pct:
+            return Judgement(Status.DISCARD, f"{simtext}, but {walltext}: slower than the "
+                             f"{guard.tolerance_pct:g}% tolerance on the real machine", wall.metrics, wall.flags, view)
+        # One look, once sampling ended: pairs that lean to a loss refute the count even where the
+        # interval (anytime-valid, so wide) could not resolve the tolerance: at the llama.cpp config's
+        # 20-pair cap and tg128's noise, 66% of real 8% slowdowns were kept on the count without it.
+        lean = signed_rank_p(y, "less")
+        view["wall_guard"]["loss_p"] = lean
+        if lean < guard.alpha:
+            return Judgement(Status.DISCARD, f"{simtext}, but {walltext}: its pairs lean to a loss (signed-rank "
+                             f"p={lean:.2g} < {guard.alpha:g} that the candidate is slower, one look at the last "
+                             "pair): the saving the count sees does not reach the real machine",
+                             wall.metrics, wall.flags, view)
+        if len(y) < guard.min_pairs:
+            return Judgement(Status.DISCARD, f"{simtext}, but only {len(y)} wall-clock pair(s): the guard "
+                             f"needs at least {guard.min_pairs}", wall.metrics, wall.flags, view)
+        confirmed = lo > -guard.tolerance_pct and not noisy
+        view["wall_guard"]["confirmed"] = confirmed
+        word = ("confirmed: it excludes a regression beyond" if confirmed else
+                "neither confirms nor refutes it: no regression beyond")
+        return Judgement(Status.KEEP, f"{simtext}; {walltext} {word} {guard.tolerance_pct:g}%"
+                         + ("" if confirmed else " was shown"), wall.metrics, wall.flags, view)
+    if sim.delta_pct >= floor:
+        return Judgement(Status.DISCARD, f"slower: {simtext}; {walltext}", wall.metrics, wall.flags, view)
+    return Judgement(Status.DISCARD, f"no change in simulated cycles: {simtext}; {walltext}", wall.metrics,
+                     wall.flags, view)
+
+
+def guard_interval(g: dict) -> str:
+    """A result's wall-clock guard interval (`runner.wall_guard`) as `-3.7%…+6.8%` (`+inf` when unbounded)."""
+    hi = g.get("hi_pct")
+    return f"{g.get('lo_pct', -100):+.1f}%…{'+inf' if hi is None or hi == math.inf else f'{hi:+.1f}%'}"
+
+
+def guard_interval_at(g: dict) -> str:
+    """The guard interval with its level and pairs: `-3.7%…+6.8% (0.05, 7 pairs)`."""
+    return f"{guard_interval(g)} ({g.get('alpha', 0):g}, {g.get('pairs', 0)} pairs)"
+
+
+def render_section(summary: RunSummary) -> list:
+    """pr.md's 'Deterministic yardstick' section: the model, this machine's A/A jitter and cost, and
+    per experiment the simulated change beside the wall-clock interval, both labelled. Lines are
+    `jobs.guard.mdsafe.Markdown`: platform and experiment names (the repository's) escaped by `md`."""
+    from jobs.guard.mdsafe import md
+    cal = summary.simulate or {}
+    rows = [e for e in summary.experiments + list((summary.stacks or {}).values())
+            if (e.get("runner") or {}).get("simulated")]
+    if not cal and not rows:
+        return []
+    out = [md("## Deterministic yardstick (simulated cycles)"), md(""), md("Model: {}.", MODEL), md(""),
+           md("Keeps are decided on simulated cycles (one cachegrind run per arm, no pairs): a keep needs them to "
+              "fall by at least the floor **and** the wall-clock interval of the primary metric (coin-ordered "
+              "pairs) not to lie below the tolerance, nor the pairs to lean to a loss at the last one (a one-sided "
+              "signed-rank test at one look); the wall clock *confirms* a keep when its interval excludes "
+              "a regression beyond the tolerance, and otherwise the reason says it neither confirms nor refutes it. {}",
+              md("The simulated workload runs a build of its own (`simulate.separate_build`, e.g. an AVX2 copy "
+                 "Valgrind can run): a wall-clock win it does not see is discarded as unseen, not kept.")
+              if any(c.get("separate_build") for c in cal.values()) else
+              md("A benchmark that claims a speed-up while the simulated cycles do not move is `invalid`.")), md("")]
+    for platform, c in cal.items():
+        slow = (md("; {:.1f} s simulated vs {:.2f} s native = {:.0f}x slowdown", c["seconds"], c["native_seconds"],
+                   c["seconds"] / c["native_seconds"]) if c.get("seconds") and c.get("native_seconds") else md(""))
+        aa = c.get("aa_delta_pct")
+        out.append(md("- {}: A/A (two builds of the base) {:+.4f}% in simulated cycles ({:,} cycles per run){}.",
+                      platform, aa, c.get("base_cycles") or 0, slow) if aa is not None else
+                   md("- {}: no A/A simulation", platform))
+    if cal:
+        out.append(md(""))
+    if rows:
+        out += [md("| experiment | platform | simulated cycles base → head | simulated Δ (floor) | "
+                   "wall-clock Δ, interval (level), pairs | status |"), md("|---|---|---|---|---|---|")]
+        primary = summary.primary
+        for e in rows:
+            sim = e["runner"]["simulated"]
+            g = e["runner"].get("wall_guard") or {}
+            m = next((m for m in e.get("metrics", []) if m["name"] == primary), None)
+            wall = (md("{:+.1f}%, {} ({:g}), {}", m["delta_pct"], guard_interval(g), g.get("alpha", 0), g.get("pairs", 0))
+                    if m else md("—"))
+            out.append(md("| {} | {} | {:,} → {:,} | {:+.3f}% ({:.2g}%) | {} | {} |", e["name"], e["platform"],
+                          sim["base_cycles"], sim["head_cycles"], sim["delta_pct"], sim["floor_pct"], wall, e["status"]))
+        out.append(md(""))
+    return out
+
+
+def headline(summary: RunSummary) -> list:
+    """pr.md's summary when the deterministic yardstick decided the stack: the simulated change
+    first, the wall clock of the primary metric beside it, labelled ([] otherwise); `Markdown` lines."""
+    from jobs.guard.mdsafe import join, md
+    out = []
+    kept = summary.stack_applied or []
+    for platform, st in (summary.stacks or {}).items():
+        sim = (st.get("runner") or {}).get("simulated")
+        if not sim or st.get("status") != "keep":
+            continue
+        g = st["runner"].get("wall_guard") or {}
+        m = next((m for m in st.get("metrics", []) if m["name"] == summary.primary), None)
+        wall = (md("{} {:+.1f}%, interval {} at level {:g} over {} pairs", summary.primary, m["delta_pct"],
+                   guard_interval(g), g.get("alpha", 0), g.get("pairs", 0)) if m else md("no pairs"))
+        out.append(md("{} optimization(s) kept ({}), decided by the deterministic yardstick on {}: **simulated cycles "
+                      "{:+.2f}%** (floor {:.2g}%). Wall clock beside it: {}, which {}", len(kept), join(", ", kept),
+                      platform, sim["delta_pct"], sim["floor_pct"], wall,
+                      "confirms it." if g.get("confirmed") else "neither confirms nor refutes it on this machine."))
+    if not out and summary.simulate and not summary.stacks:
+        tried = [e for e in summary.experiments if (e.get("runner") or {}).get("simulated")]
+        if tried:
+            out.append(md("No optimization changed the simulated cycles by more than the floor and held on the wall "
+                          "clock ({} measured; the table below gives each one's simulated change), so no stack was "
+                          "built and the branch equals the base commit.", len(tried)))
+    return out + [md("")] if out else []

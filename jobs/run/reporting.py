@@ -1,0 +1,121 @@
+"""The report phase of a run: its `RunSummary` made from the run's state and records, written as
+summary.json and rendered as pr.md.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jobs.contract import ledger
+from jobs.contract.branches import Published
+from jobs.contract.config import TargetConfig
+from jobs.measure.machine import summarise_load
+from jobs.run.measuring import plan_for
+from jobs.contract.model import ExperimentRecord
+from jobs.report.report import render_pr
+from jobs.report.report_review import reproduce_lines
+from jobs.contract.runsummary import RunSummary
+from jobs.guard.shellcmd import command
+
+
+@dataclass
+class Reporting:
+    run_id: str
+    config: TargetConfig
+    repo: Path
+    out: Path
+    state: dict[str, Any]
+    platforms: list[str]                 # measured, in the executors' order
+    agent: str
+    executor: str
+    repeats: int | None
+    candidates: list[Path]
+    published: Published | None = None   # the bot's: where a maintainer fetches the result; None: the CLI's
+
+    def summary(self, results: list[ExperimentRecord], stacks: dict[str, ExperimentRecord],
+                wall_seconds: float) -> RunSummary:
+        state, measured = self.state, self.platforms
+        configured = [p.name for p in self.config.platforms]
+        confirmed = bool(state.get("stack_confirmed")) and state.get("branch_left", True)
+        facts = self._review_facts(results, confirmed)
+        built = RunSummary(
+            run_id=self.run_id, target=self.config.name or self.repo.name, repo=str(self.repo),
+            base_commit=state["base_commit"], branch=state["branch"],
+            platform=measured[0], platforms=measured + [p for p in configured if p not in measured],
+            cpus=state.get("cpus", {}), cpu=state.get("cpus", {}).get(measured[0], ""),
+            machines={p: {**{k: v for k, v in m.items() if k != "load"}, "load": summarise_load(m.get("load", []))}
+                      for p, m in state.get("machines", {}).items()},
+            agent=self.agent, primary=self.config.primary.name, calibration=state["calibration"], **facts,
+            stack_applied=state.get("stack_survivors", state.get("stack_applied", [])),
+            stack_dropped=state.get("stack_dropped", []), stack_unattributed=state.get("stack_unattributed", []),
+            attribution=[{k: v for k, v in r.items() if k != "log"}
+                         for r in ledger.read(self.out) if r.get("kind") == "attribution"],
+            sandboxed=state.get("sandboxed", True), unsandboxed_by=state.get("unsandboxed_by", ""),
+            profile_missing=state.get("profile_missing", ""),
+            noise={p: {"history": n.get("history", []), "pool_pairs": len(n.get("pool", []))}
+                   for p, n in state.get("noise", {}).items()},
+            profile=state.get("profile"), simulate=state.get("simulate"),
+            error_control={"alpha": self.config.thresholds.alpha, "family": self.config.budget.max_experiments,
+                           "platforms": len(measured)},
+            stacks={p: {k: v for k, v in s.to_dict().items() if k != "log"} for p, s in stacks.items()},
+            cost_usd=state.get("cost_usd", 0.0), wall_seconds=round(wall_seconds, 1),
+            stack_confirmed=state.get("stack_confirmed", False),
+            branch_left=state.get("branch_left", True), branch_note=state.get("branch_note", ""),
+            floor_pct={p: plan_for(self.config, state, p, 0, self.repeats).floor_pct for p in measured
+                       if p in state["calibration"]},
+            reproduce=self.reproduce(state["base_commit"], state["branch"] if confirmed else None),
+            resume=self.resume_command(), warnings=tuple(state.get("warnings", [])))
+        # Non-finite numbers (an untrusted result's infinite interval) are null in the file and here alike.
+        return RunSummary.from_json(ledger.strict_json(built.to_json()))
+
+    def reproduce(self, base: str, branch: str | None) -> list[str]:
+        """A fresh measurement of base vs head (jobs.report.report_review.reproduce_lines): from the target
+        folder on the CLI; for the bot, from the repository's URL and where the branch was pushed,
+        since the worker's clone is nowhere a maintainer can reach."""
+        env, pub = self.state.get("bench_env_names") or [], self.published
+        if pub is None:
+            return reproduce_lines(str(self.repo), base, branch, env, self.repeats, self.agent,
+                                   [str(Path(c).resolve()) for c in self.candidates])
+        head = pub.head_branch if branch or pub.head_is_candidate else None
+        return reproduce_lines(pub.clone_url, base, head, env, self.repeats,
+                               self.agent, pub.candidates, branch_url=pub.head_url, candidates_in_repo=True)
+
+    def resume_command(self) -> str:
+        """The command that re-prints or resumes this very run, from its folder: none for the bot's
+        runs, whose folder is on a worker (the bot resumes them itself)."""
+        if self.published is not None:
+            return ""
+        return command("autoresearch", "run", self.repo, "--run-id", self.run_id, "--out", self.out,
+                       *(("--executor", self.executor) if self.executor != "local" else ()),
+                       *(("--repeats", self.repeats) if self.repeats else ()),
+                       env=self.state.get("bench_env_names") or [])
+
+    def write(self, summary: RunSummary) -> None:
+        data = summary.to_json()
+        (self.out / "summary.json").write_text(ledger.dumps(data, indent=2), encoding="utf-8")
+        (self.out / "pr.md").write_text(render_pr(summary), encoding="utf-8")
+
+    def _review_facts(self, results: list[ExperimentRecord], confirmed: bool) -> dict[str, Any]:
+        """What each kept commit touches, and the failed steps' first lines (jobs.report.review_facts)."""
+        from jobs.report.review_facts import branch_diffstat, commit_facts, with_failure_output
+        base, facts = self.state["base_commit"], {}
+        facts["experiments"] = [with_failure_output(r.to_dict(), r.log) for r in results]
+        if confirmed:
+            head = self.state["stack_final"]
+            facts["commits"] = commit_facts(self.repo, base, head, self.state.get("stack_survivors", []))
+            facts["diffstat"] = branch_diffstat(self.repo, base, head) if len(facts["commits"]) > 1 else ""
+        hyps = {h["id"]: h for h in self.state.get("hypotheses", [])}
+        facts["hypotheses"] = {c["hypothesis"]: self._public(hyps[c["hypothesis"]]) for c in facts.get("commits", [])
+                               if c["hypothesis"] in hyps}
+        return facts
+
+    def _public(self, hypothesis: dict[str, Any]) -> dict[str, Any]:
+        """A bot run's hypothesis as a maintainer can follow it: a candidate's patch file named where
+        the repository keeps it (or by its name alone, a bench's diff), never by the worker's path."""
+        if self.published is None:
+            return hypothesis
+        in_repo = {c.rsplit("/", 1)[-1]: c for c in self.published.candidates}
+        evidence = [{**e, "where": in_repo.get(Path(e["where"]).name, Path(e["where"]).name)}
+                    if e.get("note") == "patch file" else e for e in hypothesis.get("evidence", [])]
+        return {**hypothesis, "evidence": evidence}

@@ -1,0 +1,146 @@
+"""The research phase of a run: offline scan (or the one the bot's plan already made), C-library
+gap scan and callgrind profile, the research sources (op profile, forks, papers), a model's
+ranking when the agent is one; written to research.md and hypotheses.json, and saved in the
+run's state so a resume does not research again.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from jobs.guard import gitops
+from jobs.contract.config import TargetConfig
+from jobs.contract.errors import RunError
+from jobs.contract.model import Hypothesis
+from jobs.report.report import finding_line, render_research, with_warning
+from jobs.research.offline import Research, candidate_hypothesis, research
+from jobs.measure.isolation import Isolation
+from jobs.measure.runner import run_step
+from jobs.run.runstate import RunState
+
+
+@dataclass
+class Researching:
+    repo: Path
+    out: Path
+    config: TargetConfig
+    state: RunState
+    emit: Callable[[dict[str, Any]], None]
+    isolation: Isolation                   # the op and callgrind profiles run target code: in the run's sandbox
+    agent_name: str                        # offline | none | claude
+    agent: Callable[[], Any]               # the agent, made when first asked for
+    charge_llm: Callable[[], None]         # the model's spend so far, added to the run's cost
+    candidates: list[Path]
+    prepared: Research | None = None       # the offline research the bot's plan already made on this commit
+    profile: str = "reuse"                 # reuse | fresh | off (RunOptions.profile)
+
+    def run(self) -> list[Hypothesis]:
+        if "hypotheses" in self.state:
+            return [Hypothesis.from_dict(h) for h in self.state["hypotheses"]]
+        self.emit({"type": "phase", "phase": "research"})
+        tree = self.out / "work" / "research"
+        gitops.add_worktree(self.repo, tree, self.state["base_commit"])
+        try:
+            hypotheses: list[Hypothesis] = [candidate_hypothesis(Path(p)) for p in self.candidates]
+            found = None
+            if self.agent_name != "none":
+                self._step("scan (recipes, memory passes)")
+                found = self.prepared if self.prepared is not None else research(tree, self.config)
+            sources = callprof = None
+            if found:
+                found, sources, callprof = self._sources(tree, found)
+                hypotheses += found.hypotheses
+            notes = found.notes if found else ["--agent none: only the given candidates are evaluated"]
+            findings = [finding_line(f.where, f.describe()) for f in (found.findings if found else [])]
+            from jobs.research.callgrind import render as render_callgrind
+            from jobs.research.clib import scanned
+            coverage = scanned(tree, self.config, sources_ran=found is not None, findings=len(findings),
+                               candidates=len(self.candidates), prof=callprof, hypotheses=len(hypotheses))
+        finally:
+            gitops.remove_worktree(self.repo, tree)
+        self.charge_llm()
+        from jobs.guard.mdsafe import document  # every section Markdown, or a TypeError here
+        (self.out / "research.md").write_text(document([with_warning(render_research(
+            self.config.name or self.repo.name, self.state["base_commit"], hypotheses, notes, findings,
+            self.agent_name), self.state.get("profile_missing", "")), *coverage,
+            *(render_callgrind(callprof) if callprof else []), *([sources.markdown()] if sources else [])]),
+            encoding="utf-8")
+        (self.out / "hypotheses.json").write_text(
+            json.dumps([h.to_dict() for h in hypotheses], indent=2), encoding="utf-8")
+        profile = sources.profile.to_dict() if sources is not None and sources.profile is not None else None
+        self.state.save(hypotheses=[h.to_dict() for h in hypotheses], phase="calibrate", profile=profile,
+                        callgrind=callprof.to_dict() if callprof else None)
+        self.emit({"type": "research_done", "hypotheses": [h.id for h in hypotheses]})
+        return hypotheses
+
+    def _sources(self, tree: Path, found: Research):
+        """Gap scan; forks/papers when configured; the profiles: (the research with what they
+        found merged in, the sources gathered, the callgrind profile or None)."""
+        from jobs.research.clib import research_c
+        from jobs.research.offline import merge_sources, model_research
+        from jobs.research.sources import gather
+        config, cache = self._profile_choice()
+        if self.config.simulate is not None:
+            self._step("callgrind profile (simulate: workload)")
+        extra, cnotes, callprof = research_c(tree, self.config, self.out / "patches", lambda c, cwd, timeout, **kw:
+                                             run_step(c, cwd, timeout, isolation=self.isolation, **kw))
+        found.hypotheses += extra
+        found.notes += cnotes
+        sources = gather(tree, config, profile_runner=lambda command, cwd, timeout: run_step(
+            command, cwd, timeout, isolation=self.isolation, step="build"), on_step=self._step,
+            profile_cache=cache)
+        if config is not self.config:
+            sources.notes.append("profile: not measured (switched off with --profile off)")
+        elif sources.profile_missing:
+            self._profile_missing(sources.profile_missing)
+        found = merge_sources(found, sources, self.config)
+        agent = self.agent()
+        if callprof is not None:
+            from jobs.research.callgrind import digest
+            sources.extra_digests["callgrind profile of the reduced workload (simulated cycles)"] = digest(callprof)
+            if hasattr(agent, "profile_digest"):
+                agent.profile_digest = digest(callprof)
+        if hasattr(agent, "research"):           # a model researcher ranks from the digests
+            found.hypotheses, extra = model_research(agent, found, sources)
+            found.notes += extra
+        return found, sources, callprof
+
+    def _profile_missing(self, why: str) -> None:
+        """The op profile was configured but not measured: stop (research.profile.required) or go on
+        ranking by kind weights alone, saying so loudly, since the ranking decides what is tested."""
+        spec = self.config.research.profile
+        fix = (f"raise research.profile.timeout (now {spec.timeout:.0f} s), warm the build's cache (ccache) "
+               "or fix the instrumented build, then run again (`--profile reuse` keeps a measured profile)")
+        if spec.required:
+            raise RunError(f"research.profile: the op profile was not measured ({why}); research.profile.required "
+                           f"is true, so the run stops before anything is measured; fix: {fix}")
+        message = (f"the op profile was not measured ({why}): hypotheses are ranked by kind weights alone, so the "
+                   f"ones a profile would put first may not be tested; fix: {fix}, or set "
+                   "research.profile.required: true to stop instead")
+        self.state.save(profile_missing=message)
+        self.emit({"type": "warning", "message": message})
+
+    def _step(self, name: str) -> None:
+        self.emit({"type": "progress", "name": "research", "message": name, "fraction": 0.0})
+
+    def _profile_choice(self) -> tuple[TargetConfig, Path | None]:
+        """The config the research sources see and where the op profile is kept (`--profile`)."""
+        spec = self.config.research.profile
+        if spec is None:
+            return self.config, None
+        if self.profile == "off":
+            return self.config.model_copy(update={"research": self.config.research.model_copy(
+                update={"profile": None})}), None
+        from jobs.research.profile_run import cache_file
+        from jobs.research.sources import KERNELS_DIR
+        recipe = KERNELS_DIR / spec.instrument
+        git_dir = Path(gitops.git(self.repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+        cache = cache_file(
+            git_dir / "autoresearch" / "profiles", self.state["base_commit"], spec.model_dump_json(),
+            recipe.read_text(encoding="utf-8") if recipe.is_file() else "", self.config.build, self.config.benchmark,
+            self.state.get("bench_env_digest", ""))
+        if self.profile == "fresh":
+            cache.unlink(missing_ok=True)
+        return self.config, cache
