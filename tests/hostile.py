@@ -1,5 +1,5 @@
 """The hostile target of issue 11 and its leak check, shared by the CLI test
-(tests/jobs/test_hostile_target.py) and the App's (tests/bot/test_hostile_app.py and friends)."""
+(tests/jobs/guard/test_hostile_target.py) and the App's (tests/bot/test_hostile_app.py and friends)."""
 from __future__ import annotations
 
 import os

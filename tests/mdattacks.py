@@ -1,5 +1,5 @@
 """Known Markdown attacks on untrusted text, and what of a rendered body GitHub would make live:
-shared by tests/jobs/test_mdsafe.py, tests/jobs/test_report_untrusted.py, tests/jobs/test_markdown_seam.py
+shared by tests/jobs/guard/test_mdsafe.py, tests/jobs/report/test_report_untrusted.py, tests/jobs/report/test_markdown_seam.py
 and tests/bot/test_markdown_bodies.py."""
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The config reference, generated from the pydantic schema in `jobs.contract.config` so it cannot drift:
 `autoresearch config --schema` (JSON schema), `--example` (commented YAML, every field at its
-default) and `--markdown` (the README's table; tests/jobs/test_configdoc.py fails when they differ).
+default) and `--markdown` (the README's table; tests/jobs/contract/test_configdoc.py fails when they differ).
 Pure: strings out, no I/O.
 """
 from __future__ import annotations

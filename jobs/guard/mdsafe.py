@@ -65,7 +65,7 @@ LONG = 2000                                  # what `md` and `join` let through 
 
 class Markdown(str):
     """Markup this project wrote, every untrusted value in it made inert by this module. Made
-    only by this module's builders (never constructed elsewhere: tests/jobs/test_markdown_seam.py);
+    only by this module's builders (never constructed elsewhere: tests/jobs/report/test_markdown_seam.py);
     any `str` operation on it gives a plain `str` back, which `document` refuses. `cell`: the same
     markup as it must read inside a GFM table row (a code span's `|` escaped), when it differs."""
     cell: "Markdown | None" = None

@@ -258,7 +258,7 @@ def judge(raw: RawResult, config: TargetConfig, plan: VerdictPlan, *,
             return Judgement(Status.INVALID, said, results, flags, view)
         # The clock's carry-over test at a fifth of the level: its discard asks more than the metric's
         # (the clock's bound less the reach, not the claim against the reach), so at the full level a
-        # chance finding discarded ~2% of honest keeps per decision (tests/jobs/test_pipeline.py's stack,
+        # chance finding discarded ~2% of honest keeps per decision (tests/jobs/run/test_pipeline.py's stack,
         # once in a CI rehearsal); a carry-over big enough to fake the clock is found far below it.
         carried = carry_over_issue(raw, primary.name, primary.direction, lo, config.thresholds.alpha) or (
             "" if clock_issue else clock_carry_over_issue(raw, primary.clock, lo, config.integrity.timed_share,

@@ -1,4 +1,4 @@
-"""The hostile target of tests/jobs/test_hostile_target.py, through the App end to end: a signed webhook
+"""The hostile target of tests/jobs/guard/test_hostile_target.py, through the App end to end: a signed webhook
 -> Flask -> RQ (real workers) -> the pipeline -> git push over smart HTTP with an installation token
 -> a draft PR on the fake GitHub. Every attempt of its build fails, the run completes, its daemon is
 gone (before the push, too), and neither the App's key nor a token reaches a file, log, comment or

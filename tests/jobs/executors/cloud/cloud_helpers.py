@@ -1,4 +1,4 @@
-"""Shared setup for tests/jobs/cloud: import this before anything that imports `sky`.
+"""Shared setup for tests/jobs/executors/cloud: import this before anything that imports `sky`.
 
 SkyPilot must never reach the network or start its local API server here: the local server is
 disabled, and SkyPilot's home points at a folder holding only our shipped catalog (so validating
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 if importlib.util.find_spec("sky") is None:      # found without importing it (the env comes first)
-    pytest.skip("tests/jobs/cloud need the cloud extra: pip install -e '.[cloud]'", allow_module_level=True)
+    pytest.skip("tests/jobs/executors/cloud need the cloud extra: pip install -e '.[cloud]'", allow_module_level=True)
 os.environ["SKYPILOT_DISABLE_LOCAL_API_SERVER"] = "1"
 os.environ.setdefault("SKYPILOT_DISABLE_USAGE_COLLECTION", "1")
 

@@ -449,14 +449,6 @@ def test_rlimits_never_raise_a_hard_limit():
     assert resource.getrlimit(resource.RLIMIT_NPROC) == (soft, hard)   # only the child was lowered
 
 
-def test_the_pr_says_who_switched_the_sandbox_off():
-    from jobs.report.report import render_pr
-    from test_report import summary
-    assert "WITHOUT a sandbox" not in render_pr(summary())
-    md = render_pr(summary(sandboxed=False, unsandboxed_by="--no-sandbox (the operator)"))
-    assert "WITHOUT a sandbox in this run** (switched off by --no-sandbox (the operator))" in md
-
-
 def test_only_builds_of_the_base_commit_write_the_baselines_caches(tmp_path):
     from jobs.contract.config import load_config
     from jobs.measure.runner import base_arm

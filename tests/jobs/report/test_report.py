@@ -259,3 +259,10 @@ def test_a_floor_the_calibration_raised_is_printed_to_three_digits_as_elsewhere_
     from jobs.report.report_review import decision
     assert decision({"verdict": "win"}, 9.906790173) == "win: interval clears the 9.91% floor"
     assert decision({"verdict": "", "ci_low_pct": 0.4, "ci_high_pct": 3.0}, 1.0) == "real but inside the 1% floor"
+
+
+def test_the_pr_says_who_switched_the_sandbox_off():
+    from jobs.report.report import render_pr
+    assert "WITHOUT a sandbox" not in render_pr(summary())
+    md = render_pr(summary(sandboxed=False, unsandboxed_by="--no-sandbox (the operator)"))
+    assert "WITHOUT a sandbox in this run** (switched off by --no-sandbox (the operator))" in md

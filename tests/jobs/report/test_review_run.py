@@ -119,7 +119,7 @@ def test_research_names_its_sub_steps_and_the_profile_can_be_switched_off(tmp_pa
 
 def test_agent_claude_without_a_key_refuses_before_anything_runs(tmp_path):
     # README, "The Claude agent": the config's `agent: claude` falls back to offline with a warning
-    # (tests/jobs/test_pipeline.py); an explicit --agent claude refuses, and it does so at once.
+    # (tests/jobs/run/test_pipeline.py); an explicit --agent claude refuses, and it does so at once.
     target = synthetic_target(tmp_path / "target")
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
     proc = subprocess.run([sys.executable, "-m", "jobs.cli", "run", str(target), "--agent", "claude",

@@ -42,7 +42,7 @@ from mdattacks import ATTACKS, MD, live, visible
 from summaries import run_summary
 from test_report import metric
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FORK_URL, COMMIT_URL, PAPER_URL = ("https://github.com/forker/synth", "https://github.com/forker/synth/commit/c1",
                                    "http://arxiv.org/abs/2505.00001v1")
 
