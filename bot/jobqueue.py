@@ -58,6 +58,7 @@ RUNS = "autoresearch-runs"
 ALL = (COMMANDS, RUNS)
 LEASE_S = 30.0          # a run's lease lives this long after its last heartbeat
 BEAT_S = 5.0            # the heartbeat's period
+PUBSUB_WAKE_S = 1.0     # how often a worker's command-channel thread looks up from its wait
 SWEEP_S = 10.0          # how often a worker looks for running runs without a lease
 COMMAND_RETRIES = 2     # a command job that fails (GitHub 5xx) runs again after 5 s, then 30 s
 HANDOVER_SIGNAL = signal.SIGUSR1    # worker -> its work horse: hand the run back (ignored elsewhere)
@@ -313,6 +314,17 @@ class HandingOverWorker(Worker):
     sweep here would count it as one (three losses end a run)."""
 
     sweeper: "Sweeper | None" = None
+
+    def subscribe(self):
+        """RQ's subscription to this worker's command channel, its listening thread woken every
+        PUBSUB_WAKE_S instead of RQ's 60 s: redis-py 8.2's `PubSubWorkerThread.stop()` joins that
+        thread, so a worker stopping before its subscription was confirmed (a `--burst` start on a
+        loaded host) waited a whole minute in `unsubscribe` (rq issue 1613's hang)."""
+        self.log.info("Worker %s: subscribing to channel %s", self.name, self.pubsub_channel_name)
+        self.pubsub = self.connection.pubsub()
+        self.pubsub.subscribe(**{self.pubsub_channel_name: self.handle_payload})
+        self.pubsub_thread = self.pubsub.run_in_thread(sleep_time=PUBSUB_WAKE_S, daemon=True,
+                                                       exception_handler=self._pubsub_exception_handler)
 
     def request_stop(self, signum, frame):
         if self.sweeper is not None:
