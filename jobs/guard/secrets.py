@@ -11,7 +11,8 @@ One policy, used by every place that hands something to an untrusted party:
 - `jobs.agent.llm` (the model agent, any provider) redacts `secret_values()` from every text it sends to the model;
 - the bot (`bot.flow`) calls `scrub_environment()` in the job's own process before the pipeline
   starts, which also drops the App's settings (`AUTORESEARCH_*`: key path, Redis URL, webhook
-  secret), so not even a child process that reads its parent's environment finds them.
+  secret), so not even a child process that reads its parent's environment finds them; only the
+  two paths the run itself reads later stay (`RUN_READS`: the cache root and the git config).
 
 A variable is a *secret* when its name looks like a credential (`SECRET_NAME`): it contains TOKEN,
 SECRET, PASSWORD, PRIVATE, CREDENTIAL or API_KEY, ends in _KEY or _KEY_PATH, or starts with AWS_,
@@ -26,6 +27,10 @@ from collections.abc import Iterable, Mapping, MutableMapping
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PRIVATE|CREDENTIAL|API_KEY|_KEY$|_KEY_PATH$|^AWS_|^GH_|^GITHUB_",
                          re.I)
 APP_SETTING = re.compile(r"^AUTORESEARCH_", re.I)     # the App's own settings (see bot/settings.py)
+# Operator settings the run itself reads after the scrub, each a path and no secret: where declared
+# caches and the uid claims live (`jobs.guard.sandbox.cache_root`), and the one git config git reads
+# (`jobs.guard.gitops`). Scrubbed, a job fell back to ~/.cache/autoresearch whatever the operator set.
+RUN_READS = frozenset({"AUTORESEARCH_CACHE_ROOT", "AUTORESEARCH_GIT_CONFIG"})
 # Settings of the App that target code must never see even when a repository's config asks for
 # them by name (a target may legitimately read its own AUTORESEARCH_MODEL, say).
 APP_ONLY = re.compile(r"^AUTORESEARCH_(APP|WEBHOOK|REDIS|PRIVATE|DASHBOARD|GITHUB|FORK|LEASE|WORKDIR)", re.I)
@@ -69,7 +74,8 @@ def scrub_environment(environ: MutableMapping[str, str] | None = None) -> list[s
     """Delete every secret and every App setting from this process's environment (or `environ`),
     before target code runs in it or in its children. Returns the names removed (never values)."""
     environ = os.environ if environ is None else environ
-    gone = [name for name in list(environ) if is_secret_name(name) or APP_SETTING.search(name)]
+    gone = [name for name in list(environ)
+            if is_secret_name(name) or (APP_SETTING.search(name) and name.upper() not in RUN_READS)]
     for name in gone:
         del environ[name]
     return gone

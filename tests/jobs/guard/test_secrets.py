@@ -60,3 +60,15 @@ def test_cancellation_follows_the_chain():
     except KeyboardInterrupt as exc:
         assert cancellation(exc, interrupts=True) and not cancellation(exc)
     assert not cancellation(RunError("broken")) and not cancellation(None)
+
+
+def test_scrubbing_keeps_the_operators_cache_root_and_git_config_for_the_run():
+    """The job scrubs its environment before the pipeline; the pipeline then reads where the
+    operator keeps caches and uid claims, and which git config git may read. Scrubbed, an App run
+    used ~/.cache/autoresearch whatever AUTORESEARCH_CACHE_ROOT said."""
+    env = {**ENV, "AUTORESEARCH_CACHE_ROOT": "/srv/cache", "AUTORESEARCH_GIT_CONFIG": "/etc/autoresearch.gitconfig"}
+    secrets.scrub_environment(env)
+    assert env["AUTORESEARCH_CACHE_ROOT"] == "/srv/cache"
+    assert env["AUTORESEARCH_GIT_CONFIG"] == "/etc/autoresearch.gitconfig"
+    assert not any(k.startswith("AUTORESEARCH_") and k not in secrets.RUN_READS for k in env)
+
