@@ -41,7 +41,8 @@ class Hypothesis:
     score: float = 0.0
     bound_pct: float | None = None    # Amdahl bound on the primary workload (op profile), when measured
     recipe: str | None = None         # recipe id that implements it, if any
-    patch: str | None = None          # path of a maintainer's patch (--candidate)
+    patch: str | None = None          # path of a patch that implements it: a maintainer's (--candidate), or
+    generated: str = ""               # ...what of the loop's own research wrote it ('' = the maintainer's)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

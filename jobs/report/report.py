@@ -115,6 +115,7 @@ def render_research(target: str, base_commit: str, hypotheses: list[Hypothesis],
         out += [md("- {} {}", untrusted_code(e.where), spans(e.note, at_start=False))
                 for e in h.evidence if not e.where.startswith(PROFILE_EVIDENCE)]
         out.append(md("Implementation: {}", md("recipe {}", code(h.recipe)) if h.recipe else
+                      md("generated patch ({})", h.generated) if h.patch and h.generated else
                       "maintainer patch" if h.patch else "none available offline"))
         out.append(md(""))
     if notes:

@@ -121,7 +121,8 @@ def build_option_hypotheses(tree: Path, editable: list[str], patches: Path, prof
             out.append(Hypothesis(id=f"build-{key}", title=f"{title} ({rel}:{index + 1})", kind="build",
                                   rationale=why + ". " + caveat if caveat else why + ".",
                                   expected="a few % on compute-bound hot loops, or nothing; the yardstick decides",
-                                  evidence=evidence, score=2.0, patch=str(patch.resolve())))
+                                  evidence=evidence, score=2.0, patch=str(patch.resolve()),
+                                  generated="a build-option patch of the offline research"))
         break
     else:
         if not out:
@@ -321,5 +322,6 @@ def restrict_hypotheses(tree: Path, prof: CallProfile, editable: list[str], patc
             expected=f"at most {pct:.1f}% (Amdahl bound from the measured share)",
             evidence=[Evidence(r.where, f"compiler: {r.message}") for r in blocked[:4]]
             + [Evidence("profile:simulated", f"{fn.function} is {pct:.1f}% of the simulated cycles: at most {pct:.1f}%")],
-            score=round(min(3.0, 10 * fn.share), 3), patch=str(patch.resolve())))
+            score=round(min(3.0, 10 * fn.share), 3), patch=str(patch.resolve()),
+            generated="a restrict patch of the offline research (from the compiler's remarks)"))
     return out
