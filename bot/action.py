@@ -28,10 +28,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from jobs.contract.errors import Terminated
-from jobs.executors.registry import executor_kind
+from jobs.api import Terminated, executor_kind, verdict_line
 from jobs.guard.mdsafe import md
-from jobs.contract.results import verdict_line
 
 from . import approval as ap
 from . import gitclone

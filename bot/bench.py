@@ -14,11 +14,7 @@ import json
 from pathlib import Path
 
 from jobs import api
-from jobs.contract import branches
-from jobs.guard import secrets
-from jobs.contract.config import ConfigError
-from jobs.contract.errors import RunError
-from jobs.contract.ledger import write_atomic
+from jobs.api import ConfigError, RunError, is_run_made, scrub_environment, write_atomic
 from jobs.guard.mdsafe import clip, code, md, prose, rendered, spans
 
 from . import approval as ap
@@ -35,7 +31,7 @@ def not_ours(pull: PullRequest, bot_login: str) -> str:
     if not bot_login:
         return ("`bench` needs the App's own login to tell its pull requests apart (the operator sets "
                 "AUTORESEARCH_BOT_LOGIN, e.g. `my-app[bot]`)")
-    if (pull.author or "").lower() != bot_login.lower() or not branches.is_run_made(pull.head_ref):
+    if (pull.author or "").lower() != bot_login.lower() or not is_run_made(pull.head_ref):
         return "`bench` re-measures pull requests autoresearch opened only (this one was not)"
     return ""
 
@@ -112,7 +108,7 @@ def run(flow: BenchFlow, cmd: CommentCommand) -> Outcome:
     patch = layout.root / f"{pull.head_ref.replace('/', '-')}.patch"
     patch.write_text(flow.git.diff(layout.clone, pull.base_sha, head) + "\n")
     slot = bench_slot(layout.root.parent, pull.number, layout.run_id)
-    secrets.scrub_environment()
+    scrub_environment()
     try:
         prep = api.prepare_candidates(layout, pull.base_sha, [patch], flow.place.executor)
         summary = api.start(prep, executor=flow.place.executor, agent="none", slots_spent=slot - 1,

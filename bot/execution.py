@@ -20,8 +20,7 @@ branches too (its ledger stays: the same request later resumes from it).
 from __future__ import annotations
 
 from jobs import api
-from jobs.guard import secrets
-from jobs.contract.errors import cancellation
+from jobs.api import cancellation, scrub_environment
 
 from . import approval as ap
 from . import planning
@@ -40,7 +39,7 @@ def execute(flow: RunFlow, rec: RunRecord, prep: api.Preparation, lease: HeldLea
     try:
         with best_effort_status():
             flow.refresh_status(run_id)
-        secrets.scrub_environment()       # target code runs next, in this process's children
+        scrub_environment()       # target code runs next, in this process's children
         ends_run = (Exception, KeyboardInterrupt) if flow.launcher.interrupts_cancel else (Exception,)
         try:
             summary = api.start(prep, executor=flow.place.executor, agent=prep.config.agent,

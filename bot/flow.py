@@ -34,10 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from jobs import api
-from jobs.contract import branches
-from jobs.contract.config import Overrides, TargetConfig
+from jobs.api import Overrides, RunStopped, RunSummary, TargetConfig, run_branch
 from jobs.guard.mdsafe import clip, code, md, rendered, spans
-from jobs.contract.runsummary import RunStopped, RunSummary
 
 from . import approval as ap
 from . import bench, execution, planning
@@ -328,7 +326,7 @@ class Flow:
         """Where a maintainer fetches this run's result, told to the run before it starts so that
         its report's Reproduce block names the repository's URL and the branch's, never the worker's
         clone (the same place `publish` pushes to)."""
-        owner, name, branch = self.push_place(rec, prep, branches.run_branch(rec.run_id))
+        owner, name, branch = self.push_place(rec, prep, run_branch(rec.run_id))
         return api.Published(clone_url=self.place.clone_url(self.gh.owner, self.gh.repo),   # what the run cloned
                              head_url=self.place.clone_url(owner, name), head_branch=branch,
                              candidates=api.candidates_in_repo(prep))

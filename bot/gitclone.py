@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import urlsplit
 
-from jobs.guard import gitops
+from jobs.api import GitError, git_config_names, run_git
 
 TokenProvider = Callable[[], str]
 
@@ -86,8 +86,8 @@ def _check_clone_config(dest: Path) -> None:
     if git_dir is None:
         raise CloneError(f"{dest} is not a clone made by autoresearch (its .git is not a folder); delete it")
     try:
-        foreign = [n for n in gitops.config_names(git_dir / "config") if not CLONE_KEYS.match(n)]
-    except gitops.GitError as exc:
+        foreign = [n for n in git_config_names(git_dir / "config") if not CLONE_KEYS.match(n)]
+    except GitError as exc:
         raise CloneError(str(exc)) from None
     if foreign:
         raise CloneError(f"the clone's git config {git_dir / 'config'} holds {', '.join(sorted(foreign)[:5])}, "
@@ -104,9 +104,9 @@ def _git(args: list[str], cwd: Path | None = None, token: TokenProvider | None =
             raise CloneError(f"{cwd} is not a clone made by autoresearch (its .git is not a folder); delete it")
         if secret and cwd is not None:
             _check_clone_config(cwd)
-        proc = gitops.run(args, repo=cwd, git_dir=git_dir, config=options, timeout=1800,
+        proc = run_git(args, repo=cwd, git_dir=git_dir, config=options, timeout=1800,
                           pass_fds=(read,) if read is not None else ())
-    except gitops.GitError as exc:
+    except GitError as exc:
         raise CloneError(f"git {args[0]} refused: {exc}") from None
     finally:
         if read is not None:
@@ -124,8 +124,8 @@ def has_commit(dest: Path, commit: str) -> bool:
     if git_dir is None:
         return False
     try:
-        return gitops.run(["cat-file", "-e", f"{commit}^{{commit}}"], repo=dest, git_dir=git_dir).returncode == 0
-    except gitops.GitError:
+        return run_git(["cat-file", "-e", f"{commit}^{{commit}}"], repo=dest, git_dir=git_dir).returncode == 0
+    except GitError:
         return False
 
 

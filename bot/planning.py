@@ -32,8 +32,7 @@ from typing import Any
 from jobs import api
 from jobs.guard import mdsafe
 from jobs.guard.mdsafe import md
-from jobs.contract.config import CONFIG_PATH, ConfigError, Overrides, parse_config
-from jobs.contract.errors import OverrideError
+from jobs.api import CONFIG_PATH, ConfigError, OverrideError, Overrides, parse_config
 
 from . import approval as ap
 from .ports import PlanningFlow, Reply

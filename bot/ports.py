@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import Any, Callable, ContextManager, Protocol
 
 from jobs.api import Preparation, Published, RunLayout
+from jobs.api import OperatorPolicy, RunStopped, RunSummary
 from jobs.guard.mdsafe import Markdown, document
-from jobs.guard.operator import OperatorPolicy
-from jobs.contract.runsummary import RunStopped, RunSummary
 
 from .record import RunRecord
 from .routing import CommentCommand

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from jobs import api
+from jobs.api import Event, events
 
 from .ports import RunStore
 from .record import RunRecord
@@ -46,39 +47,39 @@ class Progress:
         self.last = -math.inf      # the first event always shows (monotonic time starts near 0 at boot)
         self.warnings = list(rec.warnings)          # a resumed run keeps what it said before
 
-    def fields(self, event: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    def fields(self, event: Event) -> tuple[dict[str, Any], bool]:
         """The record fields an event changes, and whether the status comment must show it now."""
-        kind = event.get("type")
         fields: dict[str, Any] = {}
         force = False
-        if kind == "phase":
-            fields["phase"] = event["phase"] + (f" ({event['platform']})" if event.get("platform") else "")
-            if event["phase"] == "experiments" and "total" in event:
-                fields["experiments_total"] = event["total"] * self.platforms
-            force = True
-        elif kind == "experiment_done" and not str(event.get("name", "")).startswith("stack"):
-            self.done += 1
-            fields["experiments_done"] = self.done
-            fields["best"] = best_line(api.read_records(self.out), self.primary)
-            force = True
-        elif kind == "experiment_start" and str(event.get("name", "")).startswith("stack"):
-            fields["phase"] = "stack (re-measuring the kept changes together)"
-            force = True
-        elif kind == "progress":
-            fields["phase_detail"] = f"{event.get('name')}: {event.get('message')}"
-        elif kind == "warning":
-            # What changes what the run tests or how far to trust it (a profile that timed out, a
-            # calibration redone): the maintainer watching the issue must see it now, not in the PR.
-            self.warnings = (self.warnings + [str(event.get("message", ""))])[-MAX_WARNINGS:]
-            fields["warnings"] = self.warnings
-            force = True
-        elif kind == "done":
-            fields["phase"] = "report"
-            force = True
+        match event:
+            case events.Phase(phase=phase, platform=platform, total=total):
+                fields["phase"] = phase + (f" ({platform})" if platform else "")
+                if phase == "experiments" and total is not None:
+                    fields["experiments_total"] = total * self.platforms
+                force = True
+            case events.ExperimentDone(name=name) if not name.startswith("stack"):
+                self.done += 1
+                fields["experiments_done"] = self.done
+                fields["best"] = best_line(api.read_records(self.out), self.primary)
+                force = True
+            case events.ExperimentStart(name=name) if name.startswith("stack"):
+                fields["phase"] = "stack (re-measuring the kept changes together)"
+                force = True
+            case events.StepProgress(name=name, message=message):
+                fields["phase_detail"] = f"{name}: {message}"
+            case events.RunWarning(message=message):
+                # What changes what the run tests or how far to trust it (a profile that timed out, a
+                # calibration redone): the maintainer watching the issue must see it now, not in the PR.
+                self.warnings = (self.warnings + [message])[-MAX_WARNINGS:]
+                fields["warnings"] = self.warnings
+                force = True
+            case events.Done():
+                fields["phase"] = "report"
+                force = True
         fields["cost_usd"] = api.spent_usd(self.out)
         return fields, force
 
-    def __call__(self, event: dict[str, Any]) -> None:
+    def __call__(self, event: Event) -> None:
         with best_effort_status():          # a GitHub or Redis blip must not kill a long run
             fields, force = self.fields(event)
             self.store.update_run(self.rec.repo, self.rec.run_id, **fields)

@@ -32,10 +32,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs.guard import sandbox
-from jobs.executors.registry import DEFAULT as DEFAULT_EXECUTOR
-from jobs.executors.registry import EXECUTORS, executor_names
-from jobs.guard.operator import OperatorError, OperatorPolicy
+from jobs.api import DEFAULT_EXECUTOR, EXECUTORS, OperatorError, OperatorPolicy, executor_names, hide_from_sandbox
 
 ACTION_BOT_LOGIN = "github-actions[bot]"     # who the workflow's token comments as
 
@@ -75,7 +72,7 @@ class Settings:
             raise SettingsError(f"AUTORESEARCH_EXECUTOR must be {' or '.join(executor_names())}")
         # The key file is masked in every sandbox of this process (inside the system directories),
         # and named to the operator's policy, which refuses declared paths that reach it elsewhere.
-        sandbox.hide(env["AUTORESEARCH_PRIVATE_KEY_PATH"])
+        hide_from_sandbox(env["AUTORESEARCH_PRIVATE_KEY_PATH"])
         workdir = Path(env.get("AUTORESEARCH_WORKDIR", str(cls.workdir)))
         return cls(
             app_id=env["AUTORESEARCH_APP_ID"],

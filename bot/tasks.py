@@ -18,8 +18,7 @@ import logging
 from githubkit.exception import RequestFailed
 from rq import get_current_job
 
-from jobs.contract.config import ConfigError
-from jobs.contract.errors import RunError
+from jobs.api import ConfigError, RunError
 
 from . import approval as ap
 from . import gitclone, jobqueue

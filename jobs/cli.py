@@ -19,9 +19,10 @@ from jobs.contract.config import ConfigError, load_config
 from jobs.contract.errors import Terminated
 from .executors.registry import DEFAULT as DEFAULT_EXECUTOR
 from .executors.registry import describe_executors, executor_names
-from jobs.contract.ledger import LedgerError, load_state
+from jobs.contract.ledger import LedgerError
 from jobs.run.pipeline import Run, RunCancelled, RunError, RunOptions, new_run_id
 from jobs.run.progress_view import PlainView, ProgressView  # noqa: F401  (ProgressView: re-exported)
+from jobs.run.runstate import RunState
 from jobs.report.report_review import interval
 from jobs.contract.recipes import RecipeError
 from jobs.contract.results import metric
@@ -60,8 +61,8 @@ def _options(args, **extra) -> RunOptions:
     target = Path(args.target).resolve()
     run_id = getattr(args, "run_id", None)
     if out and not run_id:
-        state = load_state(out) if out.exists() else None
-        run_id = state["run_id"] if state else None
+        state = RunState.load(out) if out.exists() else None
+        run_id = state.run_id if state is not None and state.begun else None
     if not run_id:
         run_id = new_run_id(gitops.head_commit(top))
     out = out or Path("autoresearch-runs") / run_id
@@ -151,8 +152,8 @@ def cmd_calibrate(args) -> int:
     options.config = load_config(gitops.toplevel(options.target))
     with _terminate_as_interrupt(), _view() as view:
         result = Run(options, on_event=view).execute()
-    for platform, cal in result["calibration"].items():
-        table = Table(title=f"A/A calibration on {platform} ({result['cpus'][platform]})")
+    for platform, cal in result.calibration.items():
+        table = Table(title=f"A/A calibration on {platform} ({result.cpus[platform]})")
         for col in ("metric", "pairs", "noise/pair", "A/A Δ (two-sided p)", "order effect", "false-win rate",
                     "MDE (slot 1)", "pairs null/MDE", "floor", "max pairs"):
             table.add_column(col)
@@ -172,7 +173,7 @@ def cmd_research(args) -> int:
     options.config = load_config(gitops.toplevel(options.target))
     with _terminate_as_interrupt(), _view() as view:
         result = Run(options, on_event=view).execute()
-    console.print(f"{len(result['hypotheses'])} hypotheses; research.md and hypotheses.json in {options.out}")
+    console.print(f"{len(result.hypotheses)} hypotheses; research.md and hypotheses.json in {options.out}")
     return 0
 
 

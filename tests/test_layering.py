@@ -25,6 +25,9 @@ Rules:
    to a module it imports, which calls back into it) is annotated with a protocol of `bot.ports`
    that says what is used of it, never left bare nor `Any`.
 7. A top-level class name means one thing: no two modules of `jobs/` and `bot/` define the same one.
+8. One front door (issue 42): a module of `bot/` imports from `jobs/` only `jobs.api` or a module of
+   `BOT_MAY_IMPORT` (seams that are not calls into the engine), and a pure one of them also the
+   plain data of `BOT_CORE_MAY_IMPORT` (it cannot import `jobs.api`, which runs the pipeline).
 """
 from __future__ import annotations
 
@@ -77,6 +80,21 @@ MODULE_ALARM = 700          # lines: past it, a module asks for a look
 PACKAGE_ALARM = 3000        # lines of a package of jobs/ (or a folder of bot/)
 MAX_JOBS_ENTRIES = 12
 PURE = re.compile(r"\bPure[.:;]")
+BOT_FRONT_DOOR = "jobs.api"   # what the bot calls of jobs; it may import anything in jobs (floor "jobs fronts")
+BOT_MAY_IMPORT = {   # besides the front door, for any module of bot/: a seam, not a call into the engine
+    # The Markdown seam: every comment, plan and PR body the bot writes is a `Markdown` built with
+    # `md`/`document`, the one escaping the reports use too; a value type and its builders.
+    "jobs.guard.mdsafe",
+    # The `autoresearch` command's jobs half: bot/cli.py and `python -m bot.action` hand it argv and
+    # add their subcommands to its parser (`extend=`); the console script, not an API call.
+    "jobs.cli",
+}
+BOT_CORE_MAY_IMPORT = {   # for the bot's pure modules only: jobs.api is not pure (rule 4), so they
+    # read the plain data they need where it lives.
+    "jobs.contract.config",       # `Overrides`: what a command asks (bot.commands, bot.record); in DATA_MODULES
+    "jobs.contract.results",      # pure readers of a record (bot.status, bot.dashboard.view)
+    "jobs.contract.runsummary",   # the summary's type (bot.dashboard.view)
+}
 
 
 def module_name(path: Path) -> str:
@@ -307,3 +325,29 @@ def test_top_level_class_names_are_unique_across_jobs_and_bot():
 
 def test_the_class_name_check_sees_a_duplicate():
     assert top_level_classes("class Plan:\n    pass\n\nclass Other(Plan):\n    class Inner: pass\n") == ["Plan", "Other"]
+
+
+def front_door_offenders(graph: dict[str, set[str]], pure: set[str]) -> list[str]:
+    """`bot -> jobs` edges of `graph` past the front door and its allow-lists (rule 8)."""
+    return sorted(f"{m} -> {d}" for m, deps in graph.items() if m == "bot" or m.startswith("bot.")
+                  for d in deps if (d == "jobs" or d.startswith("jobs.")) and d != BOT_FRONT_DOOR
+                  and d not in BOT_MAY_IMPORT and not (m in pure and d in BOT_CORE_MAY_IMPORT))
+
+
+def test_the_front_door_check_sees_a_side_door():
+    graph = {"bot.x": {"jobs.api", "jobs.guard.mdsafe", "jobs.contract.errors", "bot.y"},
+             "bot.core": {"jobs.contract.results", "jobs.executors.registry"},
+             "bot.shell": {"jobs.contract.results"}, "jobs.run.pipeline": {"jobs.contract.errors"}}
+    assert front_door_offenders(graph, pure={"bot.core"}) == [
+        "bot.core -> jobs.executors.registry", "bot.shell -> jobs.contract.results", "bot.x -> jobs.contract.errors"]
+    assert "jobs.api" in imports("bot.tasks")[0] and "jobs.contract.errors" not in imports("bot.tasks")[0]   # `from jobs.api import RunError`
+    assert "jobs.cli" in imports("bot.action")[0]                                                   # a lazy one, in main()
+
+
+def test_bot_reaches_jobs_through_its_front_door():
+    assert {BOT_FRONT_DOOR, *BOT_MAY_IMPORT, *BOT_CORE_MAY_IMPORT} <= set(modules())
+    assert FLOORS[floor(BOT_FRONT_DOOR)][0] == "jobs fronts"      # above every package: it may import any of them
+    assert BOT_CORE_MAY_IMPORT <= {m for m in modules() if declared_pure(m)} | DATA_MODULES
+    pure = {m for m in modules() if declared_pure(m)}
+    offenders = front_door_offenders({m: imports(m)[0] for m in modules()}, pure)
+    assert offenders == [], "import these through jobs.api (re-export what is missing there, in __all__)"

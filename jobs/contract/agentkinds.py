@@ -3,7 +3,8 @@
 Adding an agent is one `AgentKind` in `AGENTS` plus its module in `jobs/agent/`, which exposes
 `make(recipes, config, **kw) -> Agent` (the protocol in `jobs/agent/__init__.py`). Everything else
 that names agents reads this table: the CLI's `--agent` choices, the config's `agent` field (and the
-README's table generated from it), the pipeline's fallback when a key is missing, and
+README's table generated from it), the pipeline's fallback when a key is missing, whether a run
+researches (`researches`), and
 `jobs.agent.make_agent`. It lives on the ground floor, beside `jobs.contract.config`, so the config can be
 validated against it; it imports nothing of the project, and the agents' modules are named here as
 text (`jobs.agent.make_agent` imports them), so loading a config never loads an SDK.
@@ -35,6 +36,13 @@ AGENTS: dict[str, AgentKind] = {k.name: k for k in (
 def names(*, researching: bool = False) -> list[str]:
     """Every agent's name in the registry's order; with `researching`, only those that research."""
     return [n for n, k in AGENTS.items() if k.researches or not researching]
+
+
+def researches(name: str) -> bool:
+    """Whether the agent called `name` scans for hypotheses (False: it evaluates only the given
+    candidate patches). A name outside the registry (an agent handed in directly) researches."""
+    found = AGENTS.get(name)
+    return found is None or found.researches
 
 
 def kind(name: str) -> AgentKind:

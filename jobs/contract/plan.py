@@ -51,11 +51,11 @@ class CostPlan:
                 f"machine(s) at once; estimated {self.est_usd:.2f} USD (budget {self.budget_usd:g} USD)")
 
 
-def make_plan(config: TargetConfig, n_hypotheses: int, *, executor: str = "local",
+def make_plan(config: TargetConfig, n_hypotheses: int, *, cloud: bool = False,
               minutes_per_experiment: float = 10.0, hourly_usd: HourlyPrice | None = None) -> CostPlan:
     n = min(n_hypotheses, config.budget.max_experiments)
     platforms = tuple(p.name for p in config.platforms)
-    if executor == "local":
+    if not cloud:           # this machine (the executor registry's `is_cloud`): no instance types, no price
         types = tuple("" for _ in platforms)
     else:
         types = tuple(instance_type_for(p) for p in config.platforms)

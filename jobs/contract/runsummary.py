@@ -5,12 +5,15 @@ order; `commits` and `diffstat` only when a confirmed branch was left; keys adde
 so the dashboard, the Action and older summaries read the same file; `from_json` reads one back
 (an older file without a later key gets its default). The entries of
 `experiments` and `stacks` stay in their ledger form (`jobs.contract.results` reads those).
-`RunStopped` is what a run with nothing to try ends with instead (no summary.json is written).
+`RunStopped` is what a run with nothing to try ends with instead (no summary.json is written);
+`CalibrationOnly` and `ResearchOnly` what a run asked for that one step returns.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from typing import Any
+
+from jobs.contract.model import Hypothesis
 
 Json = dict[str, Any]
 _OPTIONAL = ("commits", "diffstat")       # present only when the run left a confirmed branch
@@ -94,3 +97,18 @@ class RunStopped:
     run_id: str
     why: str
     research: str                                 # the path of research.md
+
+
+@dataclass(frozen=True)
+class CalibrationOnly:
+    """What a `calibrate_only` run found: per platform, each metric's calibration and the CPU it ran on."""
+    run_id: str
+    calibration: dict[str, dict[str, Json]]       # platform -> metric -> its calibration (state.json's form)
+    cpus: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ResearchOnly:
+    """What a `research_only` run found: the hypotheses, ranked (research.md and hypotheses.json say more)."""
+    run_id: str
+    hypotheses: list[Hypothesis]

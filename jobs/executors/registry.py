@@ -1,9 +1,10 @@
 """The executors this project knows, by name: the one place a new executor is added.
 
 The CLI's `--executor` choices and help, the bot's `AUTORESEARCH_EXECUTOR` check, the Action's
-`auto` choice and credentials step, and `make_executors` all read `EXECUTORS`. An entry's `load`
-imports its module only when that executor is used, so an executor whose extra is not installed
-(SkyPilot without `autoresearch[cloud]`) is still a valid name with a clear error when chosen.
+`auto` choice and credentials step, the plan's pricing, `--dry-run` and `make_executors` all read
+`EXECUTORS` (its entries' fields, such as `is_cloud`, not their names). An entry's `load` imports
+its module only when that executor is used, so an executor whose extra is not installed (SkyPilot
+without `autoresearch[cloud]`) is still a valid name with a clear error when chosen.
 
 A factory has the signature `(repo, workdir, config, run_id) -> list[Executor]`: one executor per
 platform the run measures on.
@@ -25,6 +26,9 @@ class ExecutorKind:
     # Reads the operator's cloud credentials from ~/.aws: the Action writes them from its
     # environment before the environment is scrubbed, and its `auto` picks this kind when they exist.
     uses_cloud_credentials: bool = False
+    # Rents machines by instance type: its plan names each platform's instance type and prices it
+    # with the catalog, and `--dry-run` previews its tasks. False: it runs on this machine, for free.
+    is_cloud: bool = False
 
 
 def _local() -> Factory:
@@ -40,7 +44,7 @@ def _skypilot() -> Factory:
 EXECUTORS: dict[str, ExecutorKind] = {kind.name: kind for kind in (
     ExecutorKind("local", "git worktrees on this machine, one experiment at a time", _local),
     ExecutorKind("skypilot", "one cloud VM per experiment and platform", _skypilot, extra="cloud",
-                 uses_cloud_credentials=True),
+                 uses_cloud_credentials=True, is_cloud=True),
 )}
 
 DEFAULT = "local"

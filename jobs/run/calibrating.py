@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jobs.contract import events
 from jobs.run import calcache
 from jobs.stats.calibration import calibrate_run, extra_pairs, merge_pairs
 from jobs.contract.errors import RunError
@@ -32,10 +33,10 @@ class Calibrating:
             capped = config.model_copy(update={"repeats": config.repeats.model_copy(
                 update={"max": self.bench.repeats})})
         for ex in executors:
-            if ex.platform in state["calibration"] or self._reuse(ex):
+            if ex.platform in state.calibration or self._reuse(ex):
                 continue
-            self.bench.emit({"type": "phase", "phase": "calibrate", "platform": ex.platform})
-            spec = self.bench.spec(ex, "calibration", state["base_commit"], config.repeats.calibration, "calibration")
+            self.bench.emit(events.Phase("calibrate", platform=ex.platform))
+            spec = self.bench.spec(ex, "calibration", state.base_commit, config.repeats.calibration, "calibration")
             refusal = self.bench.budget_refusal(ex, spec, 0)
             if refusal:
                 raise RunError(f"cannot calibrate on {ex.platform}: {refusal}")
@@ -49,7 +50,7 @@ class Calibrating:
             result = calibrate_run(raw, capped)
             more = extra_pairs(result, capped, len(raw.pairs()))
             if more:              # the bias bound came out wide: one more batch of A/A pairs (calibration.extra_pairs)
-                spec = self.bench.spec(ex, "calibration-more", state["base_commit"], more, "calibration")
+                spec = self.bench.spec(ex, "calibration-more", state.base_commit, more, "calibration")
                 extra = None if self.bench.budget_refusal(ex, spec, 0) else self.bench.execute(ex, spec)
                 if extra is not None and extra.status == "ok":
                     raw = merge_pairs(raw, extra)
@@ -74,36 +75,36 @@ class Calibrating:
                              "native_seconds": raw.steps.get("native_simulate_s"),
                              "separate_build": config.simulate is not None and config.simulate.separate_build}
             for message in result.warnings:
-                self.bench.emit({"type": "warning", "message": f"{ex.platform}: {message}"})
+                self.bench.emit(events.RunWarning(f"{ex.platform}: {message}"))
             state.append(ExperimentRecord(
                 run_id=self.bench.run_id, name="calibration", hypothesis="A/A", platform=ex.platform,
                 status="ok", reason="two builds of the base commit against each other",
-                base_commit=state["base_commit"],
+                base_commit=state.base_commit,
                 calibration={k: {f: v for f, v in c.items() if f != "prior"} for k, c in cal.items()},
                 seconds=raw.seconds, cpu=raw.cpu, cost_usd=raw.cost_usd, kind="calibration",
                 flags=[f for c in cal.values() for f in c["flags"]] + result.warnings,
                 runner={"pairs": len(raw.pairs()), "sandboxed": raw.sandboxed, "steps": raw.steps}))
             self._adopt(ex.platform, cal, result.digests, raw.cpu, simulated)
-            self.bench.emit({"type": "calibrated", "platform": ex.platform, "calibration": cal})
+            self.bench.emit(events.Calibrated(ex.platform, cal))
             if ex.platform == "local":
                 calcache.store(self.repo, self._key(ex.platform, raw.cpu), {
                     "run_id": self.bench.run_id, "calibration": cal, "digests": result.digests, "cpu": raw.cpu,
                     "simulate": simulated})
         state.save(phase="experiments")
-        return state["calibration"]
+        return state.calibration
 
     def _adopt(self, platform: str, cal: dict[str, Any], digests: Any, cpu: str,
                simulated: dict[str, Any] | None) -> None:
         """What every later step reads of a platform's calibration, measured here or reused."""
         if simulated:
-            self.state.save(simulate={**self.state.get("simulate", {}), platform: simulated})
-        self.state.save(calibration={**self.state["calibration"], platform: cal},
-                        digests={**self.state.get("digests", {}), platform: digests},
-                        cpus={**self.state.get("cpus", {}), platform: cpu})
+            self.state.save(simulate={**(self.state.simulate or {}), platform: simulated})
+        self.state.save(calibration={**self.state.calibration, platform: cal},
+                        digests={**self.state.digests, platform: digests},
+                        cpus={**self.state.cpus, platform: cpu})
 
     def _key(self, platform: str, cpu: str) -> str:
-        return calcache.key(self.bench.config, self.state["base_commit"], platform, cpu, self.bench.repeats,
-                            self.state.get("bench_env_digest", ""))
+        return calcache.key(self.bench.config, self.state.base_commit, platform, cpu, self.bench.repeats,
+                            self.state.bench_env_digest)
 
     def _reuse(self, ex: Executor) -> bool:
         """A recent calibration of this base on this machine with this contract (jobs/run/calcache.py)."""
@@ -118,10 +119,10 @@ class Calibrating:
                   "commit, machine and contract)")
         self.state.append(ExperimentRecord(
             run_id=self.bench.run_id, name="calibration", hypothesis="A/A", platform=ex.platform, status="ok",
-            reason=reason, base_commit=self.state["base_commit"], cpu=found["cpu"], kind="calibration",
+            reason=reason, base_commit=self.state.base_commit, cpu=found["cpu"], kind="calibration",
             calibration={k: {f: v for f, v in c.items() if f != "prior"} for k, c in cal.items()},
             flags=[f for c in cal.values() for f in c.get("flags", [])], runner={"reused_from": found["run_id"]}))
         self._adopt(ex.platform, cal, found["digests"], found["cpu"], found.get("simulate"))
-        self.bench.emit({"type": "warning", "message": f"{ex.platform}: calibration {reason}"})
-        self.bench.emit({"type": "calibrated", "platform": ex.platform, "calibration": cal, "reused": True})
+        self.bench.emit(events.RunWarning(f"{ex.platform}: calibration {reason}"))
+        self.bench.emit(events.Calibrated(ex.platform, cal, reused=True))
         return True

@@ -16,7 +16,8 @@ from pathlib import Path
 from jobs.guard import gitops
 from jobs.run import runlock
 from jobs.contract.branches import PREFIX, experiments_prefix, run_branch, run_of
-from jobs.contract.ledger import LedgerError, load_state
+from jobs.contract.ledger import LedgerError
+from jobs.run.runstate import RunState
 
 
 @dataclass(frozen=True)
@@ -39,11 +40,11 @@ def _runs(repo: Path) -> dict[str, Path]:
         out = tree.parent.parent
         if tree.parent.name == "work" and out not in runs.values():
             try:
-                state = load_state(out)
+                state = RunState.load(out)
             except LedgerError:
                 state = None
-            if state and state.get("run_id"):
-                runs.setdefault(state["run_id"], out)
+            if state is not None and state.run_id:
+                runs.setdefault(state.run_id, out)
     return runs
 
 
@@ -61,16 +62,17 @@ def find_leftovers(repo: Path) -> tuple[list[Leftover], list[str]]:
             live.append(rid)
             continue
         try:
-            state = load_state(out) if out is not None and out.is_dir() else None
+            state = RunState.load(out) if out is not None and out.is_dir() else None
         except LedgerError:
             state = None
-        finished = bool(state) and state.get("phase") == "done"
+        started = state is not None and state.begun
+        finished = started and state.phase == "done"
         for b in branches:
             if b.startswith(experiments_prefix(rid)):
                 leftovers.append(Leftover("branch", b, rid, "an experiment's commit of a run that is not running"))
-            elif b == run_branch(rid) and state and not finished:
+            elif b == run_branch(rid) and started and not finished:
                 leftovers.append(Leftover("branch", b, rid, f"the branch of a run that stopped in phase "
-                                                            f"{state.get('phase')} (it can no longer be resumed)"))
+                                                            f"{state.phase} (it can no longer be resumed)"))
         if out is None:
             continue
         work = out / "work"

@@ -18,17 +18,19 @@ from typing import Any
 
 from jobs.guard import gitops
 from jobs.executors.cloud import catalog, tasks
+from jobs.contract.agentkinds import researches
 from jobs.contract.config import TargetConfig, load_config
 from jobs.contract.errors import RunError
 from jobs.contract.plan import DEFAULT_INSTANCE, make_plan
 from jobs.contract.spec import ExperimentSpec
+from jobs.executors.registry import EXECUTORS
 
 PLACEHOLDER_COMMIT = "0" * 40
 
 
 def _count_hypotheses(repo: Path, config: TargetConfig, agent: str, candidates: int) -> tuple[int, list[str]]:
     names: list[str] = []
-    if agent != "none":
+    if researches(agent):
         from jobs.research.offline import research
         names = [h.id for h in research(repo, config).hypotheses]
     return min(candidates + len(names), config.budget.max_experiments), names
@@ -36,7 +38,8 @@ def _count_hypotheses(repo: Path, config: TargetConfig, agent: str, candidates: 
 
 def dry_run(options, *, sky=None) -> str:
     """The preview as text (YAML documents with `#` comments)."""
-    if options.executor != "skypilot":
+    chosen = EXECUTORS.get(options.executor)
+    if chosen is None or not chosen.is_cloud:
         raise RunError("--dry-run previews cloud tasks and their cost; use it with --executor skypilot")
     from jobs.executors.skypilot import CloudOptions, platforms_for, worst_case_seconds  # needs the cloud extra
     catalog.use_offline_catalog()           # validation only: never download SkyPilot's catalog here
@@ -113,7 +116,7 @@ def _spec(config, options, platform: str, name: str, base: str, head: str, n: in
 
 
 def _estimate(config: TargetConfig, n: int, worst: dict[str, dict[str, Any]]) -> str:
-    plan = make_plan(config, n, executor="skypilot", hourly_usd=catalog.hourly_price)
+    plan = make_plan(config, n, cloud=True, hourly_usd=catalog.hourly_price)
     total = sum(w["calibration"] + n * w["experiment"] + w["stack"] for w in worst.values())
     per = "; ".join(f"{p}: {w['calibration']:.2f} + {n} x {w['experiment']:.2f} + {w['stack']:.2f}"
                     for p, w in worst.items())

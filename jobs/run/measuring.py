@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Callable
 
 from jobs.stats import drift
+from jobs.contract import events
 from jobs.contract.config import TargetConfig
 from jobs.contract.errors import RunCancelled
 from jobs.executors import Executor
@@ -22,15 +23,15 @@ from jobs.stats.power import mde
 from jobs.contract.spec import ExperimentSpec, RawResult, SandboxSpec
 from jobs.stats.verdict import Judgement, VerdictPlan, judge
 
-OnEvent = Callable[[dict[str, Any]], None]
+OnEvent = Callable[[events.Event], None]
 
 
-def plan_for(config: TargetConfig, state: dict[str, Any], platform: str, alpha: float,
+def plan_for(config: TargetConfig, state: RunState, platform: str, alpha: float,
              repeats: int | None = None) -> VerdictPlan:
     """The pre-registered test of one experiment on one platform at keep level `alpha` (0: no
     power estimate), from the platform's calibration and recent noise in `state`."""
     th, rp = config.thresholds, config.repeats
-    cal = state["calibration"][platform]
+    cal = state.calibration[platform]
     primary = cal[config.primary.name]
     max_pairs = repeats or rp.max
     # The calibration may have raised the floor above the config's (an A/A bias between builds).
@@ -38,14 +39,14 @@ def plan_for(config: TargetConfig, state: dict[str, Any], platform: str, alpha: 
     plan = VerdictPlan(alpha=alpha, floor_pct=floor, target_pct=max(th.target_mde_pct, floor), max_pairs=max_pairs,
                 min_pairs=min(rp.min, max_pairs), alpha_loss=th.alpha,
                 priors={name: tuple(tuple(p) for p in c.get("prior", [])) for name, c in cal.items()},
-                digests=tuple(d) if (d := state.get("digests", {}).get(platform)) is not None else None,
+                digests=tuple(d) if (d := state.digests.get(platform)) is not None else None,
                 adjust={name: tuple(c.get("adjust", ())) for name, c in cal.items()})
     if alpha <= 0:
         return plan
     # The machine's noise as the run goes (jobs/stats/drift.py): once recent experiments give enough
     # pairs, they, not the calibration alone, say which effects this run can still see.
     residuals, _ = drift.current([p[0] for p in primary.get("prior", [])],
-                                 state.get("noise", {}).get(platform, {}).get("pool", []))
+                                 state.noise.get(platform, {}).get("pool", []))
     power = mde(residuals, plan.rule(), prior=plan.prior(config.primary.name), n_sims=200)
     return VerdictPlan(**{**plan.__dict__, "mde_pct": power.effect_pct})
 
@@ -70,7 +71,7 @@ class Measurer:
 
     def spec(self, ex: Executor, name: str, head: str, n: int, kind: str, *, plan: VerdictPlan | None = None,
              base: str | None = None) -> ExperimentSpec:
-        base = base or self.state["base_commit"]
+        base = base or self.state.base_commit
         # The pair order and input seeds are drawn from the experiment's identity: a resumed run
         # repeats them, and nobody picks a lucky draw.
         seed = int.from_bytes(hashlib.sha256(f"{self.run_id}/{name}/{ex.platform}/{kind}/{base}/{head}"
@@ -93,7 +94,7 @@ class Measurer:
         from jobs.measure.simulate import floor_pct
         if self.config.simulate is None:
             return 0.0
-        aa = self.state.get("simulate", {}).get(platform, {}).get("aa_delta_pct")
+        aa = (self.state.simulate or {}).get(platform, {}).get("aa_delta_pct")
         return floor_pct(self.config.simulate.min_effect_pct, aa)
 
     def sim_digests(self, platform: str) -> list[str] | None:
@@ -101,7 +102,7 @@ class Measurer:
         (None: every name, for a calibration that predates the check); none with integrity.digests off."""
         if self.config.simulate is None or not self.config.integrity.digests:
             return []
-        names = self.state.get("simulate", {}).get(platform, {}).get("digests")
+        names = (self.state.simulate or {}).get(platform, {}).get("digests")
         return None if names is None else list(names)
 
     def execute(self, ex: Executor, spec: ExperimentSpec) -> RawResult:
@@ -112,7 +113,7 @@ class Measurer:
             # within one step, and the executor's own cleanup releases its machine.
             if self.should_stop():
                 raise RunCancelled(f"run {self.run_id} cancelled")
-            self.emit({"type": "progress", "name": label, "message": message, "fraction": fraction})
+            self.emit(events.StepProgress(label, message, fraction))
         if self.should_stop():
             raise RunCancelled(f"run {self.run_id} cancelled")
         ended = "error"
@@ -126,13 +127,13 @@ class Measurer:
             # The step's end, said once and in one place, whatever way it ended: a view retires the
             # step here rather than by knowing every step name (a second calibration batch was left
             # "running" in the heartbeat for the rest of a run).
-            self.emit({"type": "step_done", "name": label, "status": ended})
+            self.emit(events.StepDone(label, ended))
         with self.state.lock:
-            self.state.save(cost_usd=round(self.state.get("cost_usd", 0.0) + raw.cost_usd, 4))
+            self.state.save(cost_usd=round(self.state.cost_usd + raw.cost_usd, 4))
             if raw.machine:       # where it ran (ISA, kernel, compiler) and the load seen while it ran
-                seen = self.state.get("machines", {}).get(ex.platform, {})
+                seen = self.state.machines.get(ex.platform, {})
                 facts = {k: v for k, v in raw.machine.items() if k != "load"}
-                self.state.save(machines={**self.state.get("machines", {}), ex.platform: {
+                self.state.save(machines={**self.state.machines, ex.platform: {
                     **facts, "load": seen.get("load", []) + list(raw.machine.get("load", []))}})
         return raw
 
@@ -144,7 +145,7 @@ class Measurer:
         if (time.monotonic() - self.started) / 3600 >= budget.wall_hours:
             return f"budget: wall_hours={budget.wall_hours:g} reached"
         estimate = ex.estimate_usd(spec)
-        spent = self.state.get("cost_usd", 0.0)
+        spent = self.state.cost_usd
         if spent + estimate > budget.usd:
             return f"budget: {spent:.2f} USD spent + {estimate:.2f} USD estimated would exceed {budget.usd:g} USD"
         return ""
@@ -182,12 +183,12 @@ class Measurer:
         if not res:
             return
         with self.state.lock:
-            seen = self.state.get("noise", {}).get(platform, {})
+            seen = self.state.noise.get(platform, {})
             keep = max(2 * self.config.repeats.calibration, drift.MIN_POOL)
             entry = {"pool": drift.pooled(seen.get("pool", []), res, keep),
                      "history": seen.get("history", []) + [{"name": name, "pairs": len(res),
                                                              "noise_pct": round(drift.scale_pct(res), 2)}]}
-            self.state.save(noise={**self.state.get("noise", {}), platform: entry})
+            self.state.save(noise={**self.state.noise, platform: entry})
 
     def record(self, ex: Executor, name: str, h: Hypothesis | None, status: str, reason: str, *,
                commit=None, raw: RawResult | None = None, kind="experiment", verdict: Judgement | None = None,
@@ -196,7 +197,7 @@ class Measurer:
         metrics = list(verdict.metrics) if verdict else []
         rec = ExperimentRecord(
             run_id=self.run_id, name=name, hypothesis=h.id if h else name, platform=ex.platform,
-            status=status, reason=reason, commit=commit, base_commit=base or self.state["base_commit"],
+            status=status, reason=reason, commit=commit, base_commit=base or self.state.base_commit,
             metrics=metrics, seconds=raw.seconds if raw else 0.0,
             cpu=raw.cpu if raw else "", cost_usd=raw.cost_usd if raw else 0.0,
             log=raw.log if raw and status != "keep" else "", kind=kind,

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from jobs.contract import agentkinds, branches, ledger, yardstick
+from jobs.contract import events
 from jobs.run import cleanup, runlock
 from jobs.guard import gitops, sandbox
 from jobs.agent import make_agent
@@ -41,13 +42,13 @@ from jobs.research.offline import Research
 from jobs.run.research_phase import Researching
 from jobs.measure.isolation import Isolation, IsolationError, repo_key
 from jobs.run.runstate import RunState
-from jobs.contract.runsummary import RunStopped, RunSummary
+from jobs.contract.runsummary import CalibrationOnly, ResearchOnly, RunStopped, RunSummary
 from jobs.stats.sequential import slot_alpha
 from jobs.contract.spec import SandboxSpec
 from jobs.run.stacking import Stacking, stackable
 from jobs.stats.verdict import VerdictPlan
 
-Event = dict[str, Any]
+Event = events.Event
 OnEvent = Callable[[Event], None]
 
 
@@ -126,7 +127,7 @@ class Run:
                 self._warnings.append(fallback)
         self.out = Path(options.out)
         self.out.mkdir(parents=True, exist_ok=True)
-        self.state = RunState(self.out)
+        self.state = RunState.load(self.out)
         self._executors = executors
         self._agent = agent
         self._lock = threading.Lock()       # events of a wave's experiments come from several threads
@@ -135,8 +136,8 @@ class Run:
         self.started = time.monotonic()
 
     def emit(self, event: Event) -> None:
-        if event.get("type") == "warning":
-            self._record_warning(str(event.get("message", "")))
+        if isinstance(event, events.RunWarning):
+            self._record_warning(event.message)
         with self._lock:
             self._emit(event)
 
@@ -145,8 +146,8 @@ class Run:
         run decided against the repository's wishes reaches the maintainer, not only a log. Those said
         before the state exists are saved with it (`_init_state`)."""
         with self.state.lock:
-            seen = list(self.state.get("warnings", []))
-            if self.state.get("run_id") and message not in seen:
+            seen = list(self.state.warnings)
+            if self.state.run_id and message not in seen:
                 self.state.save(warnings=seen + [message])
 
     # -- state -----------------------------------------------------------------------------
@@ -178,21 +179,21 @@ class Run:
         overlap = yardstick.overlaps(self.config, gitops.files_at(self.repo, base))
         if overlap:                  # the CLI's preflight says it first; the App and the Action land here
             raise RunError("; ".join(overlap))
-        if self.state:
-            if self.state["run_id"] != self.o.run_id:
-                raise RunError(f"{self.out} holds run {self.state['run_id']}, not {self.o.run_id}; "
+        if self.state.begun:
+            if self.state.run_id != self.o.run_id:
+                raise RunError(f"{self.out} holds run {self.state.run_id}, not {self.o.run_id}; "
                                "use another --out or that run id")
-            if self.state["base_commit"] != base:
-                raise RunError(f"run {self.o.run_id} started at {self.state['base_commit'][:12]} but the "
+            if self.state.base_commit != base:
+                raise RunError(f"run {self.o.run_id} started at {self.state.base_commit[:12]} but the "
                                f"target is now at {base[:12]}; start a new run id for the new commit")
             if self.o.repeats is None:   # a resume measures with the same repeats as the first start
-                self.o.repeats = self.state.get("repeats_override")
-            self.emit({"type": "resume", "phase": self.state.get("phase")})
+                self.o.repeats = self.state.repeats_override
+            self.emit(events.Resume(self.state.phase))
             return
         if not gitops.is_clean(self.repo):
             self._warnings.append(f"the target has uncommitted changes; the run uses the committed tree at {base[:12]}")
         for message in self._warnings:
-            self.emit({"type": "warning", "message": message})
+            self.emit(events.RunWarning(message))
         self._save(run_id=self.o.run_id, base_commit=base, target=str(self.repo), agent=self.o.agent,
                    repeats_override=self.o.repeats,
                    phase="research", platforms=[e.platform for e in self.executors],
@@ -229,8 +230,8 @@ class Run:
         with self.state.lock:
             delta = meter.usd - self._llm_charged
             self._llm_charged = meter.usd
-            llm = {**meter.as_dict(), "cost_usd": round(self.state.get("llm", {}).get("cost_usd", 0.0) + delta, 6)}
-            self.state.save(llm=llm, cost_usd=round(self.state.get("cost_usd", 0.0) + delta, 6))
+            llm = {**meter.as_dict(), "cost_usd": round(self.state.llm.get("cost_usd", 0.0) + delta, 6)}
+            self.state.save(llm=llm, cost_usd=round(self.state.cost_usd + delta, 6))
 
     @cached_property
     def bench(self) -> Measurer:
@@ -268,7 +269,7 @@ class Run:
         if existing:
             return existing
         tree = self.out / "work" / f"impl-{h.id}"
-        gitops.add_worktree(self.repo, tree, self.state["base_commit"])
+        gitops.add_worktree(self.repo, tree, self.state.base_commit)
         try:
             commit = self.agent.implement(h, tree, self.config)
         finally:
@@ -278,10 +279,10 @@ class Run:
 
     def _experiment(self, h: Hypothesis, ex: Executor, count: int, slot: int | None = None) -> ExperimentRecord:
         label = h.id if len(self.executors) == 1 else f"{h.id}@{ex.platform}"
-        self.emit({"type": "experiment_start", "name": label, "platform": ex.platform})
+        self.emit(events.ExperimentStart(label, platform=ex.platform))
         slot = slot or count + 1
         n = self.o.repeats or self.config.repeats.max
-        refusal = self.bench.budget_refusal(ex, self.bench.spec(ex, h.id, self.state["base_commit"], n, "experiment"),
+        refusal = self.bench.budget_refusal(ex, self.bench.spec(ex, h.id, self.state.base_commit, n, "experiment"),
                                             count)
         if refusal:
             rec = self.bench.record(ex, h.id, h, Status.SKIPPED.value, refusal, skip=SkipCause.BUDGET)
@@ -303,13 +304,13 @@ class Run:
                 raw, verdict = self.bench.measure(ex, h.id, commit, "experiment", plan)
                 rec = self.bench.record(ex, h.id, h, verdict.status.value, verdict.reason, commit=commit, raw=raw,
                                    verdict=verdict, plan=plan, slot=slot)
-        self.emit({"type": "experiment_done", "name": label, "status": rec.status, "reason": rec.reason})
+        self.emit(events.ExperimentDone(label, rec.status, rec.reason))
         return rec
 
     def experiments_phase(self, hypotheses: list[Hypothesis]) -> list[ExperimentRecord]:
         """Waves: up to `parallel` experiments per platform at once; between waves the agent may
         re-rank, add or drop the hypotheses still pending, in the light of the results so far."""
-        self.emit({"type": "phase", "phase": "experiments", "total": len(hypotheses)})
+        self.emit(events.Phase("experiments", total=len(hypotheses)))
         done = ledger.finished(self.out)
         results: list[ExperimentRecord] = []
         kinds = {h.id: h.kind for h in hypotheses}
@@ -320,8 +321,8 @@ class Run:
                     rec = done[key]
                     rec.hypothesis_kind = rec.hypothesis_kind or h.kind
                     results.append(rec)
-                    self.emit({"type": "experiment_done", "name": h.id if len(self.executors) == 1 else key,
-                               "status": rec.status, "reason": rec.reason, "resumed": True})
+                    self.emit(events.ExperimentDone(h.id if len(self.executors) == 1 else key,
+                                                    rec.status, rec.reason, resumed=True))
         finished = {(r.hypothesis, r.platform) for r in results}
         pending = [h for h in hypotheses if any((h.id, ex.platform) not in finished for ex in self.executors)]
         while pending:
@@ -369,28 +370,27 @@ class Run:
         summary = reporting.summary(results, stacks, time.monotonic() - self.started)
         reporting.write(summary)
         self._save(phase="done")
-        self.emit({"type": "done", "summary": summary.to_json()})
+        self.emit(events.Done(summary))
         return summary
 
-    def execute(self) -> RunSummary | RunStopped | dict[str, Any]:
+    def execute(self) -> RunSummary | RunStopped | CalibrationOnly | ResearchOnly:
         """The run's summary; a `RunStopped` when there is nothing to try; with `calibrate_only` or
-        `research_only`, a dict of what that step found."""
+        `research_only`, what that step found."""
         runlock.acquire(self.out, self.o.run_id)          # `autoresearch clean` leaves a live run alone
         runlock.register(self.repo, self.o.run_id, self.out)
         try:
             self._init_state()
             if self.o.calibrate_only:
                 self.calibrate_phase()
-                return {"run_id": self.o.run_id, "calibration": self.state["calibration"],
-                        "cpus": self.state.get("cpus", {})}
+                return CalibrationOnly(self.o.run_id, self.state.calibration, self.state.cpus)
             hypotheses = self.research_phase()
             if self.o.research_only:
-                return {"run_id": self.o.run_id, "hypotheses": [h.to_dict() for h in hypotheses]}
+                return ResearchOnly(self.o.run_id, hypotheses)
             if not hypotheses:    # no work without a reason: no calibration, no branch
                 why = ("research found no hypothesis and no --candidate was given; research.md says what was "
                        "scanned and what to do")
                 self._save(phase="stopped", stopped=why)
-                self.emit({"type": "warning", "message": f"nothing to try: {why}"})
+                self.emit(events.RunWarning(f"nothing to try: {why}"))
                 return RunStopped(self.o.run_id, why, str(self.out / "research.md"))
             self.calibrate_phase()
             results = self.experiments_phase(hypotheses)
@@ -398,7 +398,7 @@ class Run:
             return self.report_phase(results, stacks)
         except RunCancelled:
             self._save(phase="cancelled")
-            self.emit({"type": "cancelled"})
+            self.emit(events.Cancelled())
             raise
         except KeyboardInterrupt:
             self._stop.set()
@@ -409,8 +409,8 @@ class Run:
                 for ex in self._executors or []:
                     # Machine time of attempts cut short (cancel, Ctrl-C) was paid for all the same.
                     unreported = getattr(ex, "unreported_usd", 0.0) or 0.0
-                    if unreported and self.state:
-                        self._save(cost_usd=round(self.state.get("cost_usd", 0.0) + unreported, 6))
+                    if unreported and self.state.begun:
+                        self._save(cost_usd=round(self.state.cost_usd + unreported, 6))
                     ex.close()
             finally:
                 self._end()
@@ -418,8 +418,8 @@ class Run:
     def _end(self) -> None:
         """Best effort: a leftover here is what `autoresearch clean` is for; never mask the run's error."""
         try:
-            cleanup.end_of_run(self.repo, self.o.run_id, self.out, finished=self.state.get("phase") == "done")
+            cleanup.end_of_run(self.repo, self.o.run_id, self.out, finished=self.state.phase == "done")
         except gitops.GitError as exc:
-            self.emit({"type": "warning", "message": f"could not tidy the target after the run: {exc}"})
+            self.emit(events.RunWarning(f"could not tidy the target after the run: {exc}"))
         finally:
             runlock.release(self.out)

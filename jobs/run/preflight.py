@@ -13,9 +13,9 @@ from jobs.guard import gitops, safefs
 from jobs.agent.guard import EditRefused, check_edit
 from jobs.contract.config import CONFIG_PATH, TargetConfig
 from jobs.contract.errors import RunError
-from jobs.contract.ledger import load_state
 from jobs.contract.recipes import matches_any
 from jobs.stats.sequential import min_pairs_to_keep, slot_alpha
+from jobs.run.runstate import RunState
 
 PATCH_FORMAT = ("the output of `git diff` or `git format-patch` made in the target repository "
                 "(a unified diff whose a/ b/ paths are relative to its root)")
@@ -54,15 +54,15 @@ def out_problems(out: Path | None) -> list[str]:
     return []
 
 
-def resume_problems(repo: Path, out: Path, state: dict | None, head: str) -> list[str]:
+def resume_problems(repo: Path, out: Path, state: RunState, head: str) -> list[str]:
     """An existing run folder resumes its own run only, on the commit that run started at: one that
     holds another target's run (say a variant of the same matrix cell given the same --out) or a run
     of an older commit is named as such, before its base is looked up in a repository that may not
     have it (git's bare "not a tree object" said nothing of the folder)."""
-    base = str((state or {}).get("base_commit") or "")
-    if not state or base == head:
+    base = state.base_commit or ""
+    if not state.begun or base == head:
         return []
-    run_id, recorded = state.get("run_id", "?"), str(state.get("target") or "")
+    run_id, recorded = state.run_id or "?", state.target or ""
     other = recorded and Path(recorded).resolve() != Path(repo).resolve()
     where = f"of {recorded}, " if other else ""
     return [f"--out {out}: holds run {run_id} {where}started at {base[:12]}, and {repo} is at {head[:12]}; a run's "
@@ -148,7 +148,7 @@ def check_run(repo: Path, config: TargetConfig, *, candidates: list[Path], out: 
     base = gitops.head_commit(repo)
     problems = out_problems(out)
     if not problems and out is not None and Path(out).is_dir():
-        problems = resume_problems(repo, out, load_state(Path(out)), base)
+        problems = resume_problems(repo, out, RunState.load(Path(out)), base)
     if problems:                    # the rest would be checked against a base this run does not have
         raise PreflightError(problems)
     files = gitops.files_at(repo, base)

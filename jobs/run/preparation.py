@@ -17,6 +17,8 @@ from typing import Any
 from jobs.contract import branches, ledger
 from jobs.guard import safefs
 from jobs.executors.cloud import catalog
+from jobs.executors.registry import EXECUTORS
+from jobs.contract.agentkinds import researches
 from jobs.contract.config import ConfigError, TargetConfig, load_config
 from jobs.contract.errors import RunError
 from jobs.contract.layout import RunLayout
@@ -38,7 +40,8 @@ class PlanError(RunError):
 def make_plan(config: TargetConfig, n_hypotheses: int, executor: str) -> CostPlan:
     """`jobs.contract.plan.make_plan` with the shipped catalog's prices."""
     try:
-        return _make_plan(config, n_hypotheses, executor=executor, hourly_usd=catalog.hourly_price)
+        kind = EXECUTORS.get(executor)       # an unknown name is priced as a cloud one, and fails there
+        return _make_plan(config, n_hypotheses, cloud=kind is None or kind.is_cloud, hourly_usd=catalog.hourly_price)
     except (catalog.CatalogError, ValueError) as exc:
         raise PlanError(f"could not price the plan: {exc}") from None
 
@@ -73,7 +76,7 @@ def prepare(layout: RunLayout, base: str, config: TargetConfig, executor: str) -
     except OSError as exc:
         raise PlanError(f"the candidate patches in {CANDIDATES_DIR} cannot be used: {exc.strerror or exc}; fix: "
                         "commit each patch there as a regular file (no links)") from None
-    found = research(layout.clone, config) if config.agent != "none" else None
+    found = research(layout.clone, config) if researches(config.agent) else None
     n = len(found.hypotheses) if found else 0
     prep = Preparation(layout, base, config, found, candidates, make_plan(config, n + len(candidates), executor))
     data = {"version": PREPARED_VERSION, "base": base, "config": config.model_dump(mode="json"),

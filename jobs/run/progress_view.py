@@ -14,6 +14,10 @@ from typing import Callable, TextIO
 
 from rich.progress import Progress
 
+from jobs.contract import events
+from jobs.contract.events import Event
+from jobs.contract.runsummary import RunSummary
+
 
 class ProgressView:
     """Renders pipeline events as rich progress bars: research, each experiment, the stack."""
@@ -27,43 +31,40 @@ class ProgressView:
             self.tasks[name] = self.p.add_task(label or name, total=1.0)
         return self.tasks[name]
 
-    def __call__(self, event: dict) -> None:
-        kind = event["type"]
-        if kind == "phase":
-            phase = event["phase"]
-            if phase == "research":
-                self._task(phase, "research (scan + recipes)")
-            elif phase == "calibrate":
+    def __call__(self, event: Event) -> None:
+        match event:
+            case events.Phase(phase="research"):
+                self._task("research", "research (scan + recipes)")
+            case events.Phase(phase="calibrate", platform=platform):
                 # One row per calibration: its progress events are named `calibration` (one platform)
                 # or `calibration@<platform>`, and both land on the row made here.
-                platform = event.get("platform", "")
+                platform = platform or ""
                 row = self._task(f"calibration@{platform}", "calibrate (A/A noise)"
                                  + (f" on {platform}" if platform and platform != "local" else ""))
                 self.tasks["calibration"] = row
-        elif kind == "research_done":
-            self.p.update(self._task("research"), completed=1.0,
-                          description=f"research: {len(event['hypotheses'])} hypotheses")
-        elif kind == "calibrated":
-            self.p.update(self._task(f"calibration@{event.get('platform', '')}"), completed=1.0,
-                          description="calibrate: done" + (f" on {event['platform']}" if event.get("platform") not in
-                                                           (None, "", "local") else ""))
-        elif kind == "experiment_start":
-            self._task(event["name"], f"experiment {event['name']}")
-        elif kind == "progress":
-            task = self._task(event["name"], event["name"])
-            self.p.update(task, completed=event["fraction"], description=f"{event['name']}: {event['message']}")
-        elif kind == "step_done":         # a measured step ended (a failed build sends no 1.0 itself)
-            if event["name"] in self.tasks:
-                self.p.update(self.tasks[event["name"]], completed=1.0)
-        elif kind == "experiment_done":
-            task = self._task(event["name"], event["name"])
-            tag = " (resumed)" if event.get("resumed") else ""
-            self.p.update(task, completed=1.0, description=f"{event['name']}: {event['status']}{tag}")
-        elif kind == "warning":
-            self.p.console.print(f"[yellow]warning:[/] {event['message']}")
-        elif kind == "resume":
-            self.p.console.print(f"resuming run at phase {event['phase']}")
-
+            case events.ResearchDone(hypotheses=hypotheses):
+                self.p.update(self._task("research"), completed=1.0,
+                              description=f"research: {len(hypotheses)} hypotheses")
+            case events.Calibrated(platform=platform):
+                self.p.update(self._task(f"calibration@{platform}"), completed=1.0,
+                              description="calibrate: done" + (f" on {platform}" if platform not in
+                                                               (None, "", "local") else ""))
+            case events.ExperimentStart(name=name):
+                self._task(name, f"experiment {name}")
+            case events.StepProgress(name=name, message=message, fraction=fraction):
+                task = self._task(name, name)
+                self.p.update(task, completed=fraction, description=f"{name}: {message}")
+            case events.StepDone(name=name):   # a measured step ended (a failed build sends no 1.0 itself)
+                if name in self.tasks:
+                    self.p.update(self.tasks[name], completed=1.0)
+            case events.ExperimentDone(name=name, status=status, resumed=resumed):
+                task = self._task(name, name)
+                tag = " (resumed)" if resumed else ""
+                self.p.update(task, completed=1.0, description=f"{name}: {status}{tag}")
+            case events.RunWarning(message=message):
+                self.p.console.print(f"[yellow]warning:[/] {message}")
+            case events.Resume(phase=phase):
+                self.p.console.print(f"resuming run at phase {phase}")
 
 def duration(seconds: float) -> str:
     """`45s`, `3m05s`, `1h02m`."""
@@ -75,13 +76,12 @@ def duration(seconds: float) -> str:
     return f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
-def branch_line(summary: dict) -> str:
+def branch_line(summary: RunSummary) -> str:
     """What the run left, as the CLI's closing lines say it: a summary names its branch even when
     the branch was deleted (nothing kept), so `branch_left` decides, never the name alone."""
-    if summary.get("branch_left", True) and summary.get("branch"):
-        return f"branch {summary['branch']}"
-    return f"no branch left: {summary.get('branch_note') or 'nothing was kept'}"
-
+    if summary.branch_left and summary.branch:
+        return f"branch {summary.branch}"
+    return f"no branch left: {summary.branch_note or 'nothing was kept'}"
 
 def step_of(message: str) -> str:
     """The step a progress message belongs to: `pair 3/20` and `pair 4/20` are one step."""
@@ -127,65 +127,61 @@ class PlainView:
         return text + ")"
 
     # -- events ------------------------------------------------------------------------------
-    def __call__(self, event: dict) -> None:
+    def __call__(self, event: Event) -> None:
         with self._lock:
             self._event(event)
 
-    def _event(self, event: dict) -> None:
-        kind, now = event["type"], self.clock()
-        if kind == "phase":
-            extra = f" on {event['platform']}" if event.get("platform") not in (None, "", "local") else ""
-            total = f" ({event['total']} to do)" if event.get("total") else ""
-            self.line(f"phase {event['phase']}{extra}{total}")
-            if event["phase"] == "research":
-                self.active["research"] = _Step("scan", 0.0, now)
-        elif kind == "progress":
-            name, message, fraction = event["name"], event["message"], event["fraction"]
-            if fraction >= 1.0 and self.ended.get(name) == message:
-                return                    # a remote log's heartbeat repeating a step's last line
-            self.ended.pop(name, None)
-            st = self.active.get(name)
-            if st is None or step_of(st.message) != step_of(message):
-                self.active[name] = st = _Step(message, fraction, now, st.task_started if st else None)
-                self.line(f"{name}: {message}")
-                st.printed = now
-            else:
-                st.message, st.fraction = message, fraction
-                if now - st.printed >= self.heartbeat:
-                    self.line(self._status(name, st, now))
+    def _event(self, event: Event) -> None:
+        now = self.clock()
+        match event:
+            case events.Phase(phase=phase, platform=platform, total=total):
+                extra = f" on {platform}" if platform not in (None, "", "local") else ""
+                self.line(f"phase {phase}{extra}" + (f" ({total} to do)" if total else ""))
+                if phase == "research":
+                    self.active["research"] = _Step("scan", 0.0, now)
+            case events.StepProgress(name=name, message=message, fraction=fraction):
+                if fraction >= 1.0 and self.ended.get(name) == message:
+                    return                    # a remote log's heartbeat repeating a step's last line
+                self.ended.pop(name, None)
+                st = self.active.get(name)
+                if st is None or step_of(st.message) != step_of(message):
+                    self.active[name] = st = _Step(message, fraction, now, st.task_started if st else None)
+                    self.line(f"{name}: {message}")
                     st.printed = now
-            if fraction >= 1.0:           # the step says it is finished ("measured (...)"): retire it
+                else:
+                    st.message, st.fraction = message, fraction
+                    if now - st.printed >= self.heartbeat:
+                        self.line(self._status(name, st, now))
+                        st.printed = now
+                if fraction >= 1.0:           # the step says it is finished ("measured (...)"): retire it
+                    self.active.pop(name, None)
+                    self.ended[name] = message
+            case events.StepDone(name=name, status=status):
+                # Every measured step's explicit end (jobs.run.measuring.Measurer.execute), however it ended:
+                # no step can go on "running" in the heartbeat because nobody cleared its name.
+                if self.active.pop(name, None) is not None:   # it ended without a final line (a failed build)
+                    self.line(f"{name}: ended ({status})")
+            case events.ResearchDone(hypotheses=hypotheses):
+                self.active.pop("research", None)
+                self.line(f"research done: {len(hypotheses)} hypotheses"
+                          + (f" ({', '.join(hypotheses)})" if hypotheses else ""))
+            case events.Calibrated(platform=platform):   # its batches ended with their own StepDone events
+                self.line("calibration done" + (f" on {platform}" if platform not in (None, "", "local") else ""))
+            case events.ExperimentStart(name=name):
+                self.active[name] = _Step("starting", 0.0, now)
+                self.line(f"experiment {name}: start")
+            case events.ExperimentDone(name=name, status=status, reason=reason, resumed=resumed):
                 self.active.pop(name, None)
-                self.ended[name] = message
-        elif kind == "step_done":
-            # Every measured step's explicit end (jobs.run.measuring.Measurer.execute), however it ended:
-            # no step can go on "running" in the heartbeat because nobody cleared its name.
-            st = self.active.pop(event["name"], None)
-            if st is not None:            # it ended without a final line of its own (a failed build)
-                self.line(f"{event['name']}: ended ({event.get('status', 'unknown')})")
-        elif kind == "research_done":
-            self.active.pop("research", None)
-            self.line(f"research done: {len(event['hypotheses'])} hypotheses"
-                      + (f" ({', '.join(event['hypotheses'])})" if event["hypotheses"] else ""))
-        elif kind == "calibrated":         # its batches ended with their own step_done events
-            self.line("calibration done" + (f" on {event['platform']}" if event.get("platform") not in
-                                            (None, "", "local") else ""))
-        elif kind == "experiment_start":
-            self.active[event["name"]] = _Step("starting", 0.0, now)
-            self.line(f"experiment {event['name']}: start")
-        elif kind == "experiment_done":
-            self.active.pop(event["name"], None)
-            tag = " (finished earlier; resumed)" if event.get("resumed") else ""
-            self.line(f"experiment {event['name']}: {event['status']}{tag}: {event.get('reason', '')}")
-        elif kind == "warning":
-            self.line(f"warning: {event['message']}")
-        elif kind == "resume":
-            self.line(f"resuming run at phase {event['phase']}")
-        elif kind == "done":
-            self.line("report written: " + branch_line(event.get("summary") or {}))
-        elif kind == "cancelled":
-            self.line("cancelled")
-
+                tag = " (finished earlier; resumed)" if resumed else ""
+                self.line(f"experiment {name}: {status}{tag}: {reason}")
+            case events.RunWarning(message=message):
+                self.line(f"warning: {message}")
+            case events.Resume(phase=phase):
+                self.line(f"resuming run at phase {phase}")
+            case events.Done(summary=summary):
+                self.line("report written: " + branch_line(summary))
+            case events.Cancelled():
+                self.line("cancelled")
     # -- heartbeat ---------------------------------------------------------------------------
     def beat(self) -> None:
         """One line per active step that printed nothing for `heartbeat` seconds."""

@@ -12,10 +12,12 @@ from jobs.contract.branches import Published
 from jobs.contract.config import TargetConfig
 from jobs.measure.machine import summarise_load
 from jobs.run.measuring import plan_for
+from jobs.run.runstate import RunState
 from jobs.contract.model import ExperimentRecord
 from jobs.report.report import render_pr
 from jobs.report.report_review import reproduce_lines
 from jobs.contract.runsummary import RunSummary
+from jobs.executors.registry import DEFAULT as DEFAULT_EXECUTOR
 from jobs.guard.shellcmd import command
 
 
@@ -25,7 +27,7 @@ class Reporting:
     config: TargetConfig
     repo: Path
     out: Path
-    state: dict[str, Any]
+    state: RunState
     platforms: list[str]                 # measured, in the executors' order
     agent: str
     executor: str
@@ -37,35 +39,35 @@ class Reporting:
                 wall_seconds: float) -> RunSummary:
         state, measured = self.state, self.platforms
         configured = [p.name for p in self.config.platforms]
-        confirmed = bool(state.get("stack_confirmed")) and state.get("branch_left", True)
+        confirmed = bool(state.stack_confirmed) and state.branch_left
         facts = self._review_facts(results, confirmed)
         built = RunSummary(
             run_id=self.run_id, target=self.config.name or self.repo.name, repo=str(self.repo),
-            base_commit=state["base_commit"], branch=state["branch"],
+            base_commit=state.base_commit, branch=state.branch,
             platform=measured[0], platforms=measured + [p for p in configured if p not in measured],
-            cpus=state.get("cpus", {}), cpu=state.get("cpus", {}).get(measured[0], ""),
+            cpus=state.cpus, cpu=state.cpus.get(measured[0], ""),
             machines={p: {**{k: v for k, v in m.items() if k != "load"}, "load": summarise_load(m.get("load", []))}
-                      for p, m in state.get("machines", {}).items()},
-            agent=self.agent, primary=self.config.primary.name, calibration=state["calibration"], **facts,
-            stack_applied=state.get("stack_survivors", state.get("stack_applied", [])),
-            stack_dropped=state.get("stack_dropped", []), stack_unattributed=state.get("stack_unattributed", []),
+                      for p, m in state.machines.items()},
+            agent=self.agent, primary=self.config.primary.name, calibration=state.calibration, **facts,
+            stack_applied=state.stack_applied if state.stack_survivors is None else state.stack_survivors,
+            stack_dropped=state.stack_dropped, stack_unattributed=state.stack_unattributed,
             attribution=[{k: v for k, v in r.items() if k != "log"}
                          for r in ledger.read(self.out) if r.get("kind") == "attribution"],
-            sandboxed=state.get("sandboxed", True), unsandboxed_by=state.get("unsandboxed_by", ""),
-            profile_missing=state.get("profile_missing", ""),
+            sandboxed=state.sandboxed, unsandboxed_by=state.unsandboxed_by,
+            profile_missing=state.profile_missing,
             noise={p: {"history": n.get("history", []), "pool_pairs": len(n.get("pool", []))}
-                   for p, n in state.get("noise", {}).items()},
-            profile=state.get("profile"), simulate=state.get("simulate"),
+                   for p, n in state.noise.items()},
+            profile=state.profile, simulate=state.simulate,
             error_control={"alpha": self.config.thresholds.alpha, "family": self.config.budget.max_experiments,
                            "platforms": len(measured)},
             stacks={p: {k: v for k, v in s.to_dict().items() if k != "log"} for p, s in stacks.items()},
-            cost_usd=state.get("cost_usd", 0.0), wall_seconds=round(wall_seconds, 1),
-            stack_confirmed=state.get("stack_confirmed", False),
-            branch_left=state.get("branch_left", True), branch_note=state.get("branch_note", ""),
+            cost_usd=state.cost_usd, wall_seconds=round(wall_seconds, 1),
+            stack_confirmed=state.stack_confirmed,
+            branch_left=state.branch_left, branch_note=state.branch_note,
             floor_pct={p: plan_for(self.config, state, p, 0, self.repeats).floor_pct for p in measured
-                       if p in state["calibration"]},
-            reproduce=self.reproduce(state["base_commit"], state["branch"] if confirmed else None),
-            resume=self.resume_command(), warnings=tuple(state.get("warnings", [])))
+                       if p in state.calibration},
+            reproduce=self.reproduce(state.base_commit, state.branch if confirmed else None),
+            resume=self.resume_command(), warnings=tuple(state.warnings))
         # Non-finite numbers (an untrusted result's infinite interval) are null in the file and here alike.
         return RunSummary.from_json(ledger.strict_json(built.to_json()))
 
@@ -73,7 +75,7 @@ class Reporting:
         """A fresh measurement of base vs head (jobs.report.report_review.reproduce_lines): from the target
         folder on the CLI; for the bot, from the repository's URL and where the branch was pushed,
         since the worker's clone is nowhere a maintainer can reach."""
-        env, pub = self.state.get("bench_env_names") or [], self.published
+        env, pub = self.state.bench_env_names or [], self.published
         if pub is None:
             return reproduce_lines(str(self.repo), base, branch, env, self.repeats, self.agent,
                                    [str(Path(c).resolve()) for c in self.candidates])
@@ -87,9 +89,9 @@ class Reporting:
         if self.published is not None:
             return ""
         return command("autoresearch", "run", self.repo, "--run-id", self.run_id, "--out", self.out,
-                       *(("--executor", self.executor) if self.executor != "local" else ()),
+                       *(("--executor", self.executor) if self.executor != DEFAULT_EXECUTOR else ()),
                        *(("--repeats", self.repeats) if self.repeats else ()),
-                       env=self.state.get("bench_env_names") or [])
+                       env=self.state.bench_env_names or [])
 
     def write(self, summary: RunSummary) -> None:
         data = summary.to_json()
@@ -99,13 +101,13 @@ class Reporting:
     def _review_facts(self, results: list[ExperimentRecord], confirmed: bool) -> dict[str, Any]:
         """What each kept commit touches, and the failed steps' first lines (jobs.report.review_facts)."""
         from jobs.report.review_facts import branch_diffstat, commit_facts, with_failure_output
-        base, facts = self.state["base_commit"], {}
+        base, facts = self.state.base_commit, {}
         facts["experiments"] = [with_failure_output(r.to_dict(), r.log) for r in results]
         if confirmed:
-            head = self.state["stack_final"]
-            facts["commits"] = commit_facts(self.repo, base, head, self.state.get("stack_survivors", []))
+            head = self.state.stack_final
+            facts["commits"] = commit_facts(self.repo, base, head, self.state.stack_survivors or [])
             facts["diffstat"] = branch_diffstat(self.repo, base, head) if len(facts["commits"]) > 1 else ""
-        hyps = {h["id"]: h for h in self.state.get("hypotheses", [])}
+        hyps = {h["id"]: h for h in self.state.hypotheses or []}
         facts["hypotheses"] = {c["hypothesis"]: self._public(hyps[c["hypothesis"]]) for c in facts.get("commits", [])
                                if c["hypothesis"] in hyps}
         return facts

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from jobs.guard import gitops
+from jobs.contract import events
+from jobs.contract.agentkinds import researches
 from jobs.contract.config import TargetConfig
 from jobs.contract.errors import RunError
 from jobs.contract.model import Hypothesis
@@ -27,7 +29,7 @@ class Researching:
     out: Path
     config: TargetConfig
     state: RunState
-    emit: Callable[[dict[str, Any]], None]
+    emit: Callable[[events.Event], None]
     isolation: Isolation                   # the op and callgrind profiles run target code: in the run's sandbox
     agent_name: str                        # offline | none | claude
     agent: Callable[[], Any]               # the agent, made when first asked for
@@ -37,15 +39,15 @@ class Researching:
     profile: str = "reuse"                 # reuse | fresh | off (RunOptions.profile)
 
     def run(self) -> list[Hypothesis]:
-        if "hypotheses" in self.state:
-            return [Hypothesis.from_dict(h) for h in self.state["hypotheses"]]
-        self.emit({"type": "phase", "phase": "research"})
+        if self.state.hypotheses is not None:
+            return [Hypothesis.from_dict(h) for h in self.state.hypotheses]
+        self.emit(events.Phase("research"))
         tree = self.out / "work" / "research"
-        gitops.add_worktree(self.repo, tree, self.state["base_commit"])
+        gitops.add_worktree(self.repo, tree, self.state.base_commit)
         try:
             hypotheses: list[Hypothesis] = [candidate_hypothesis(Path(p)) for p in self.candidates]
             found = None
-            if self.agent_name != "none":
+            if researches(self.agent_name):
                 self._step("scan (recipes, memory passes)")
                 found = self.prepared if self.prepared is not None else research(tree, self.config)
             sources = callprof = None
@@ -63,8 +65,8 @@ class Researching:
         self.charge_llm()
         from jobs.guard.mdsafe import document  # every section Markdown, or a TypeError here
         (self.out / "research.md").write_text(document([with_warning(render_research(
-            self.config.name or self.repo.name, self.state["base_commit"], hypotheses, notes, findings,
-            self.agent_name), self.state.get("profile_missing", "")), *coverage,
+            self.config.name or self.repo.name, self.state.base_commit, hypotheses, notes, findings,
+            self.agent_name), self.state.profile_missing), *coverage,
             *(render_callgrind(callprof) if callprof else []), *([sources.markdown()] if sources else [])]),
             encoding="utf-8")
         (self.out / "hypotheses.json").write_text(
@@ -72,7 +74,7 @@ class Researching:
         profile = sources.profile.to_dict() if sources is not None and sources.profile is not None else None
         self.state.save(hypotheses=[h.to_dict() for h in hypotheses], phase="calibrate", profile=profile,
                         callgrind=callprof.to_dict() if callprof else None)
-        self.emit({"type": "research_done", "hypotheses": [h.id for h in hypotheses]})
+        self.emit(events.ResearchDone(tuple(h.id for h in hypotheses)))
         return hypotheses
 
     def _sources(self, tree: Path, found: Research):
@@ -120,10 +122,10 @@ class Researching:
                    f"ones a profile would put first may not be tested; fix: {fix}, or set "
                    "research.profile.required: true to stop instead")
         self.state.save(profile_missing=message)
-        self.emit({"type": "warning", "message": message})
+        self.emit(events.RunWarning(message))
 
     def _step(self, name: str) -> None:
-        self.emit({"type": "progress", "name": "research", "message": name, "fraction": 0.0})
+        self.emit(events.StepProgress("research", name, 0.0))
 
     def _profile_choice(self) -> tuple[TargetConfig, Path | None]:
         """The config the research sources see and where the op profile is kept (`--profile`)."""
@@ -138,9 +140,9 @@ class Researching:
         recipe = KERNELS_DIR / spec.instrument
         git_dir = Path(gitops.git(self.repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
         cache = cache_file(
-            git_dir / "autoresearch" / "profiles", self.state["base_commit"], spec.model_dump_json(),
+            git_dir / "autoresearch" / "profiles", self.state.base_commit, spec.model_dump_json(),
             recipe.read_text(encoding="utf-8") if recipe.is_file() else "", self.config.build, self.config.benchmark,
-            self.state.get("bench_env_digest", ""))
+            self.state.bench_env_digest)
         if self.profile == "fresh":
             cache.unlink(missing_ok=True)
         return self.config, cache

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Callable, Protocol
 
 from jobs.guard import gitops
-from jobs.contract import ledger
+from jobs.contract import events, ledger
 from jobs.executors import Executor
 from jobs.contract.model import ExperimentRecord, Status
 from jobs.run.runstate import RunState
@@ -42,7 +42,7 @@ class Stacking:
     executors: list[Executor]
     alpha: float                           # the run's false-keep level (thresholds.alpha)
     measure: Measure
-    emit: Callable[[dict[str, Any]], None]
+    emit: Callable[[events.Event], None]
 
     def _label(self, name: str, platform: str) -> str:
         return name if len(self.executors) == 1 else f"{name}@{platform}"
@@ -50,7 +50,7 @@ class Stacking:
     def build(self, names: list[str], commits: dict[str, str], label: str) -> tuple[str, list[str], list[str]]:
         """Cherry-pick `names` onto the base in order: (head, applied, dropped on conflict)."""
         tree = self.out / "work" / f"stack-{label}"
-        gitops.add_worktree(self.repo, tree, self.state["base_commit"])
+        gitops.add_worktree(self.repo, tree, self.state.base_commit)
         applied, dropped = [], []
         try:
             for name in names:
@@ -72,19 +72,19 @@ class Stacking:
         for name in reversed(applied):
             if len(current) < 2:
                 break
-            without = self.state.get("stack_without", {}).get(name)
+            without = self.state.stack_without.get(name)
             if not without:
                 without, _, _ = self.build([n for n in current if n != name], commits, f"without-{name}")
-                self.state.save(stack_without={**self.state.get("stack_without", {}), name: without})
+                self.state.save(stack_without={**self.state.stack_without, name: without})
             kept_somewhere, harmful = False, False
             for ex in self.executors:
                 label = self._label(f"attribution:{name}", ex.platform)
                 rec = done.get(f"attribution:{name}@{ex.platform}")
                 if rec is None:
-                    self.emit({"type": "experiment_start", "name": label})
+                    self.emit(events.ExperimentStart(label))
                     rec = self.measure(ex, f"attribution:{name}", current_head, kind="attribution",
                                        alpha=self.alpha / tests / len(self.executors), base=without)
-                    self.emit({"type": "experiment_done", "name": label, "status": rec.status, "reason": rec.reason})
+                    self.emit(events.ExperimentDone(label, rec.status, rec.reason))
                 kept_somewhere |= rec.status == Status.KEEP.value
                 harmful |= rec.broken
             if harmful or not kept_somewhere:
@@ -97,25 +97,25 @@ class Stacking:
         done = ledger.finished(self.out, kind="stack")
         names = stackable(results)
         commits = {r.hypothesis: r.commit for r in results if r.commit}
-        branch = self.state["branch"]
+        branch = self.state.branch
         if not names:
             self._no_branch(branch, "nothing was kept")
             return {}
-        if not self.state.get("stack_commit"):
-            self.emit({"type": "phase", "phase": "stack", "total": len(names)})
+        if not self.state.stack_commit:
+            self.emit(events.Phase("stack", total=len(names)))
             head, applied, dropped = self.build(names, commits, "all")
             self.state.save(stack_commit=head, stack_applied=applied, stack_dropped=dropped)
-        applied, dropped = self.state["stack_applied"], self.state.get("stack_dropped", [])
-        if "stack_final" not in self.state:
+        applied, dropped = self.state.stack_applied, self.state.stack_dropped
+        if self.state.stack_final is None:
             survivors = applied
             if len(applied) >= 2:
-                survivors = self.attribution(applied, commits, self.state["stack_commit"])
-            final = self.state["stack_commit"]
+                survivors = self.attribution(applied, commits, self.state.stack_commit)
+            final = self.state.stack_commit
             if survivors != applied:
                 final = self.build(survivors, commits, "final")[0]
             self.state.save(stack_final=final, stack_survivors=survivors,
                             stack_unattributed=[n for n in applied if n not in survivors])
-        head, survivors = self.state["stack_final"], self.state["stack_survivors"]
+        head, survivors = self.state.stack_final, self.state.stack_survivors
         stacks: dict[str, ExperimentRecord] = {}
         if not survivors:
             self._no_branch(branch, "no kept commit showed a contribution of its own in the stack")
@@ -124,19 +124,19 @@ class Stacking:
         notes = []
         if dropped:
             notes.append(f"dropped (conflicts): {', '.join(dropped)}")
-        if self.state.get("stack_unattributed"):
-            notes.append(f"dropped (no contribution of their own shown): {', '.join(self.state['stack_unattributed'])}")
+        if self.state.stack_unattributed:
+            notes.append(f"dropped (no contribution of their own shown): {', '.join(self.state.stack_unattributed)}")
         for ex in self.executors:
             key = f"stack@{ex.platform}"
             if key in done:
                 stacks[ex.platform] = done[key]
                 continue
             name = self._label("stack", ex.platform)
-            self.emit({"type": "experiment_start", "name": name})
+            self.emit(events.ExperimentStart(name))
             rec = self.measure(ex, "stack", head, kind="stack", alpha=self.alpha / len(self.executors),
                                note="".join(f"; {n}" for n in notes))
             stacks[ex.platform] = rec
-            self.emit({"type": "experiment_done", "name": name, "status": rec.status, "reason": rec.reason})
+            self.emit(events.ExperimentDone(name, rec.status, rec.reason))
         if not any(st.status == Status.KEEP.value for st in stacks.values()):
             # The re-measure did not confirm the stack anywhere: the branch must not carry it.
             self._no_branch(branch, "the re-measure of the stack did not confirm it")

@@ -7,6 +7,7 @@ import redis
 
 from bot import status
 from bot.progress import MAX_WARNINGS, Progress
+from jobs.contract import events
 from bot.store import Store
 from mdattacks import ATTACKS
 from recordfixtures import record
@@ -19,12 +20,12 @@ def test_warnings_reach_the_status_comment_at_once_newest_last_and_inert(redis_u
     store.replace_run(rec)
     refreshed: list[str] = []
     progress = Progress(store, refreshed.append, rec, tmp_path, "score", interval=3600.0)
-    progress({"type": "progress", "name": "x", "message": "sampling"})
-    progress({"type": "progress", "name": "x", "message": "still sampling"})
+    progress(events.StepProgress(name="x", message="sampling", fraction=0.0))
+    progress(events.StepProgress(name="x", message="still sampling", fraction=0.0))
     assert len(refreshed) == 1                # throttled: the second had nothing the maintainer must see now
     evil = ATTACKS[:MAX_WARNINGS]
     for i, text in enumerate(["the op profile timed out at 1800 s: ranked by kind", *evil]):
-        progress({"type": "warning", "message": text})
+        progress(events.RunWarning(message=text))
         assert len(refreshed) == i + 2        # each warning edits the comment now
     kept = store.get_run(rec.repo, rec.run_id).warnings
     assert kept == list(evil)[-MAX_WARNINGS:]
@@ -48,6 +49,6 @@ def test_the_first_event_shows_even_right_after_the_machine_booted(redis_url, tm
     store.replace_run(rec)
     refreshed: list[str] = []
     progress = Progress(store, refreshed.append, rec, tmp_path, "score", interval=60.0)
-    progress({"type": "progress", "name": "x", "message": "building"})
-    progress({"type": "progress", "name": "x", "message": "sampling"})
+    progress(events.StepProgress(name="x", message="building", fraction=0.0))
+    progress(events.StepProgress(name="x", message="sampling", fraction=0.0))
     assert refreshed == ["8-boot"]

@@ -31,10 +31,10 @@ def test_lz4_research_and_a_real_one_percent_change(tmp_path):
     setup("lz4", target)
     found = Run(RunOptions(target=target, out=tmp_path / "research", run_id="r", agent="offline",
                            research_only=True)).execute()
-    line_evidence = [h for h in found["hypotheses"]
-                     if any(re.search(r"\.(c|h):\d+$|Makefile:\d+$", e["where"]) for e in h["evidence"])]
-    assert len(line_evidence) >= 3, [h["id"] for h in found["hypotheses"]]
-    assert any(h["id"].startswith("hot-LZ4_") for h in found["hypotheses"])
+    line_evidence = [h for h in found.hypotheses
+                     if any(re.search(r"\.(c|h):\d+$|Makefile:\d+$", e.where) for e in h.evidence)]
+    assert len(line_evidence) >= 3, [h.id for h in found.hypotheses]
+    assert any(h.id.startswith("hot-LZ4_") for h in found.hypotheses)
     research = (tmp_path / "research" / "research.md").read_text()
     assert "## Where the time goes (callgrind profile" in research and "lz4libs/lz4.c:" in research
 

@@ -101,3 +101,8 @@ def test_an_agent_that_does_no_research_needs_candidates(tmp_path, capsys):
     assert cli.main(["run", str(target), "--agent", "none", "--out", str(tmp_path / "out")]) == 2
     assert "--agent none: evaluates only --candidate patches and none was given" in capsys.readouterr().out
     assert not (tmp_path / "out" / "state.json").exists()
+
+
+def test_whether_a_run_researches_is_read_from_the_registry_not_the_name():
+    assert [n for n in agentkinds.AGENTS if not agentkinds.researches(n)] == ["none"]
+    assert agentkinds.researches("an-agent-handed-in-directly")     # outside the registry: it researches

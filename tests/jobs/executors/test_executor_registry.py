@@ -95,3 +95,16 @@ def test_a_missing_extra_is_named_when_the_executor_is_chosen(monkeypatch, tmp_p
     assert executor_kind("k8s").extra == "kube"
     with pytest.raises(ValueError, match="unknown executor 'nope'"):
         executor_kind("nope")
+
+
+def test_a_plan_prices_instance_types_only_for_an_executor_the_registry_calls_cloud(monkeypatch, tmp_path):
+    from jobs.contract.config import parse_config
+    from jobs.run.preparation import make_plan
+    config = parse_config("build: make\nbenchmark: ./b\nchecks: ./c\nmetrics: [{name: t, primary: true}]\n"
+                          "editable: [src/**]\nplatforms: [{name: x86}]\n")
+    assert [k.name for k in EXECUTORS.values() if k.is_cloud] == ["skypilot"]
+    assert make_plan(config, 1, "local").instance_types == ("",)
+    assert make_plan(config, 1, "skypilot").instance_types != ("",)
+    monkeypatch.setitem(EXECUTORS, "vm-free", ExecutorKind("vm-free", "a cloud that is not SkyPilot", lambda: None,
+                                                          is_cloud=True))
+    assert make_plan(config, 1, "vm-free").instance_types == make_plan(config, 1, "skypilot").instance_types

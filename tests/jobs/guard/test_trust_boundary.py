@@ -20,6 +20,7 @@ from jobs.guard.limits import Limits
 from jobs.guard.operator import OperatorError, OperatorPolicy
 from jobs.measure.isolation import Isolation, IsolationError, backings, repo_key
 from jobs.measure.runner import run_step
+from jobs.contract.events import RunWarning
 from jobs.contract.spec import SandboxSpec
 from synthetic import FASTER, patch_for, synthetic_target
 
@@ -117,7 +118,7 @@ def test_a_hostile_repository_gets_neither_the_value_nor_a_report_line_of_an_una
     summary = Run(RunOptions(target=t, out=tmp_path / "out", run_id="n8", agent="none", candidates=[patch]),
                   on_event=events.append).execute()
     assert summary.sandboxed is True                              # F1a: the ask was not honoured
-    warnings = " ".join(e["message"] for e in events if e["type"] == "warning")
+    warnings = " ".join(e.message for e in events if isinstance(e, RunWarning))
     assert "only the operator can turn the sandbox off" in warnings and "DATABASE_URL" in warnings
     seen = "".join((d / "env.txt").read_text() for d in backings(dump))
     assert "SYN_MODEL=/models/secret-name-of-model.gguf" in seen       # allowed and asked: given

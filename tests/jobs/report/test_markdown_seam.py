@@ -32,6 +32,7 @@ from jobs.contract.model import Evidence, Hypothesis
 from jobs.report.report import finding_line, render_pr, render_research, with_warning
 from jobs.report.report_review import reproduce_lines
 from jobs.run.reporting import Reporting
+from jobs.run.runstate import RunState
 from jobs.research import callgrind, clib, forks, gapscan, papers
 from jobs.research import profile as P
 from jobs.research.sources import Sources
@@ -260,7 +261,7 @@ def test_a_pasted_reproduce_block_or_resume_command_runs_nothing_a_name_carries(
     argv = run_pasted(reproduce_lines(str(tmp_path), "a" * 40, None, [], None, "none", [f"/p/{evil}.patch"]), tmp_path)
     assert f"/p/{evil}.patch" in argv
     resume = Reporting.resume_command(SimpleNamespace(
-        published=None, state={"bench_env_names": ["OMP"]}, repo=tmp_path / evil, run_id="r1", out=tmp_path / evil,
+        published=None, state=RunState(tmp_path, bench_env_names=["OMP"]), repo=tmp_path / evil, run_id="r1", out=tmp_path / evil,
         executor=evil, repeats=4))
     argv = run_pasted([resume], tmp_path)
     assert argv == ["autoresearch", "run", str(tmp_path / evil), "--run-id", "r1", "--out", str(tmp_path / evil),

@@ -196,10 +196,12 @@ def test_a_bot_runs_reproduce_block_fetches_from_where_it_pushed_never_from_the_
 
     from jobs.contract.branches import Published
     from jobs.run.reporting import Reporting
+    from jobs.run.runstate import RunState
     worker = Path("/srv/autoresearch/octo/synth/r1/repo")        # the App's clone (jobs.contract.layout)
 
     def reporting(published):
-        return Reporting("r1", None, worker, worker.parent / "out", {"bench_env_names": ["OMP"]}, ["local"],
+        state = RunState(worker.parent / "out", bench_env_names=["OMP"])
+        return Reporting("r1", None, worker, worker.parent / "out", state, ["local"],
                          "offline", "local", 12, [worker.parent / "candidates" / "faster.patch"], published)
     bot = reporting(Published(clone_url="https://github.com/octo/synth.git",
                               head_url="https://github.com/forker/synth.git", head_branch="autoresearch/r0",

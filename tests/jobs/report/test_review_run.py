@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from conftest import ROOT, git
+from jobs.contract.events import Event, RunWarning, StepProgress
 from jobs.run.pipeline import Run, RunOptions
 from synthetic import patch_for, synthetic_target
 
@@ -108,10 +109,10 @@ def test_research_names_its_sub_steps_and_the_profile_can_be_switched_off(tmp_pa
     git(target, "commit", "-qam", "profile")
     for mode, note in (("reuse", "profile: not measured (instrumentation op-profile does not fit"),
                        ("off", "profile: not measured (switched off with --profile off)")):
-        events: list[dict] = []
+        events: list[Event] = []
         Run(RunOptions(target=target, out=tmp_path / mode, run_id=mode, agent="offline", research_only=True,
                        profile=mode), on_event=events.append).execute()
-        steps = [e["message"].split(" (")[0] for e in events if e["type"] == "progress" and e["name"] == "research"]
+        steps = [e.message.split(" (")[0] for e in events if isinstance(e, StepProgress) and e.name == "research"]
         assert steps[:2] == ["scan", "gap scan"], steps
         assert ("profile build" in steps) is False        # the instrumentation does not fit this target
         assert note in (tmp_path / mode / "research.md").read_text()
@@ -140,13 +141,13 @@ def test_a_profile_that_was_not_measured_is_said_loudly_or_stops_the_run(tmp_pat
     base = cfg.read_text()
     cfg.write_text(base + "research: {profile: {instrument: llama/op-profile.yml}}\n")
     git(target, "commit", "-qam", "profile")
-    events: list[dict] = []
+    events: list[Event] = []
     Run(RunOptions(target=target, out=tmp_path / "warn", run_id="warn", agent="offline", research_only=True),
         on_event=events.append).execute()
     md = (tmp_path / "warn" / "research.md").read_text()
     assert md.splitlines()[2].startswith("> **Warning:** the op profile was not measured (")
     assert "raise research.profile.timeout (now 1800 s)" in md and "research.profile.required: true" in md
-    assert any(e["type"] == "warning" and "op profile was not measured" in e["message"] for e in events)
+    assert any(isinstance(e, RunWarning) and "op profile was not measured" in e.message for e in events)
 
     cfg.write_text(base + "research: {profile: {instrument: llama/op-profile.yml, required: true}}\n")
     git(target, "commit", "-qam", "profile required")

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from jobs.contract.ledger import dumps
+from jobs.contract.events import RunWarning
 from jobs.run.pipeline import Run, RunError, RunOptions
+from jobs.run.runstate import RunState
 from jobs.contract.runsummary import RunSummary
 from synthetic import FASTER, patch_for, synthetic_target
 from conftest import ROOT, git
@@ -216,7 +218,7 @@ def test_config_agent_claude_without_key_falls_back_to_offline_with_a_warning(tm
     r = Run(RunOptions(target=repo, out=tmp_path / "o", run_id="w", research_only=True), on_event=events.append)
     r.execute()
     assert r.o.agent == "offline"
-    assert any(e["type"] == "warning" and "ANTHROPIC_API_KEY" in e["message"] for e in events)
+    assert any(isinstance(e, RunWarning) and "ANTHROPIC_API_KEY" in e.message for e in events)
 
 
 def test_a_commit_that_breaks_the_stack_leaves_it(tmp_path):
@@ -316,10 +318,10 @@ def test_a_floor_raised_by_the_calibration_is_the_floor_every_experiment_is_judg
     the pre-registered plan of an experiment (and of the stack) must use it, not the config's 1%."""
     run = Run(RunOptions(target=target, out=tmp_path / "out", run_id="floor"))
     prior = [[0.03, 1.0, 0.0]] * 8
-    run.state = {"calibration": {"local": {"score": {"floor_pct": 4.2, "prior": prior, "adjust": []}}}}
+    run.state = RunState(tmp_path / "out", calibration={"local": {"score": {"floor_pct": 4.2, "prior": prior, "adjust": []}}})
     plan = run.plan("local", 0.01)
     assert plan.floor_pct == 4.2 and plan.target_pct >= 4.2
-    run.state["calibration"]["local"]["score"]["floor_pct"] = 1.0
+    run.state.calibration["local"]["score"]["floor_pct"] = 1.0
     assert run.plan("local", 0.01).floor_pct == run.config.thresholds.min_effect_pct
 
 
@@ -328,4 +330,4 @@ def test_the_calibration_plans_with_the_pair_cap_the_run_uses(target, tmp_path):
     one reachable within 7, not within the config's 24."""
     result = Run(RunOptions(target=target, out=tmp_path / "out", run_id="cap", calibrate_only=True,
                             repeats=7)).execute()
-    assert result["calibration"]["local"]["score"]["repeats"] == 7
+    assert result.calibration["local"]["score"]["repeats"] == 7

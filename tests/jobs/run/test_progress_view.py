@@ -9,10 +9,12 @@ from rich.console import Console
 from rich.progress import Progress
 
 from jobs.cli import ProgressView
+from jobs.contract import events as ev
 from jobs.run.progress_view import PlainView
+from summaries import run_summary
 
 
-def rows(events: list[dict]) -> list[str]:
+def rows(events: list[ev.Event]) -> list[str]:
     progress = Progress(console=Console(file=io.StringIO()))
     view = ProgressView(progress)
     for event in events:
@@ -21,19 +23,19 @@ def rows(events: list[dict]) -> list[str]:
 
 
 def test_one_row_per_calibration():
-    single = rows([{"type": "phase", "phase": "research"}, {"type": "research_done", "hypotheses": ["a"]},
-                   {"type": "phase", "phase": "calibrate", "platform": "local"},
-                   {"type": "progress", "name": "calibration", "message": "building", "fraction": 0.1},
-                   {"type": "progress", "name": "calibration", "message": "pair 3/8", "fraction": 0.5},
-                   {"type": "calibrated", "platform": "local", "calibration": {}},
-                   {"type": "experiment_start", "name": "a"},
-                   {"type": "experiment_done", "name": "a", "status": "keep", "reason": ""}])
+    single = rows([ev.Phase(phase="research"), ev.ResearchDone(hypotheses=["a"]),
+                   ev.Phase(phase="calibrate", platform="local"),
+                   ev.StepProgress(name="calibration", message="building", fraction=0.1),
+                   ev.StepProgress(name="calibration", message="pair 3/8", fraction=0.5),
+                   ev.Calibrated(platform="local", calibration={}),
+                   ev.ExperimentStart(name="a"),
+                   ev.ExperimentDone(name="a", status="keep", reason="")])
     assert single == ["research: 1 hypotheses", "calibrate: done", "a: keep"]
-    two = rows([{"type": "phase", "phase": "calibrate", "platform": "x86"},
-                {"type": "progress", "name": "calibration@x86", "message": "pair 1/8", "fraction": 0.1},
-                {"type": "calibrated", "platform": "x86", "calibration": {}},
-                {"type": "phase", "phase": "calibrate", "platform": "arm"},
-                {"type": "progress", "name": "calibration@arm", "message": "pair 1/8", "fraction": 0.1}])
+    two = rows([ev.Phase(phase="calibrate", platform="x86"),
+                ev.StepProgress(name="calibration@x86", message="pair 1/8", fraction=0.1),
+                ev.Calibrated(platform="x86", calibration={}),
+                ev.Phase(phase="calibrate", platform="arm"),
+                ev.StepProgress(name="calibration@arm", message="pair 1/8", fraction=0.1)])
     assert two == ["calibrate: done on x86", "calibration@arm: pair 1/8"]
 
 
@@ -48,19 +50,19 @@ class FakeClock:
 def test_plain_lines_per_phase_step_and_verdict_with_heartbeat_and_eta():
     out, clock = io.StringIO(), FakeClock()
     view = PlainView(out, heartbeat=60, clock=clock)
-    view({"type": "phase", "phase": "research"})
-    view({"type": "progress", "name": "research", "message": "profile build (instrumented copy)", "fraction": 0.0})
+    view(ev.Phase(phase="research"))
+    view(ev.StepProgress(name="research", message="profile build (instrumented copy)", fraction=0.0))
     clock.now += 125
     view.beat()                                   # a long silent step: one heartbeat line
-    view({"type": "research_done", "hypotheses": ["a"]})
-    view({"type": "experiment_start", "name": "a"})
-    view({"type": "progress", "name": "a", "message": "building baseline", "fraction": 0.0})
+    view(ev.ResearchDone(hypotheses=["a"]))
+    view(ev.ExperimentStart(name="a"))
+    view(ev.StepProgress(name="a", message="building baseline", fraction=0.0))
     clock.now += 10
-    view({"type": "progress", "name": "a", "message": "pair 1/10", "fraction": 0.2})
+    view(ev.StepProgress(name="a", message="pair 1/10", fraction=0.2))
     for i in range(2, 6):                         # pair lines are one step: throttled to the heartbeat
         clock.now += 20
-        view({"type": "progress", "name": "a", "message": f"pair {i}/10", "fraction": 0.2 + 0.08 * (i - 1)})
-    view({"type": "experiment_done", "name": "a", "status": "keep", "reason": "score +30%"})
+        view(ev.StepProgress(name="a", message=f"pair {i}/10", fraction=0.2 + 0.08 * (i - 1)))
+    view(ev.ExperimentDone(name="a", status="keep", reason="score +30%"))
     view.beat()                                   # nothing active: silent
     lines = [line.split("] ", 1)[1] for line in out.getvalue().splitlines()]
     assert lines[:3] == ["phase research", "research: profile build (instrumented copy)",
@@ -72,7 +74,7 @@ def test_plain_lines_per_phase_step_and_verdict_with_heartbeat_and_eta():
     assert out.getvalue().splitlines()[2].startswith("[ 2m05s] ")
 
 
-def plain(events: list[dict], clock: FakeClock, *, then_minutes: int = 0) -> tuple[list[str], PlainView]:
+def plain(events: list[ev.Event], clock: FakeClock, *, then_minutes: int = 0) -> tuple[list[str], PlainView]:
     """The PlainView's lines (without their time stamps) for `events`, then `then_minutes` minutes
     of heartbeats."""
     out = io.StringIO()
@@ -86,24 +88,24 @@ def plain(events: list[dict], clock: FakeClock, *, then_minutes: int = 0) -> tup
     return [line.split("] ", 1)[1] for line in out.getvalue().splitlines()], view
 
 
-def batch(name: str, n: int) -> list[dict]:
+def batch(name: str, n: int) -> list[ev.Event]:
     """One measured step as the runner reports it (jobs/measure/runner.py), then Measurer.execute's end."""
-    return ([{"type": "progress", "name": name, "message": "building candidate", "fraction": 0.05}]
-            + [{"type": "progress", "name": name, "message": f"pair {i + 1}/{n}", "fraction": 0.2 + 0.8 * i / n}
+    return ([ev.StepProgress(name=name, message="building candidate", fraction=0.05)]
+            + [ev.StepProgress(name=name, message=f"pair {i + 1}/{n}", fraction=0.2 + 0.8 * i / n)
                for i in range(n)]
-            + [{"type": "progress", "name": name, "message": "measured (fixed)", "fraction": 1.0},
-               {"type": "step_done", "name": name, "status": "ok"}])
+            + [ev.StepProgress(name=name, message="measured (fixed)", fraction=1.0),
+               ev.StepDone(name=name, status="ok")])
 
 
 def test_no_step_reports_running_after_it_ended_including_the_second_calibration_batch():
     # The demo's piped log: `calibration-more: measured (fixed) (step running …)` once a minute
     # for 14 minutes after that batch had ended, because only `calibrated` cleared steps, by name.
-    events = ([{"type": "phase", "phase": "calibrate", "platform": "local"}] + batch("calibration", 10)
+    events = ([ev.Phase(phase="calibrate", platform="local")] + batch("calibration", 10)
               + batch("calibration-more", 10)
-              + [{"type": "calibrated", "platform": "local", "calibration": {}},
-                 {"type": "phase", "phase": "experiments", "total": 1},
-                 {"type": "experiment_start", "name": "a"},
-                 {"type": "progress", "name": "a", "message": "pair 1/60", "fraction": 0.2}])
+              + [ev.Calibrated(platform="local", calibration={}),
+                 ev.Phase(phase="experiments", total=1),
+                 ev.ExperimentStart(name="a"),
+                 ev.StepProgress(name="a", message="pair 1/60", fraction=0.2)])
     lines, view = plain(events, FakeClock(), then_minutes=5)
     assert "calibration-more: measured (fixed)" in lines
     assert list(view.active) == ["a"]
@@ -114,22 +116,22 @@ def test_no_step_reports_running_after_it_ended_including_the_second_calibration
 def test_a_step_ends_by_its_final_line_or_by_its_end_event_alone():
     clock = FakeClock()
     # Its final line (fraction 1.0) ends it, and a remote log's heartbeat repeating it is silent.
-    lines, view = plain([{"type": "progress", "name": "s", "message": "pair 1/4", "fraction": 0.2},
-                         {"type": "progress", "name": "s", "message": "measured (keep)", "fraction": 1.0},
-                         {"type": "progress", "name": "s", "message": "measured (keep)", "fraction": 1.0}],
+    lines, view = plain([ev.StepProgress(name="s", message="pair 1/4", fraction=0.2),
+                         ev.StepProgress(name="s", message="measured (keep)", fraction=1.0),
+                         ev.StepProgress(name="s", message="measured (keep)", fraction=1.0)],
                         clock, then_minutes=3)
     assert lines == ["s: pair 1/4", "s: measured (keep)"] and not view.active
     # A build that failed sends no final line: the end event retires it and says how it ended.
-    lines, view = plain([{"type": "progress", "name": "b", "message": "building candidate", "fraction": 0.05},
-                         {"type": "step_done", "name": "b", "status": "build_failed"}], clock, then_minutes=3)
+    lines, view = plain([ev.StepProgress(name="b", message="building candidate", fraction=0.05),
+                         ev.StepDone(name="b", status="build_failed")], clock, then_minutes=3)
     assert lines == ["b: building candidate", "b: ended (build_failed)"] and not view.active
 
 
 def test_the_rich_rows_finish_on_the_end_event():
     progress = Progress(console=Console(file=io.StringIO()))
     view = ProgressView(progress)
-    for event in [{"type": "progress", "name": "calibration-more", "message": "building candidate", "fraction": 0.05},
-                  {"type": "step_done", "name": "calibration-more", "status": "build_failed"}]:
+    for event in [ev.StepProgress(name="calibration-more", message="building candidate", fraction=0.05),
+                  ev.StepDone(name="calibration-more", status="build_failed")]:
         view(event)
     assert [t.finished for t in progress.tasks] == [True]
 
@@ -137,9 +139,9 @@ def test_the_rich_rows_finish_on_the_end_event():
 def test_report_written_names_a_branch_only_when_one_was_left():
     # A run that kept nothing still names `autoresearch/<run-id>` in its summary, but deleted it.
     none_left = {"branch": "autoresearch/r1", "branch_left": False, "branch_note": "nothing was kept"}
-    lines, _ = plain([{"type": "done", "summary": none_left}], FakeClock())
+    lines, _ = plain([ev.Done(run_summary(**none_left))], FakeClock())
     assert lines == ["report written: no branch left: nothing was kept"]
-    lines, _ = plain([{"type": "done", "summary": {**none_left, "branch_left": True, "branch_note": ""}}], FakeClock())
+    lines, _ = plain([ev.Done(run_summary(**{**none_left, "branch_left": True, "branch_note": ""}))], FakeClock())
     assert lines == ["report written: branch autoresearch/r1"]
 
 
@@ -150,8 +152,8 @@ def test_every_measured_step_sends_its_end_however_it_ended(tmp_path):
     from jobs.run.measuring import Measurer
     from jobs.run.runstate import RunState
     from jobs.contract.spec import RawResult
-    events: list[dict] = []
-    bench = Measurer(None, "r1", RunState(tmp_path), None, events.append, lambda: False, platforms=1)
+    events: list[ev.Event] = []
+    bench = Measurer(None, "r1", RunState.load(tmp_path), None, events.append, lambda: False, platforms=1)
 
     class Failing:
         platform = "local"
@@ -167,6 +169,6 @@ def test_every_measured_step_sends_its_end_however_it_ended(tmp_path):
     assert bench.execute(Failing(), SimpleNamespace(name="calibration-more")).status == "build_failed"
     with pytest.raises(RunCancelled):
         bench.execute(Cancelled(), SimpleNamespace(name="x"))
-    ends = [e for e in events if e["type"] == "step_done"]
-    assert ends == [{"type": "step_done", "name": "calibration-more", "status": "build_failed"},
-                    {"type": "step_done", "name": "x", "status": "cancelled"}]
+    ends = [e for e in events if isinstance(e, ev.StepDone)]
+    assert ends == [ev.StepDone(name="calibration-more", status="build_failed"),
+                    ev.StepDone(name="x", status="cancelled")]

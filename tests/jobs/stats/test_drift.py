@@ -24,13 +24,14 @@ def test_a_plan_after_noisy_experiments_states_a_larger_mde_than_the_quiet_calib
     """The pipeline's plan follows the pool: the same calibration, two different recent pools."""
     import random
     from jobs.run.pipeline import Run, RunOptions
+    from jobs.run.runstate import RunState
     from synthetic import synthetic_target
     rng = random.Random(1)
     quiet = [[rng.gauss(0, 0.005), 0.0, 0.0] for _ in range(12)]
     run = Run(RunOptions(target=synthetic_target(tmp_path / "t"), out=tmp_path / "out", run_id="n"))
-    run.state = {"calibration": {"local": {"score": {"prior": quiet, "floor_pct": 1.0},
-                                           "ms": {"prior": quiet, "floor_pct": 1.0}}}}
+    run.state = RunState(tmp_path / "out", calibration={"local": {"score": {"prior": quiet, "floor_pct": 1.0},
+                                                                "ms": {"prior": quiet, "floor_pct": 1.0}}})
     calm = run.plan("local", 0.01).mde_pct
-    run.state["noise"] = {"local": {"pool": [rng.gauss(0, 0.08) for _ in range(16)]}}
+    run.state.save(noise={"local": {"pool": [rng.gauss(0, 0.08) for _ in range(16)]}})
     loud = run.plan("local", 0.01).mde_pct
     assert loud > 2 * calm, (calm, loud)

@@ -100,7 +100,7 @@ def test_catalog_prices_come_from_the_shipped_skypilot_catalog():
 
 def test_plan_estimate_uses_catalog_prices(target):
     repo, _, _ = target
-    plan = make_plan(config_for(repo), 4, executor="skypilot", minutes_per_experiment=60,
+    plan = make_plan(config_for(repo), 4, cloud=True, minutes_per_experiment=60,
                      hourly_usd=catalog.hourly_price)
     assert plan.instance_types == ("c6i.2xlarge", "c7g.2xlarge")
     assert plan.est_usd == round(6 * (0.34 + 0.29), 2)
