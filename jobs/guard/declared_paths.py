@@ -62,14 +62,10 @@ def overlap(caches: Iterable[str], read_only: Iterable[str]) -> str:
     read-only path. Pure."""
     caches, read_only = list(caches), list(read_only)
     for i, path in enumerate(caches):
-        for other in caches[i + 1:]:
-            how = relation(path, other)
-            if how:
-                return (f"sandbox.caches: {path} {how} {other}, another declared cache; caches must not "
-                        f"overlap; {AVOID}")
-        for other in read_only:
-            how = relation(path, other)
-            if how:
-                return (f"sandbox.caches: {path} {how} {other}, a declared read-only path; a cache and a "
-                        f"read-only path must not overlap; {AVOID}")
+        for others, what in ((caches[i + 1:], "another declared cache; caches must not overlap"),
+                             (read_only, "a declared read-only path; a cache and a read-only path must not overlap")):
+            for other in others:
+                how = relation(path, other)
+                if how:
+                    return f"sandbox.caches: {path} {how} {other}, {what}; {AVOID}"
     return ""
