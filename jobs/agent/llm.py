@@ -25,14 +25,18 @@ from jobs.contract.model import Hypothesis
 from ..research.sanitize import quote, redact
 from jobs.measure.isolation import Isolation
 from jobs.guard.secrets import secret_values  # one policy: jobs/guard/secrets.py
-from . import prompts
+from . import Agent, prompts
 from .chat import ChatMessage, ChatModel, ChatReply, ChatRequest, ToolResult, ToolSpec
 from .meter import BudgetExceeded, ChatSettings, Meter
 from .offline import NotImplementable, OfflineAgent, commit_message
 from .tools import IMPLEMENT_TOOLS, Workbench
 
 
-class LLMAgent:
+class LLMAgent(Agent):
+    ranks_from_digests = True           # research(digests)
+    runs_target_code = True             # its workbench builds in the run's sandbox (`isolation`)
+    reads_profile = True                # the callgrind digest goes into its prompts
+
     def __init__(self, name: str, recipes: dict, config: TargetConfig, chat: ChatModel, settings: ChatSettings,
                  secrets: list[str] | None = None, context: list[tuple[str, str]] | None = None):
         self.name = name                         # the registry's name (jobs/contract/agentkinds.py), shown in reports

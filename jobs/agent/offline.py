@@ -11,6 +11,7 @@ from jobs.guard import gitops, safefs
 from jobs.contract.config import TargetConfig
 from jobs.contract.model import Hypothesis
 from jobs.contract.recipes import Recipe, RecipeError, planned_edits
+from . import Agent
 from .guard import EditRefused, check_edit, check_patch
 
 
@@ -27,7 +28,8 @@ def commit_message(h: Hypothesis, recipe: Recipe | None) -> str:
     return f"{body}\n\nHypothesis: {h.id} ({h.kind})\nEvidence:\n{evidence}\n"
 
 
-class OfflineAgent:
+class OfflineAgent(Agent):
+    """Recipes and maintainer (or research-made) patches; no abilities beyond implement and revise."""
     name = "offline"
 
     def __init__(self, recipes: dict[str, Recipe]):

@@ -218,13 +218,13 @@ class Run:
     def agent(self):
         if self._agent is None:
             self._agent = make_agent(self.o.agent, self._recipes(), self.config)
-            if hasattr(self._agent, "isolation"):     # an agent that runs target code runs it in our sandbox
+            if self._agent.runs_target_code:          # an agent that runs target code runs it in our sandbox
                 self._agent.isolation = Isolation.from_spec(self._sandbox_spec())
         return self._agent
 
     def _charge_llm(self) -> None:
         """Add the model's spend since the last charge to the run's cost (budgets include it)."""
-        meter = getattr(self._agent, "meter", None)
+        meter = self._agent.meter if self._agent is not None else None     # no agent made yet: nothing spent
         if meter is None:
             return
         with self.state.lock:

@@ -102,9 +102,9 @@ class Researching:
         if callprof is not None:
             from jobs.research.callgrind import digest
             sources.extra_digests["callgrind profile of the reduced workload (simulated cycles)"] = digest(callprof)
-            if hasattr(agent, "profile_digest"):
+            if agent.reads_profile:
                 agent.profile_digest = digest(callprof)
-        if hasattr(agent, "research"):           # a model researcher ranks from the digests
+        if agent.ranks_from_digests:             # a model researcher ranks from the digests
             found.hypotheses, extra = model_research(agent, found, sources)
             found.notes += extra
         return found, sources, callprof

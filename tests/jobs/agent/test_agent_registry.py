@@ -58,16 +58,19 @@ NEW_AGENT = textwrap.dedent("""
     import sys, types
     from jobs.contract import agentkinds
 
-    class EchoAgent:
-        name = "echo"
-        def implement(self, h, tree, config): return "0" * 40
-        def revise(self, pending, results): return pending
-
     # The whole addition: a module under jobs/agent/ (here made in memory) and one registry entry.
     module = types.ModuleType("jobs.agent.echo")
     module.make = lambda recipes, config, **kw: EchoAgent()
     sys.modules["jobs.agent.echo"] = module
     agentkinds.AGENTS["echo"] = agentkinds.AgentKind("echo", "echo", "repeats the hypothesis", needs_env="ECHO_KEY")
+
+    from jobs.agent import Agent      # after the entry: the config's agent names are read at import
+
+    class EchoAgent(Agent):
+        name = "echo"
+        def implement(self, h, tree, config): return "0" * 40
+        def revise(self, pending, results): return pending
+
 
     from jobs import cli
     from jobs.contract import configdoc
@@ -106,3 +109,27 @@ def test_an_agent_that_does_no_research_needs_candidates(tmp_path, capsys):
 def test_whether_a_run_researches_is_read_from_the_registry_not_the_name():
     assert [n for n in agentkinds.AGENTS if not agentkinds.researches(n)] == ["none"]
     assert agentkinds.researches("an-agent-handed-in-directly")     # outside the registry: it researches
+
+
+def test_an_agents_abilities_are_declared_fields_and_make_agent_refuses_a_non_agent(monkeypatch):
+    """Issue 42: the pipeline read an agent's optional abilities with hasattr; they are declared
+    fields of jobs.agent.Agent, off unless an agent turns them on, and make_agent refuses anything
+    that is not an Agent."""
+    import sys
+    import types
+    from jobs.agent import Agent, make_agent
+    from jobs.agent.offline import OfflineAgent
+    from jobs.contract import agentkinds
+    offline = OfflineAgent({})
+    assert (offline.ranks_from_digests, offline.runs_target_code, offline.reads_profile, offline.meter) == \
+        (False, False, False, None)
+    from jobs.agent.llm import LLMAgent
+    assert LLMAgent.ranks_from_digests and LLMAgent.runs_target_code and LLMAgent.reads_profile
+    module = types.ModuleType("jobs.agent.bare")
+    module.make = lambda recipes, config, **kw: object()
+    monkeypatch.setitem(sys.modules, "jobs.agent.bare", module)
+    monkeypatch.setitem(agentkinds.AGENTS, "bare", agentkinds.AgentKind("bare", "bare", "not an Agent"))
+    with pytest.raises(TypeError, match="not a jobs.agent.Agent"):
+        make_agent("bare", {}, None)
+    assert issubclass(OfflineAgent, Agent)
+
