@@ -134,7 +134,7 @@ def _research_data(r: Research) -> dict[str, Any]:
 def _research_from(data: dict[str, Any], config: TargetConfig) -> Research:
     hypotheses = [Hypothesis.from_dict(h) for h in data["hypotheses"]]
     for h in hypotheses:
-        h.patch = None                  # research never makes patches; candidates come from `candidates/`
+        h.patch = None      # the planning scan makes no patches (the run's research phase writes its own); candidates come from `candidates/`
     findings = [Finding(**{**f, "passes": [Pass(**{**p, "writes": set(p["writes"]), "reads": set(p["reads"])})
                                            for p in f["passes"]]}) for f in data["findings"]]
     recipes = {r.id: r for name in config.research.recipes for r in load_recipe_set(name)}
