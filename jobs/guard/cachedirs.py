@@ -17,7 +17,7 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
-DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+from jobs.guard import safefs
 
 
 class CacheDirError(ValueError):
@@ -34,45 +34,22 @@ def components(rel: str | Path) -> tuple[str, ...]:
 
 def open_beneath(base: str | Path, rel: str | Path, *, create: bool = False, mode: int = 0o755) -> int:
     """A descriptor of the folder `base/rel`, reached one component at a time from `base` (the
-    operator's own folder, trusted) without following a link; missing folders are made when
-    `create`. The caller closes it."""
-    parts = components(rel)
-    fd = os.open(str(base), DIR_FLAGS)
-    walked = Path(base)
-    for part in parts:
-        walked = walked / part
-        try:
-            nxt = _step(fd, part, walked, create, mode)
-        finally:
-            os.close(fd)
-        fd = nxt
-    return fd
+    operator's own folder, trusted) without following a link (`safefs.open_dir`); missing folders
+    are made when `create`. The caller closes it."""
+    return safefs.open_dir(Path(base), components(rel), str(Path(base) / rel), create=create, mode=mode,
+                           explain=_refusal)
 
 
-def _step(fd: int, part: str, walked: Path, create: bool, mode: int) -> int:
-    """Open `part` below `fd`, refusing a link or a non-folder."""
+def _refusal(dir_fd: int, name: str, where: str, exc: OSError) -> OSError:
+    """Why the walk to `where` stopped at `name`: a link or a non-folder is a CacheDirError."""
+    if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+        return exc
     try:
-        try:
-            return os.open(part, DIR_FLAGS, dir_fd=fd)
-        except FileNotFoundError:
-            if not create:
-                raise
-            with contextlib.suppress(FileExistsError):      # made meanwhile: opened below like any other
-                os.mkdir(part, mode, dir_fd=fd)
-            return os.open(part, DIR_FLAGS, dir_fd=fd)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            kind = "a link" if _is_link(fd, part) else "not a folder"
-            raise CacheDirError(f"{walked} is {kind}; a cache's backing is never followed through a link "
-                                "(something the repository's earlier build left there)") from None
-        raise
-
-
-def _is_link(fd: int, part: str) -> bool:
-    try:
-        return stat.S_ISLNK(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode)
+        link = stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
     except OSError:
-        return False
+        link = False
+    return CacheDirError(f"{where}: {name} is {'a link' if link else 'not a folder'}; a cache's backing is never "
+                         "followed through a link (something the repository's earlier build left there)")
 
 
 def give(fd: int, uid: int) -> None:

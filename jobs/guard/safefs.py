@@ -10,9 +10,10 @@ caller's own (a clone or worktree it made); everything below it is untrusted.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 
 PATCH_LIMIT = 8 << 20          # bytes of one candidate patch
@@ -31,20 +32,41 @@ def _parts(rel: str) -> tuple[str, ...]:
     return tuple(p for p in parts if p != ".") or (".",)
 
 
-def _open_dir(root: Path, parts: tuple[str, ...], rel: str) -> int:
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+Explain = Callable[[int, str, str, OSError], OSError]
+
+
+def open_dir(root: Path | str, parts: tuple[str, ...], rel: str, *, create: bool = False, mode: int = 0o755,
+             explain: Explain | None = None) -> int:
+    """A descriptor of the folder `parts` below `root` (the caller's own), each component opened
+    relative to the one before with O_NOFOLLOW; with `create`, a missing one is made (`mkdirat`)
+    and then opened the same way. A component that cannot be opened raises `explain(dir_fd, name,
+    rel, exc)` (default: `UnsafeFile` for a link or a non-folder, the OSError itself otherwise)."""
+    explain = explain or _explain
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for name in parts:
             try:
-                nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                nxt = _open_or_make(fd, name, create, mode)
             except OSError as exc:
-                raise _explain(fd, name, rel, exc) from None
+                raise explain(fd, name, rel, exc) from None
             os.close(fd)
             fd = nxt
         return fd
     except BaseException:
         os.close(fd)
         raise
+
+
+def _open_or_make(dir_fd: int, name: str, create: bool, mode: int) -> int:
+    try:
+        return os.open(name, DIR_FLAGS, dir_fd=dir_fd)
+    except FileNotFoundError:
+        if not create:
+            raise
+        with contextlib.suppress(FileExistsError):      # made meanwhile: opened below like any other
+            os.mkdir(name, mode, dir_fd=dir_fd)
+        return os.open(name, DIR_FLAGS, dir_fd=dir_fd)
 
 
 def _explain(dir_fd: int, name: str, rel: str, exc: OSError) -> OSError:
@@ -61,7 +83,7 @@ def open_regular(root: Path | str, rel: str) -> int:
     """A read-only descriptor of the regular file `rel` under `root`, opened without following any
     link; UnsafeFile otherwise (FileNotFoundError when it does not exist)."""
     parts = _parts(rel)
-    dir_fd = _open_dir(Path(root), parts[:-1], rel)
+    dir_fd = open_dir(Path(root), parts[:-1], rel)
     try:
         try:
             fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
@@ -117,7 +139,7 @@ def is_regular(root: Path | str, rel: str) -> bool:
 def list_dir(root: Path | str, rel: str) -> list[str]:
     """The names in the folder `rel` under `root` (reached without following links); [] if absent."""
     try:
-        fd = _open_dir(Path(root), _parts(rel) if rel not in ("", ".") else (), rel)
+        fd = open_dir(Path(root), _parts(rel) if rel not in ("", ".") else (), rel)
     except FileNotFoundError:
         return []
     try:
