@@ -39,10 +39,14 @@ def repo_key(identity: str) -> str:
     return hashlib.sha256(identity.encode()).hexdigest()[:24]
 
 
+def _cache_root() -> Path:
+    return sandbox.cache_root().expanduser().resolve()
+
+
 def backings(view: str | Path) -> list[Path]:
     """Every repository's and arm's folder behind the declared cache `view` (for an operator
     looking for what a cache holds, e.g. `~/.cache/autoresearch/ccache`)."""
-    root = sandbox.cache_root().expanduser().resolve()
+    root = _cache_root()
     rel = Path(view).expanduser().parent.resolve().joinpath(Path(view).name).relative_to(root)
     return sorted(p for p in (root / NAMESPACES).glob(f"*/*/{rel}") if p.is_dir() and not p.is_symlink())
 
@@ -67,7 +71,7 @@ class Isolation:
         spec's own) or a secret file of the operator's (the spec's, and every path `sandbox.hide`
         masks in this process, so no caller can forget the App's key), never overlapping each other.
         Then make each cache's backings (a root worker: owned by the repository's uid)."""
-        root = sandbox.cache_root().expanduser().resolve()
+        root = _cache_root()
         spaces = root / NAMESPACES
         guarded = [str(Path(p).expanduser().resolve()) for p in (*spec.protect, *protect) if p]
         secrets = [str(Path(p).expanduser().resolve()) for p in (*spec.secrets, *sandbox.hidden()) if p]
@@ -120,9 +124,9 @@ class Isolation:
         """The folder under which this repository's caches for `arm` are kept."""
         return str(Path(self.namespace) / arm)
 
-    @staticmethod
-    def relative(view: str) -> str:
-        return str(Path(view).relative_to(sandbox.cache_root().expanduser().resolve()))
+    def relative(self, view: str) -> str:
+        """`view` below the cache root this isolation was resolved against (`namespace`'s root)."""
+        return str(Path(view).relative_to(Path(self.namespace).parents[1]))
 
     def backing(self, view: str, arm: str) -> str:
         """Where the cache target code sees at `view` is kept for `arm` of this repository."""
