@@ -271,6 +271,43 @@ def _yardstick_headline(summary: RunSummary) -> list[Markdown]:
     return headline(summary)
 
 
+def _leans_the_other_way(record: dict[str, Any]) -> bool:
+    """A keep the simulated cycles decided whose wall-clock pairs lean to a loss: the guard's one
+    look (`loss_p`, the signed-rank p that the candidate is slower, oriented by the metric's
+    direction) below one half, though not below its level (or the keep would have been refused)."""
+    runner = record.get("runner") or {}
+    loss_p = (runner.get("wall_guard") or {}).get("loss_p")
+    return record.get("status") == "keep" and bool(runner.get("simulated")) and loss_p is not None and loss_p < 0.5
+
+
+def guard_leaning(summary: RunSummary) -> list[Markdown]:
+    """Issue 43: the summary says in plain words when simulated cycles kept a change while the
+    wall clock leaned the other way (within the guard's tolerance), so a reviewer reads it before
+    any table. The stack's record on each platform; where no stack was kept there, the kept
+    experiments'."""
+    stacked = {p for p, st in (summary.stacks or {}).items() if st.get("status") == "keep"}
+    records = [(md("the stack"), st) for p, st in (summary.stacks or {}).items() if p in stacked]
+    records += [(untrusted(e.get("name", "")), e) for e in summary.experiments if e.get("platform") not in stacked]
+    out = []
+    for what, r in records:
+        if not _leans_the_other_way(r):
+            continue
+        runner, sim = r["runner"], r["runner"]["simulated"]
+        g, m = runner["wall_guard"], _primary(r, summary.primary)
+        from jobs.measure.simulate import guard_interval_at
+        wall = (md("{} {:+.1f}%, interval {}", summary.primary, m["delta_pct"], guard_interval_at(g)) if m
+                else md("interval {}", guard_interval_at(g)))
+        base, head = runner.get("cpu_base_s"), runner.get("cpu_head_s")
+        cpu = (md(", and the runner's CPU clock {:+.1f}% per process", 100 * (head / base - 1))
+               if base and head and head > base else md(""))
+        tol = g.get("tolerance_pct")
+        within = (md("within the {:g}% tolerance", tol) if tol is not None else md("within the guard's tolerance"))
+        out += [md("**Kept on simulated cycles ({:+.1f}%); the wall clock leaned the other way** ({} on {}: {}{}), {} "
+                   "— review on your hardware before merging.", sim["delta_pct"], what, untrusted(r.get("platform", "")),
+                   wall, cpu, within), md("")]
+    return out
+
+
 def _where(summary: RunSummary, platform: str, stack: dict[str, Any]) -> str:
     """The machine a platform's numbers come from: CPU, ISA and its flags, kernel, compiler, load."""
     facts = (summary.machines or {}).get(platform)
@@ -296,7 +333,8 @@ def render_pr(summary: RunSummary) -> Markdown:
     stacks = summary.stacks
     ec = summary.error_control or {}
     out = [md("# autoresearch: CPU optimizations for {}", untrusted(summary.target)), md(""), md("## Summary"), md(""),
-           *(_yardstick_headline(summary) or [_headline(summary), md("")]), _branch_line(summary, experiments), md(""),
+           *(_yardstick_headline(summary) or [_headline(summary), md("")]), *guard_leaning(summary),
+           _branch_line(summary, experiments), md(""),
            _how_sure(summary, ec), md("")]
     out += [md("Measured on {}: {}.", untrusted(p), untrusted(one_line(m, m.get("load") or None)))
             for p, m in (summary.machines or {}).items()] + ([md("")] if summary.machines else [])
@@ -384,8 +422,10 @@ def _reproduce(summary: RunSummary) -> list[Markdown]:
                "time).") if any(HEAD_PATCH in line for line in lines)    # what the lines do (a bench: always)
             else md("Runs the whole loop again from a fresh clone of the base commit (`--repeats N` bounds the pairs, "
                     "and so the time)."))
-    out = [md("## Reproduce"), md(""), what, md("")] + fenced("\n".join(lines), "sh") + [md("")]
+    where = md("Paste it into a shell at the root of an autoresearch checkout set up as its README says "
+               "(`make demo` makes the venv `.venv`; the CLI is `.venv/bin/autoresearch`, no activation needed).")
+    out = [md("## Reproduce"), md(""), what, where, md("")] + fenced("\n".join(lines), "sh") + [md("")]
     if summary.resume:
-        out += [md("Re-print (or resume, if it stopped) this run from its folder: {}", untrusted_code(summary.resume)),
-                md("")]
+        out += [md("Re-print (or resume, if it stopped) this run, from the same checkout: {}",
+                   untrusted_code(summary.resume)), md("")]
     return out

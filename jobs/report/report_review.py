@@ -59,7 +59,7 @@ def decision(m: dict[str, Any], floor_pct: float | None) -> str:
     """The verdict of one metric in the words of the rule that made it: a one-sided interval
     at the experiment's level against the floor."""
     lo, hi, verdict = m.get("ci_low_pct"), m.get("ci_high_pct"), m.get("verdict", "")
-    floor = f"{floor_pct:.3g}%" if floor_pct is not None else "the floor"     # a raised floor: 9.90679 → 9.91%
+    floor = f"{floor_pct:.3g}%" if floor_pct is not None else "run's"     # a raised floor: 9.90679 → 9.91%
     if verdict == "win":
         return f"win: interval clears the {floor} floor"
     if verdict == "loss":
@@ -91,7 +91,7 @@ def _num(value: float | None) -> str:
 
 def rule_sentence(floor_pct: float | None, alpha: float | None, simulated: bool = False) -> Markdown:
     """`simulated`: keeps were decided on simulated cycles, so the sentence says that first."""
-    floor = f"{floor_pct:.3g}%" if floor_pct is not None else "the floor"
+    floor = f"{floor_pct:.3g}%" if floor_pct is not None else "run's"     # "… clears the run's floor"
     run = f"the run's {alpha:.2g} split across its experiments" if alpha else "the experiment's own"
     return md("How sure: {}the lower end of its paired one-sided interval clears the {} floor, at the level shown in "
               "brackets beside each interval ({}). Δ is the median paired change (Hodges–Lehmann) over coin-ordered "
@@ -208,6 +208,11 @@ def noise_section(records: list[dict[str, Any]]) -> list[Markdown]:
 
 # -- re-measure from scratch ---------------------------------------------------------------------------
 
+# The CLI as the README's set-up leaves it (`make demo` / `make test` make `.venv` in the checkout):
+# the printed commands run from that checkout's root without activating the venv (issue 43: a bare
+# `autoresearch` was "command not found" in a fresh shell). The block's first line says so.
+CLI = ".venv/bin/autoresearch"
+WHERE = "# run from the root of an autoresearch checkout set up as its README says (make demo makes .venv)"
 HEAD_PATCH = Raw('"$work/head.patch"')  # where Reproduce puts a branch's diff, to measure it as the one candidate
 TARGET, RUN = Raw('"$work/target"'), Raw('"$work/run"')
 
@@ -223,7 +228,7 @@ def reproduce_lines(repo: str, base: str, branch: str | None, env: list[str], re
     (the bot's `.github/autoresearch/candidates/`), taken from the fresh clone. Every word a
     repository, a pull request or the operator names is quoted (`jobs.guard.shellcmd`)."""
     cap = ("--repeats", repeats) if repeats else ()
-    lines = ["work=$(mktemp -d)", command("git", "clone", "-q", repo, TARGET),
+    lines = [WHERE, "work=$(mktemp -d)", command("git", "clone", "-q", repo, TARGET),
              command("git", "-C", TARGET, "checkout", "-q", "--detach", base)]
     if branch:
         head = f"origin/{branch}"
@@ -231,10 +236,10 @@ def reproduce_lines(repo: str, base: str, branch: str | None, env: list[str], re
             lines.append(command("git", "-C", TARGET, "fetch", "-q", branch_url, branch))
             head = "FETCH_HEAD"
         lines += [command("git", "-C", TARGET, "diff", "--binary", base, head, Raw(">"), HEAD_PATCH),
-                  command("autoresearch", "run", TARGET, "--agent", "none", "--candidate", HEAD_PATCH,
+                  command(CLI, "run", TARGET, "--agent", "none", "--candidate", HEAD_PATCH,
                           "--out", RUN, *cap, env=env)]
     else:
         given = [w for c in candidates
                  for w in ("--candidate", under(Raw(TARGET + "/"), c) if candidates_in_repo else c)]
-        lines.append(command("autoresearch", "run", TARGET, "--agent", agent, *given, "--out", RUN, *cap, env=env))
+        lines.append(command(CLI, "run", TARGET, "--agent", agent, *given, "--out", RUN, *cap, env=env))
     return lines + [command("cat", Raw('"$work/run/pr.md"'))]

@@ -37,7 +37,7 @@ from jobs.executors import Executor, ExecutorUnavailable, make_executors
 from jobs.run.measuring import Measurer, plan_for
 from jobs.contract.model import ExperimentRecord, Hypothesis, SkipCause, Status
 from jobs.guard.operator import OperatorError, OperatorPolicy
-from jobs.run.reporting import Reporting
+from jobs.run.reporting import Reporting, reach_warnings
 from jobs.research.offline import Research
 from jobs.run.research_phase import Researching
 from jobs.measure.isolation import Isolation, IsolationError, repo_key
@@ -393,6 +393,10 @@ class Run:
                 self.emit(events.RunWarning(f"nothing to try: {why}"))
                 return RunStopped(self.o.run_id, why, str(self.out / "research.md"))
             self.calibrate_phase()
+            # Issue 43: before any experiment, say when the wall clock cannot reach the target MDE
+            # within the pair cap and no yardstick decides instead, and what would reach it.
+            for message in reach_warnings(self.config, self.state, self.o.repeats):
+                self.emit(events.RunWarning(message))
             results = self.experiments_phase(hypotheses)
             stacks = self.stack_phase(results)
             return self.report_phase(results, stacks)

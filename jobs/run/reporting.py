@@ -15,10 +15,12 @@ from jobs.run.measuring import plan_for
 from jobs.run.runstate import RunState
 from jobs.contract.model import ExperimentRecord
 from jobs.report.report import render_pr
-from jobs.report.report_review import reproduce_lines
+from jobs.report.report_review import CLI, reproduce_lines
 from jobs.contract.runsummary import RunSummary
 from jobs.executors.registry import DEFAULT as DEFAULT_EXECUTOR
 from jobs.guard.shellcmd import command
+from jobs.stats.reach import cap_warning
+from jobs.stats.sequential import slot_alpha
 
 
 @dataclass
@@ -88,7 +90,7 @@ class Reporting:
         runs, whose folder is on a worker (the bot resumes them itself)."""
         if self.published is not None:
             return ""
-        return command("autoresearch", "run", self.repo, "--run-id", self.run_id, "--out", self.out,
+        return command(CLI, "run", self.repo, "--run-id", self.run_id, "--out", self.out,
                        *(("--executor", self.executor) if self.executor != DEFAULT_EXECUTOR else ()),
                        *(("--repeats", self.repeats) if self.repeats else ()),
                        env=self.state.bench_env_names or [])
@@ -121,3 +123,22 @@ class Reporting:
         evidence = [{**e, "where": in_repo.get(Path(e["where"]).name, Path(e["where"]).name)}
                     if e.get("note") == "patch file" else e for e in hypothesis.get("evidence", [])]
         return {**hypothesis, "evidence": evidence}
+
+
+def reach_warnings(config: TargetConfig, state: RunState, repeats: int | None) -> list[str]:
+    """Issue 43, said after the calibration and before any experiment: per calibrated platform
+    whose wall clock cannot reach the target MDE within the pair cap and that has no yardstick
+    (simulated cycles with a base count), what would reach it (`jobs.stats.reach.cap_warning`)."""
+    primary, out = config.primary.name, []
+    alpha = slot_alpha(config.thresholds.alpha, 1, config.budget.max_experiments)
+    for platform, cal in state.calibration.items():
+        if not (cal.get(primary) or {}).get("prior"):
+            continue
+        if state.simulate is not None and state.simulate.get(platform, {}).get("base_cycles") is not None:
+            continue                    # the yardstick decides small effects there
+        plan = plan_for(config, state, platform, alpha, repeats)
+        out.append(cap_warning(platform, primary, mde_pct=plan.mde_pct, target_pct=config.thresholds.target_mde_pct,
+                               floor_pct=plan.floor_pct, cap=plan.max_pairs, yardstick=False,
+                               residuals=[p[0] for p in cal[primary]["prior"]], rule=plan.rule(),
+                               prior=plan.prior(primary)))
+    return [w for w in out if w]

@@ -230,16 +230,20 @@ def test_hostile_text_reads_as_written_wherever_a_template_puts_it(s):
 
 STUBS = """set -e
 git() { printf '%s\\n' git "$@" >> "$LOG"; }
-autoresearch() { printf '%s\\n' autoresearch "$@" >> "$LOG"; }
 mktemp() { mkdir -p "$HERE/work"; echo "$HERE/work"; }
 cat() { :; }
 """
 
 
 def run_pasted(lines: list[str], here: Path) -> list[str]:
-    """The printed lines pasted into bash, with git and autoresearch replaced by loggers of their argv."""
+    """The printed lines pasted into bash, with git and autoresearch (the checkout's
+    `.venv/bin/autoresearch`, `here` standing for the checkout) replaced by loggers of their argv."""
     log = here / "argv.log"
     log.unlink(missing_ok=True)
+    cli = here / ".venv" / "bin" / "autoresearch"
+    cli.parent.mkdir(parents=True, exist_ok=True)
+    cli.write_text("#!/bin/bash\nprintf '%s\\n' autoresearch \"$@\" >> \"$LOG\"\n")
+    cli.chmod(0o755)
     subprocess.run(["bash", "-c", STUBS + "\n".join(lines)], cwd=here, check=True, timeout=30,
                    env={"PATH": "/usr/bin:/bin", "LOG": str(log), "HERE": str(here), "OMP": "8"})
     return log.read_text().splitlines()

@@ -207,12 +207,12 @@ def test_a_bot_runs_reproduce_block_fetches_from_where_it_pushed_never_from_the_
                               head_url="https://github.com/forker/synth.git", head_branch="autoresearch/r0",
                               candidates=(".github/autoresearch/candidates/faster.patch",)))
     kept = "\n".join(bot.reproduce("a" * 40, "autoresearch/r1"))
-    assert kept.splitlines()[1] == 'git clone -q https://github.com/octo/synth.git "$work/target"'
+    assert kept.splitlines()[2] == 'git clone -q https://github.com/octo/synth.git "$work/target"'
     # The branch went to a fork, under the issue's existing PR's branch: fetched from there by name.
     assert ('git -C "$work/target" fetch -q https://github.com/forker/synth.git autoresearch/r0\n'
             f'git -C "$work/target" diff --binary {"a" * 40} FETCH_HEAD > "$work/head.patch"') in kept
     assert "/srv/" not in kept and "origin/" not in kept
-    assert 'OMP="$OMP" autoresearch run "$work/target" --agent none --candidate "$work/head.patch"' in kept
+    assert 'OMP="$OMP" .venv/bin/autoresearch run "$work/target" --agent none --candidate "$work/head.patch"' in kept
     # Nothing kept: the maintainer's candidates are taken from the fresh clone, where the repo keeps them.
     again = "\n".join(bot.reproduce("a" * 40, None))
     assert '--candidate "$work/target"/.github/autoresearch/candidates/faster.patch' in again and "/srv/" not in again

@@ -26,8 +26,9 @@ def shell_block(md: str, heading: str) -> str:
 
 
 def autoresearch_shim(folder) -> str:
-    """An `autoresearch` on PATH that is this checkout's CLI (the console script may not be installed)."""
-    folder.mkdir()
+    """`folder`/autoresearch, this checkout's CLI (the console script may not be installed): the
+    block calls `.venv/bin/autoresearch` from the checkout's root, which `folder`'s grandparent stands for."""
+    folder.mkdir(parents=True)
     shim = folder / "autoresearch"
     shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m jobs.cli \"$@\"\n")
     shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
@@ -63,7 +64,7 @@ def test_pr_names_files_shows_failures_and_its_reproduce_block_re_measures(tmp_p
     # The reproduce block, run as a reviewer would, output piped.
     script = shell_block(md, "Reproduce")
     assert base in script and "--agent none --candidate" in script
-    env = {**os.environ, "PATH": autoresearch_shim(tmp_path / "bin") + os.pathsep + os.environ["PATH"],
+    env = {**os.environ, "PATH": os.environ["PATH"], "SHIM": autoresearch_shim(tmp_path / ".venv" / "bin"),
            "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
     proc = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=900)

@@ -111,7 +111,7 @@ def test_out_of_path_edit_is_refused(target, tmp_path, monkeypatch):
     assert status["outside"]["status"] == "skipped" and "outside the editable paths" in status["outside"]["reason"]
     assert summary.stacks == {}
     # Reproduce names the variables, never their values (issue 20, N8).
-    assert any(line.startswith('SYN_MODEL="$SYN_MODEL" SYN_THREADS="$SYN_THREADS" autoresearch run ')
+    assert any(line.startswith('SYN_MODEL="$SYN_MODEL" SYN_THREADS="$SYN_THREADS" .venv/bin/autoresearch run ')
                for line in summary.reproduce)
     pr = (tmp_path / "out" / "pr.md").read_text()
     assert "/models/a b.gguf" not in pr and "/home/op/private-cache" not in pr
