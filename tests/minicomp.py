@@ -111,8 +111,9 @@ int main(void) {
 """
 
 
-def files(editable: str = '["lib/**"]', calibration: int = 20) -> dict[str, str]:
-    return {".github/autoresearch.yml": CONFIG.format(editable=editable, calibration=calibration),
+def files(editable: str = '["lib/**"]', calibration: int = 20, extra: str = "") -> dict[str, str]:
+    """`extra`: config lines appended (e.g. `simulate: false` to test the wall clock alone)."""
+    return {".github/autoresearch.yml": CONFIG.format(editable=editable, calibration=calibration) + extra,
             "Makefile": MAKEFILE, "lib/mc.h": HEADER, "lib/rle.c": RLE, "lib/clock.c": CLOCK,
             "bench/bench.c": BENCH, "tests/test_rle.c": TEST, ".gitignore": "bench/bench\ntests/test_rle\n"}
 

@@ -51,6 +51,10 @@ class Timeouts(Strict):
     build: float = Field(600, gt=0, description="one build of one tree")
     benchmark: float = Field(300, gt=0, description="one benchmark process")
     checks: float = Field(600, gt=0, description="one run of the checks")
+    simulate: float = Field(300, ge=0, description=(
+        "without a `simulate:` workload: the most seconds the benchmark command itself may take under cachegrind "
+        "for the derived yardstick (calibration tries it once per arm; slower, and the wall clock decides alone); "
+        "0 (or `simulate: false`) never derives one"))
 
 
 class Repeats(Strict):
@@ -288,7 +292,9 @@ class TargetConfig(Strict):
     integrity: Integrity = Integrity()
     sandbox: Sandbox = Sandbox()
     research: ResearchSettings = ResearchSettings()
-    simulate: Simulate | None = Field(None, description="a deterministic yardstick (simulated cycles)")
+    simulate: Simulate | None = Field(None, description=(
+        "a deterministic yardstick (simulated cycles) of a reduced workload; left out, calibration derives one from "
+        "the benchmark command where it fits in `timeouts.simulate`; `false`: none"))
     artifacts: list[str] = Field([], description="globs of the build's outputs; a candidate whose outputs "
                                                  "are byte-identical to the baseline's is not sampled")
     platforms: list[Platform] = Field(default_factory=lambda: [Platform(name="local")],
@@ -297,6 +303,21 @@ class TargetConfig(Strict):
     llm: LLM = LLM()
     pull_request: PullRequestSettings = PullRequestSettings()
     approvers: list[str] = Field([], description="GitHub logins who may approve spending besides writers")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _simulate_off(cls, data):
+        # `simulate: false` is the plain way to say "no yardstick, not even a derived one"; it means
+        # `timeouts.simulate: 0`, the one place the derived yardstick's budget lives.
+        if isinstance(data, dict) and data.get("simulate") is False:
+            timeouts = data.get("timeouts") or {}
+            if not isinstance(timeouts, dict):
+                return data          # the field's own validation says what is wrong with it
+            data = {**data, "simulate": None, "timeouts": {**timeouts, "simulate": 0}}
+        elif isinstance(data, dict) and data.get("simulate") is True:
+            raise ValueError("simulate: true names no workload: give `simulate: {command: ...}` for a reduced "
+                             "workload, leave it out to derive one from the benchmark command, or `false` for none")
+        return data
 
     @field_validator("platforms", mode="before")
     @classmethod

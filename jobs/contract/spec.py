@@ -99,6 +99,10 @@ class ExperimentSpec:
     simulate_timeout: float = 900
     simulate_floor_pct: float = 0.5   # the simulated saving a keep needs (raised by calibration)
     simulate_digests: list[str] | None = None   # DIGEST names of the simulated run the A/A found deterministic
+    # The calibration's try of the derived yardstick (the benchmark command itself, no `simulate:`):
+    # where it does not fit (no native code, too slow, an instruction Valgrind cannot run) the A/A
+    # goes on without it and `RawResult.simulate_problem` says why, instead of failing.
+    simulate_derived: bool = False
     wall_tolerance_pct: float = 5.0   # the wall-clock guard's tolerance
     artifacts: list[str] = field(default_factory=list)   # build outputs compared by hash
     swap_locations: bool = True       # each arm built in both folders, a coin per pair picks (jobs.measure.locations)
@@ -166,6 +170,7 @@ class RawResult:
     steps: dict[str, float] = field(default_factory=dict)   # seconds per build/checks step
     simulated: dict[str, Any] = field(default_factory=dict)   # arm -> cachegrind counts (jobs/measure/simulate.py)
     artifacts: dict[str, Any] = field(default_factory=dict)   # declared build outputs compared by hash
+    simulate_problem: str = ""        # why a derived yardstick did not fit (ExperimentSpec.simulate_derived)
     machine: dict[str, Any] = field(default_factory=dict)     # where it ran: jobs.measure.machine facts + 1-min loads
 
     def measured(self) -> list[Invocation]:

@@ -179,7 +179,7 @@ def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: 
     once per arm under cachegrind. True: nothing to sample (identical outputs, or another DIGEST or number of
     processes: invalid). Two A/A runs that counted a different number of processes fail the calibration."""
     from jobs.measure import simrun
-    from jobs.measure.simulate import digest_problems, process_problems
+    from jobs.measure.simulate import digest_problems, native_problems, process_problems
     if spec.artifacts and spec.kind != "calibration" and trees["A"][0] != trees["B"][0]:
         result.artifacts = simrun.compare_artifacts(trees["A"][0], trees["B"][0], spec.artifacts)
         if result.artifacts["identical"]:
@@ -187,30 +187,47 @@ def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: 
             return True
     if not spec.simulate:
         return False
+    if spec.simulate_derived and not simrun.makes_native_code(trees["A"][0]):
+        result.simulate_problem = ("the build made no native code (no ELF file in its tree): cachegrind would count "
+                                   "an interpreter's work, not the target's")
+        return False
+    seed = spec.seed % 2147483629 + 7
+
+    def simulate_arm(arm: str) -> dict:
+        tree, who = trees[arm]
+        side = "candidate" if arm == "B" else base_arm(spec)
+        return simrun.simulate(spec.simulate, tree, spec.simulate_timeout, seed=seed, who=who,
+                               run_step=lambda c, cwd, t, **kw: run_step(c, cwd, t, isolation=isolation, arm=side, **kw))
+    progress("simulating baseline and candidate side by side (cachegrind)", 0.12)
+    outcomes = simrun.side_by_side({arm: functools.partial(simulate_arm, arm) for arm in trees})
+    failed = [o for o in outcomes.values() if isinstance(o, simrun.SimulationFailed)]
+    if failed and spec.simulate_derived:     # the A/A's try of the derived yardstick: the run goes on without it
+        result.simulate_problem = simrun.why_not_derived(failed[0], spec.simulate_timeout)
+        log.append(f"== derived yardstick not used: {result.simulate_problem}\n{tail(failed[0].log, 1000)}\n")
+        return False
+    if failed:
+        raise Failure(failed[0].status, failed[0].reason, failed[0].log)
+    result.simulated.update(outcomes)
     for arm, (tree, who) in trees.items():
-        progress(f"simulating {who} (cachegrind)", 0.12 + 0.04 * (arm == "B"))
-        try:
-            result.simulated[arm] = simrun.simulate(
-                spec.simulate, tree, spec.simulate_timeout, seed=spec.seed % 2147483629 + 7, who=who,
-                run_step=lambda c, cwd, t, side=("candidate" if arm == "B" else base_arm(spec)), **kw: run_step(
-                    c, cwd, t, isolation=isolation, arm=side, **kw))
-        except simrun.SimulationFailed as exc:
-            raise Failure(exc.status, exc.reason, exc.log) from None
-        if spec.kind == "calibration" and arm == "A":    # once: what the simulation costs over a native run
-            native = run_step(spec.simulate, tree, spec.simulate_timeout, isolation=isolation, step="benchmark",
-                              arm=base_arm(spec),
-                              extra_env={"AUTORESEARCH_SEED": str(spec.seed % 2147483629 + 7)})
-            if native.returncode == 0:
-                result.steps["native_simulate_s"] = native.seconds
         log.append(f"== simulated {who}: {result.simulated[arm]['cycles']:,} cycles "
                    f"({result.simulated[arm]['wall_s']:.1f} s)\n")
+    # The same workload natively, once: in the A/A what the simulation costs over a native run; for a
+    # candidate, the DIGESTs it prints natively must be those it printed when counted.
+    arm = "A" if spec.kind == "calibration" else "B"
+    native = run_step(spec.simulate, trees[arm][0], spec.simulate_timeout, isolation=isolation, step="benchmark",
+                      arm=base_arm(spec) if arm == "A" else "candidate", extra_env={"AUTORESEARCH_SEED": str(seed)})
+    if spec.kind == "calibration" and native.returncode == 0:
+        result.steps["native_simulate_s"] = native.seconds
+    elif spec.kind != "calibration":
+        result.simulated["B"]["native"] = simrun.native_view(native.output, native.returncode)
     if spec.kind == "calibration" and process_problems(result.simulated):   # two runs of one commit must agree
         a, b = (result.simulated[arm]["processes"] for arm in ("A", "B"))
         raise Failure("crash", f"A/A: two simulated runs of the base commit ran {a} and {b} process(es) under "
                       "cachegrind: the workload's process tree is not deterministic (or a record was forged), so its "
                       "counts cannot be compared; make `simulate.command` start the same processes every run")
-    problems = [] if spec.kind == "calibration" else (process_problems(result.simulated)
-                                                      + digest_problems(result.simulated, spec.simulate_digests))
+    problems = [] if spec.kind == "calibration" else (
+        process_problems(result.simulated) + digest_problems(result.simulated, spec.simulate_digests)
+        + native_problems(result.simulated, spec.simulate_digests))
     if problems:              # the counted build computes something else: no pair can make it a keep
         log.append("== " + "; ".join(problems) + "\n")
         result.stopped = "invalid"

@@ -75,6 +75,67 @@ def simulate(command: str, tree: Path, timeout: float, run_step: Callable, seed:
             "digests": extract_digests(done.output, marker)}
 
 
+def side_by_side(runs: dict[str, Callable[[], dict]], workers: int | None = None) -> dict[str, dict | SimulationFailed]:
+    """Each arm's simulated run, at the same time up to the cores this process may use: simulated
+    counts do not depend on the machine's load (nor on a neighbour), so unlike wall-clock pairs they
+    need not take turns. A failed run is returned (not raised) so the caller sees every arm's outcome."""
+    from concurrent.futures import ThreadPoolExecutor
+    workers = workers or max(1, min(len(runs), len(os.sched_getaffinity(0))))
+
+    def attempt(run: Callable[[], dict]) -> dict | SimulationFailed:
+        try:
+            return run()
+        except SimulationFailed as exc:
+            return exc
+    if workers == 1:
+        return {arm: attempt(run) for arm, run in runs.items()}
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="simulate") as pool:
+        futures = {arm: pool.submit(attempt, run) for arm, run in runs.items()}
+        return {arm: future.result() for arm, future in futures.items()}
+
+
+ELF_MAGIC = b"\x7fELF"
+MAX_FILES_LOOKED_AT = 50_000
+
+
+def makes_native_code(tree: Path) -> bool:
+    """The build left an ELF file (a program or a shared library) in `tree`: what cachegrind counts is
+    then the target's own machine code, not an interpreter's. Links are not followed (jobs/guard/safefs.py)."""
+    from jobs.guard import safefs
+    for count, rel in enumerate(safefs.walk_files(Path(tree))):
+        if count >= MAX_FILES_LOOKED_AT:
+            break
+        try:
+            fd = safefs.open_regular(Path(tree), rel)
+        except OSError:
+            continue
+        try:
+            if os.read(fd, 4) == ELF_MAGIC:
+                return True
+        finally:
+            os.close(fd)
+    return False
+
+
+def why_not_derived(failure: SimulationFailed, timeout: float) -> str:
+    """Why the benchmark command itself did not fit as the yardstick, with what to do instead."""
+    if "Unrecognised instruction" in failure.log or "unhandled instruction" in failure.log:
+        return ("the build uses an instruction Valgrind cannot run (on an AVX-512 machine, usually AVX-512: "
+                "Valgrind has none); build without it for a `simulate:` workload (e.g. -mno-avx512f, "
+                "`simulate.separate_build`)")
+    if failure.status == "timeout":
+        return (f"the benchmark command took longer than timeouts.simulate={timeout:g} s under cachegrind "
+                "(~20-100x its native time); declare a reduced `simulate:` workload or raise timeouts.simulate")
+    return f"the benchmark command failed under cachegrind ({failure.reason})"
+
+
+def native_view(output: str, returncode: int | None) -> dict:
+    """What the same workload printed natively (same seed), kept beside its simulated counts for
+    `jobs.measure.simulate.native_problems`."""
+    from jobs.contract.metrics import parse_metrics
+    return {"returncode": returncode, "digests": parse_metrics(output).digests if returncode == 0 else {}}
+
+
 MAX_ARTIFACT_BYTES = 4 << 30       # a build output larger than this is not hashed (and so never "identical")
 
 

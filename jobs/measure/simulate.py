@@ -50,10 +50,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from jobs.measure import cgoutput
 from jobs.measure.cgoutput import EVENTS, SimulateError
 from jobs.contract.runsummary import RunSummary
+
+if TYPE_CHECKING:
+    from jobs.contract.config import Simulate
 
 L1_WEIGHT, LL_WEIGHT = 10, 100
 MODEL = (f"simulated cycles = Ir + {L1_WEIGHT}·(I1mr + D1mr + D1mw) + {LL_WEIGHT}·(ILmr + DLmr + DLmw) "
@@ -64,6 +68,45 @@ JITTER_MULTIPLE = 3.0      # the floor is never below this many times the A/A ji
 TOTAL_LIMIT = 2 ** 96      # a total of many processes' counts (each below 2**63): still a number json and floats hold
 CYCLES_LIMIT = (1 + 3 * L1_WEIGHT + 3 * LL_WEIGHT) * TOTAL_LIMIT     # the most cycles such counts make
 
+
+
+def derived(config) -> Simulate | None:
+    """The yardstick a config without `simulate:` may have: its benchmark command itself under
+    cachegrind, within `timeouts.simulate` per run (0: never). Calibration tries it once per arm and
+    the run uses it only where it fit (`in_use`); None when the config declares its own or opts out."""
+    from jobs.contract.config import Simulate
+    if config.simulate is not None or not config.timeouts.simulate:
+        return None
+    return Simulate(command=config.benchmark, timeout=config.timeouts.simulate)
+
+
+def fitted(state_simulate: dict | None, platforms) -> bool:
+    """The derived yardstick ran in the A/A calibration of every platform in `platforms` (state.json's
+    `simulate`: a platform's entry has `derived` and its base cycles)."""
+    seen = state_simulate or {}
+    return bool(platforms) and all((seen.get(p) or {}).get("derived") and (seen.get(p) or {}).get("base_cycles")
+                                   is not None for p in platforms)
+
+
+def in_use(config, state_simulate: dict | None, platforms):
+    """The config the experiments measure by: with the derived yardstick in `simulate` once the
+    calibration of every platform found it fits, else the config as is. A run resumed after its
+    calibration gets the same from state.json."""
+    candidate = derived(config)
+    if candidate is None or not fitted(state_simulate, platforms):
+        return config
+    return config.model_copy(update={"simulate": candidate})
+
+
+def decided_by(state_simulate: dict | None) -> str:
+    """Which yardstick decided keeps, in words for research.md and pr.md."""
+    entries = [c for c in (state_simulate or {}).values() if c and c.get("base_cycles") is not None]
+    if not entries:
+        return "the wall clock alone (no simulated yardstick)"
+    if any(c.get("derived") for c in entries):
+        return ("simulated cycles of the benchmark command itself (derived: the config declares no `simulate:` "
+                "workload), with the wall clock as the guard")
+    return "simulated cycles of the declared `simulate:` workload, with the wall clock as the guard"
 
 @dataclass(frozen=True)
 class Counts:
@@ -151,6 +194,25 @@ def digest_problems(simulated: dict, names: list[str] | tuple[str, ...] | None) 
     if names is not None:
         base = {k: v for k, v in base.items() if k in names}
     return [p.replace("pair 1: ", "the simulated workload: ", 1) for p in differ([(base, head)])]
+
+
+def native_problems(simulated: dict, names: list[str] | tuple[str, ...] | None) -> list[str]:
+    """A candidate must behave the same natively as under the simulator: the same workload with the
+    same seed, run natively (`simulated["B"]["native"]`, jobs.measure.simrun.native_view), prints the
+    DIGESTs its simulated run printed (`names`: those the A/A found deterministic; None: all). A build
+    that computes one thing where it is counted and another where it runs for real is caught here,
+    before any pair."""
+    head = simulated.get("B") or {}
+    native = head.get("native")
+    if native is None:
+        return []
+    if native.get("returncode") != 0:
+        state = "timed out" if native.get("returncode") is None else f"exited with status {native['returncode']}"
+        return [f"the candidate's workload ran under cachegrind but {state} natively"]
+    counted, real = head.get("digests") or {}, native.get("digests") or {}
+    return [f"the candidate's workload printed DIGEST {n}={counted[n]} under cachegrind but {real.get(n, 'none')} "
+            "natively with the same seed: it behaves differently when counted"
+            for n in sorted(counted) if (names is None or n in names) and real.get(n) != counted[n]]
 
 
 def unstable_digests(simulated: dict) -> list[str]:
@@ -255,7 +317,7 @@ def judge_yardstick(raw, config, plan, floor: float, guard: Guard, digests: list
         return Judgement(Status.DISCARD, f"no change in the binary: the {n} declared build output(s) are "
                          "byte-identical to the baseline's (nothing was sampled)", runner=runner_view(raw))
     differ = (process_problems(raw.simulated) + digest_problems(raw.simulated, digests)
-              if raw.status == "ok" and raw.simulated else [])
+              + native_problems(raw.simulated, digests) if raw.status == "ok" and raw.simulated else [])
     if differ:
         return Judgement(Status.INVALID, "; ".join(differ) + " (the build the yardstick counts, before any "
                          "wall-clock pair: nothing was sampled)", runner=runner_view(raw))
@@ -357,7 +419,8 @@ def render_section(summary: RunSummary) -> list:
             if (e.get("runner") or {}).get("simulated")]
     if not cal and not rows:
         return []
-    out = [md("## Deterministic yardstick (simulated cycles)"), md(""), md("Model: {}.", MODEL), md(""),
+    out = [md("## Deterministic yardstick (simulated cycles)"), md(""), md("Decided by: {}.", decided_by(cal)), md(""),
+           md("Model: {}.", MODEL), md(""),
            md("Keeps are decided on simulated cycles (one cachegrind run per arm, no pairs): a keep needs them to "
               "fall by at least the floor **and** the wall-clock interval of the primary metric (coin-ordered "
               "pairs) not to lie below the tolerance, nor the pairs to lean to a loss at the last one (a one-sided "

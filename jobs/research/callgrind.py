@@ -152,7 +152,7 @@ def wrapped(command: str, marker: str) -> str:
             f'for f in "$d"/cg.*; do echo {shlex.quote(marker)}; cat "$f"; done')
 
 
-def measure(tree, config, run) -> CallProfile | None:
+def measure(tree, config, run, native_only: bool = False) -> CallProfile | None:
     """Build with the profile flags and run the reduced workload under callgrind, both through
     `run(command, cwd, timeout, extra_env=..., step=...)` (the run's sandbox). None + a note in
     `notes` when it could not be measured; the caller records why."""
@@ -163,6 +163,11 @@ def measure(tree, config, run) -> CallProfile | None:
     if build.returncode != 0:
         raise RuntimeError(f"the profile build (CFLAGS={flags!r}) failed (exit {build.returncode}): "
                            f"{build.output[-400:]}")
+    if native_only:                 # the derived workload (the benchmark command): only where it counts the target's code
+        from jobs.measure.simrun import makes_native_code
+        if not makes_native_code(tree):
+            raise RuntimeError("the build made no native code (no ELF file in its tree), so the benchmark command "
+                               "is not profiled under callgrind")
     marker = "AUTORESEARCH-CALLGRIND-" + secrets.token_hex(12)
     done = run(wrapped(sim.command, marker), tree, sim.timeout * 2, extra_env={"AUTORESEARCH_SEED": "1"},
                step="benchmark")

@@ -185,23 +185,27 @@ def hot_function_hypotheses(prof: CallProfile, editable: list[str], notes: list[
     return out
 
 
-def research_c(tree: Path, config, patches: Path, run) -> tuple[list[Hypothesis], list[str], CallProfile | None]:
-    """The callgrind profile (when `simulate` is configured) and the hypotheses made from it and from
-    the editable build files: (hypotheses, notes saying why a part gave nothing, profile)."""
+def research_c(tree: Path, config, patches: Path, run, derived: bool = False,
+               ) -> tuple[list[Hypothesis], list[str], CallProfile | None]:
+    """The callgrind profile (when `simulate` is configured, or `derived`: the benchmark command
+    itself stands in for it) and the hypotheses made from it and from the editable build files:
+    (hypotheses, notes saying why a part gave nothing, profile)."""
     from .callgrind import measure
     notes: list[str] = []
     prof = None
     if config.simulate is None:
-        notes.append("callgrind profile: not measured: the config declares no `simulate:` workload")
+        notes.append("callgrind profile: not measured: the config declares no `simulate:` workload and "
+                     "`timeouts.simulate` is 0 (`simulate: false`)")
     else:
         try:
-            prof = measure(tree, config, run)
+            prof = measure(tree, config, run, native_only=derived)
         except RuntimeError as exc:
             notes.append(f"callgrind profile: not measured ({exc})")
     found: list[Hypothesis] = []
-    if config.simulate is None:
-        notes.append("build options: proposed only with a `simulate:` yardstick (their effects, a few %, are "
-                     "below what wall-clock pairs on a shared machine can decide)")
+    if config.simulate is None or (derived and prof is None):
+        notes.append("build options: proposed only with a simulated yardstick (their effects, a few %, are "
+                     "below what wall-clock pairs on a shared machine can decide)" + (
+                         "; the benchmark command did not run under callgrind, so none is derived" if derived else ""))
     else:
         found = build_option_hypotheses(tree, list(config.editable), patches, prof, notes)
     if prof is not None:

@@ -22,7 +22,7 @@ from jobs.guard import gitops
 from jobs.contract import ledger
 
 MAX_AGE_S = 6 * 3600
-FIELDS = ("build", "benchmark", "checks", "metrics", "repeats", "thresholds", "integrity", "sandbox", "simulate",
+FIELDS = ("build", "benchmark", "checks", "metrics", "repeats", "thresholds", "integrity", "sandbox", "simulate", "timeouts",
           "artifacts")
 
 

@@ -4,12 +4,13 @@ reused (`jobs.run.calcache`). What every later step reads of it is saved in the 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from jobs.contract import events
 from jobs.run import calcache
+from jobs.measure import simulate
 from jobs.stats.calibration import calibrate_run, extra_pairs, merge_pairs
 from jobs.contract.errors import RunError
 from jobs.executors import Executor
@@ -47,10 +48,17 @@ class Calibrating:
                 raise RunError(f"the baseline itself could not be measured on {ex.platform} "
                                f"({raw.status}: {raw.reason}); fix the target's build/benchmark/checks "
                                f"first.\n{raw.log}")
+            derived = spec.simulate_derived and bool(raw.simulated)
+            if derived:               # the benchmark itself fit under cachegrind: judged as a declared yardstick is
+                capped = capped.model_copy(update={"simulate": simulate.derived(config)})
+            elif spec.simulate_derived:
+                self.bench.emit(events.RunWarning(
+                    f"{ex.platform}: no derived yardstick ({raw.simulate_problem}); the wall clock decides alone"))
             result = calibrate_run(raw, capped)
             more = extra_pairs(result, capped, len(raw.pairs()))
             if more:              # the bias bound came out wide: one more batch of A/A pairs (calibration.extra_pairs)
-                spec = self.bench.spec(ex, "calibration-more", state.base_commit, more, "calibration")
+                spec = replace(self.bench.spec(ex, "calibration-more", state.base_commit, more, "calibration"),
+                               simulate=None, simulate_derived=False)    # pairs only: the simulation ran above
                 extra = None if self.bench.budget_refusal(ex, spec, 0) else self.bench.execute(ex, spec)
                 if extra is not None and extra.status == "ok":
                     raw = merge_pairs(raw, extra)
@@ -61,9 +69,8 @@ class Calibrating:
             cal = {name: c.to_dict() for name, c in result.metrics.items()}
             simulated = None
             if raw.simulated:
-                from jobs.measure.simulate import compare, unstable_digests
-                sim = compare(raw.simulated)
-                unstable = unstable_digests(raw.simulated)
+                sim = simulate.compare(raw.simulated)
+                unstable = simulate.unstable_digests(raw.simulated)
                 if unstable:
                     result.warnings.append(f"the simulated workload's DIGEST {', '.join(unstable)} differs between "
                                            "two builds of the same commit on the same input: not deterministic, so "
@@ -73,7 +80,10 @@ class Calibrating:
                              "digests": [d for d in printed if d not in unstable],
                              "seconds": raw.simulated.get("A", {}).get("wall_s"),
                              "native_seconds": raw.steps.get("native_simulate_s"),
-                             "separate_build": config.simulate is not None and config.simulate.separate_build}
+                             "separate_build": config.simulate is not None and config.simulate.separate_build,
+                             "derived": derived}
+                if derived:
+                    simulated.update(command=config.benchmark, timeout=config.timeouts.simulate)
             for message in result.warnings:
                 self.bench.emit(events.RunWarning(f"{ex.platform}: {message}"))
             state.append(ExperimentRecord(

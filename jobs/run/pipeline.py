@@ -40,6 +40,7 @@ from jobs.guard.operator import OperatorError, OperatorPolicy
 from jobs.run.reporting import Reporting, reach_warnings
 from jobs.research.offline import Research
 from jobs.run.research_phase import Researching
+from jobs.measure import simulate
 from jobs.measure.isolation import Isolation, IsolationError, repo_key
 from jobs.run.runstate import RunState
 from jobs.contract.runsummary import CalibrationOnly, ResearchOnly, RunStopped, RunSummary
@@ -250,7 +251,13 @@ class Run:
                            self._charge_llm, list(self.o.candidates), self.o.research, self.o.profile).run()
 
     def calibrate_phase(self) -> dict[str, Any]:
-        return Calibrating(self.repo, self.bench).run(self.executors)
+        calibration = Calibrating(self.repo, self.bench).run(self.executors)
+        # From here on experiments, the stack and the report measure by the derived yardstick where
+        # the calibration found it fits (a resumed run finds the same in state.json).
+        config = simulate.in_use(self.config, self.state.simulate, [e.platform for e in self.executors])
+        if config is not self.config:
+            self.config = self.bench.config = config
+        return calibration
 
     def stack_phase(self, results: list[ExperimentRecord]) -> dict[str, ExperimentRecord]:
         return Stacking(self.repo, self.out, self.state, self.executors, self.config.thresholds.alpha,

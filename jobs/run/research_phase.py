@@ -84,10 +84,15 @@ class Researching:
         from jobs.research.offline import merge_sources, model_research
         from jobs.research.sources import gather
         config, cache = self._profile_choice()
-        if self.config.simulate is not None:
-            self._step("callgrind profile (simulate: workload)")
-        extra, cnotes, callprof = research_c(tree, self.config, self.out / "patches", lambda c, cwd, timeout, **kw:
-                                             run_step(c, cwd, timeout, isolation=self.isolation, **kw))
+        from jobs.measure.simulate import derived
+        workload = derived(self.config)      # no `simulate:`: the benchmark command itself, if it fits
+        if self.config.simulate is not None or workload is not None:
+            self._step("callgrind profile (" + ("simulate: workload" if workload is None else
+                                                 "the benchmark command: no simulate: workload") + ")")
+        profiled = self.config if workload is None else self.config.model_copy(update={"simulate": workload})
+        extra, cnotes, callprof = research_c(tree, profiled, self.out / "patches", lambda c, cwd, timeout, **kw:
+                                             run_step(c, cwd, timeout, isolation=self.isolation, **kw),
+                                             derived=workload is not None)
         found.hypotheses += extra
         found.notes += cnotes
         sources = gather(tree, config, profile_runner=lambda command, cwd, timeout: run_step(

@@ -114,7 +114,8 @@ def test_research_names_its_sub_steps_and_the_profile_can_be_switched_off(tmp_pa
         Run(RunOptions(target=target, out=tmp_path / mode, run_id=mode, agent="offline", research_only=True,
                        profile=mode), on_event=events.append).execute()
         steps = [e.message.split(" (")[0] for e in events if isinstance(e, StepProgress) and e.name == "research"]
-        assert steps[:2] == ["scan", "gap scan"], steps
+        # no `simulate:`: the benchmark command is looked at for a derived callgrind profile first
+        assert steps[:3] == ["scan", "callgrind profile", "gap scan"], steps
         assert ("profile build" in steps) is False        # the instrumentation does not fit this target
         assert note in (tmp_path / mode / "research.md").read_text()
 

@@ -182,7 +182,25 @@ def test_nothing_to_try_stops_before_calibration(tmp_path):
     assert git(target, "branch", "--list", "autoresearch/*") == ""
     research = (out / "research.md").read_text()
     assert "## What was scanned" in research and "the run stops here" in research
-    assert "githubkit" not in research and "callgrind profile: not measured: the config declares no" in research
+    # no `simulate:` declared: the benchmark command would stand in for one, but this target's build
+    # makes no native code (its benchmark is a shell script), so nothing is profiled and research says why
+    assert "callgrind profile: not measured (the build made no native code" in research, research
+
+
+def test_simulate_false_derives_no_profile_and_says_how_to_get_one(tmp_path):
+    from jobs.run.pipeline import Run, RunOptions
+    from synthetic import synthetic_target
+    target = synthetic_target(tmp_path / "target")
+    config = target / ".github" / "autoresearch.yml"
+    config.write_text(config.read_text() + "simulate: false\n")
+    from conftest import git
+    git(target, "commit", "-qam", "no yardstick")
+    out = tmp_path / "out"
+    result = Run(RunOptions(target=target, out=out, run_id="t0", agent="offline")).execute()
+    assert isinstance(result, RunStopped)
+    research = (out / "research.md").read_text()
+    assert "Callgrind profile: not measured" in research
+    assert "`timeouts.simulate` is 0 (`simulate: false`)" in research
 
 
 def test_a_recent_calibration_of_the_same_base_is_reused(tmp_path):
