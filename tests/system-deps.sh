@@ -37,12 +37,13 @@ command -v valgrind >/dev/null || need+=(valgrind)
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx)
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
+# ccache: the compiler cache C/C++ build steps go through (jobs/guard/operator.py, AUTORESEARCH_CCACHE).
+command -v ccache >/dev/null || need+=(ccache)
 # `--slow` (make test-slow): the llama.cpp build of tests/kernels/llama_ab.py needs CMake (Ninja and
 # ccache make it faster and are used when present).
 if [ "${1:-}" = --slow ]; then
   command -v cmake >/dev/null || need+=(cmake)
   command -v ninja >/dev/null || need+=(ninja-build)
-  command -v ccache >/dev/null || need+=(ccache)
 fi
 if ((${#need[@]})); then apt_install "${need[@]}"; fi
 # GitHub's webhook example payloads for tests/bot (pinned; the bot tests install the same into

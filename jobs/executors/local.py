@@ -1,9 +1,16 @@
-"""LocalExecutor: each experiment in its own git worktree on this machine.
+"""LocalExecutor: each experiment in git worktrees on this machine.
 
-The baseline worktree is built once per run and reused (same machine, same clean tree); every
-candidate gets a fresh worktree at its own commit and is built from clean. The A/A calibration
-builds a second worktree of the base commit, so that it compares two builds the way every
-experiment does (a path or code-layout effect shows up there, not as a false win later).
+The baseline worktree (`<workdir>/base`) is built once per base commit and reused (same machine,
+same clean tree). Every candidate is checked out at one path for the whole run (`<workdir>/head`),
+so that the baseline's build made in that folder for the location swap (jobs.measure.locations) is
+kept and reused by the next experiment of the same base commit and build command: the baseline is
+built once per folder per run (issue 43). Where the build system allows it (it records header
+dependencies and the candidate changes only C/C++ sources and headers), a candidate's tree starts as
+a copy of the baseline's build made in the same folder with the candidate's changed files written
+over it, so only what changed is rebuilt (`jobs.measure.locations.start_from_build`). The A/A
+calibration builds a second worktree of the base commit in a folder of its own, so that it
+compares two separate builds the way every experiment does (a path or code-layout effect shows up
+there, not as a false win later).
 """
 from __future__ import annotations
 
@@ -11,19 +18,22 @@ import shutil
 from pathlib import Path
 
 from jobs.guard import gitops
-from jobs.measure import pairjournal
+from jobs.measure import locations, pairjournal
 from jobs.contract.config import TargetConfig
-from jobs.measure.runner import Progress, run_experiment
+from jobs.measure.runner import Progress, base_arm, run_experiment
 from jobs.contract.spec import ExperimentSpec, RawResult
+
+HEAD = "head"          # the candidates' folder, one path per run
 
 
 class LocalExecutor:
     platform = "local"
     parallel = 1
 
-    def __init__(self, repo: Path, workdir: Path):
+    def __init__(self, repo: Path, workdir: Path, *, incremental: bool = True):
         self.repo = Path(repo)
         self.workdir = Path(workdir)
+        self.incremental = incremental
         self._built_base: str | None = None
 
     def _base_tree(self, commit: str) -> tuple[Path, bool]:
@@ -33,18 +43,33 @@ class LocalExecutor:
         gitops.add_worktree(self.repo, path, commit)
         return path, True
 
+    def _head_tree(self, spec: ExperimentSpec, base: Path, base_built: bool) -> Path:
+        if spec.kind == "calibration":      # two separate builds of the base, never a kept one
+            slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in spec.name)
+            return gitops.add_worktree(self.repo, self.workdir / f"exp-{slug}", spec.head_commit)
+        head = gitops.add_worktree(self.repo, self.workdir / HEAD, spec.head_commit)
+        kept = locations.kept_build(head, locations.build_key(spec.base_commit, spec.build, base_arm(spec)))
+        if kept is None:
+            locations.forget_kept(head)     # another base commit's or build command's: never this one's
+        elif self.incremental and base_built and spec.swap_locations:
+            copy = head.with_name(f"{HEAD}.start")
+            if locations.start_from_build(kept, spec.base_commit, head, copy):
+                shutil.rmtree(head)
+                copy.rename(head)
+        return head
+
     def run(self, spec: ExperimentSpec, progress: Progress) -> RawResult:
         base, needs_build = self._base_tree(spec.base_commit)
         head = base
         if spec.head_commit != spec.base_commit or spec.kind == "calibration":
-            slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in spec.name)
-            head = gitops.add_worktree(self.repo, self.workdir / f"exp-{slug}", spec.head_commit)
+            head = self._head_tree(spec, base, not needs_build)
         # Each measured pair is kept in the run's folder until the experiment returns: a stop in
         # the middle resumes from them (jobs/measure/pairjournal.py).
         kind_slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in f"{spec.kind}-{spec.name}")
         journal = self.workdir.parent / "pairs" / f"{kind_slug}.json"
         try:
-            result = run_experiment(spec, base, head, build_base=needs_build, progress=progress, journal=journal)
+            result = run_experiment(spec, base, head, build_base=needs_build, progress=progress, journal=journal,
+                                    keep_baseline=head.name == HEAD, incremental=self.incremental)
             pairjournal.forget(journal)
         finally:
             if head != base:

@@ -15,6 +15,11 @@ The principle: the operator decides, the maintainer approves, the repository onl
   and no path a repository declares for its sandbox may be, contain or lie in it
   (`jobs.guard.declared_paths`), wherever the operator keeps it (the cache root included).
 
+- **The compiler cache.** Build steps go through ccache when it is installed and the operator has
+  not turned it off (`AUTORESEARCH_CCACHE=0`; `compiler_cache`): its cache lives in the
+  repository's own namespace under the cache root, one per arm (`jobs.measure.isolation`), never
+  shared between repositories.
+
 The App and the Action read this once from their own environment (`bot.settings`), before the
 job's environment is scrubbed; a CLI run reads it from the user's. Pure apart from `from_env`.
 """
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
@@ -81,3 +87,24 @@ class OperatorPolicy:
         asked = list(dict.fromkeys(asked))
         given = [n for n in asked if n in self.env_allow and target_may_see(n)]
         return given, [n for n in asked if n not in given]
+
+
+# Where Debian, Fedora, Homebrew and a source install keep ccache's compiler masquerade (gcc, cc, g++,
+# c++, clang... as links to ccache): first on a build step's PATH, every compiler call goes through it.
+CCACHE_MASQUERADE = ("/usr/lib/ccache", "/usr/lib64/ccache", "/usr/local/lib/ccache", "/usr/local/libexec/ccache",
+                     "/opt/homebrew/opt/ccache/libexec")
+
+
+def compiler_cache(env: Mapping[str, str] | None = None, masquerade: Iterable[str] = CCACHE_MASQUERADE) -> str:
+    """The folder of ccache's compiler masquerade a build step gets first on its PATH, or '' for no
+    compiler cache: ccache not installed (no `ccache` on PATH, no masquerade folder), or the operator
+    turned it off (`AUTORESEARCH_CCACHE=0`; any other value, or none, leaves it on)."""
+    env = os.environ if env is None else env
+    raw = env.get("AUTORESEARCH_CCACHE", "").strip().lower()
+    if raw in {"0", "false", "no", "off"}:
+        return ""
+    if raw and raw not in TRUE:
+        raise OperatorError(f"AUTORESEARCH_CCACHE={raw!r}: write 1 or 0")
+    if not shutil.which("ccache", path=env.get("PATH", os.defpath)):
+        return ""
+    return next((d for d in masquerade if os.path.isfile(os.path.join(d, "gcc")) or os.path.isfile(os.path.join(d, "cc"))), "")

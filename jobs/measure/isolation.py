@@ -10,6 +10,10 @@ What a repository declares (`sandbox.caches`, `sandbox.read_only`, `sandbox.env`
 - A backing is made, chowned and bound through descriptors walked without following a link
   (`jobs.guard.cachedirs`): what a build left in its cache can never redirect where a later cache of
   the same repository is made or bound (issue 41, A1). Declarations that overlap are refused.
+- The compiler cache (issue 43): where the operator allows it (`jobs.guard.operator.compiler_cache`),
+  build steps, and only they, see an implicit cache at `<cache root>/ccache`, backed per
+  repository and arm like a declared one, with `CCACHE_DIR` naming it, `CCACHE_BASEDIR` the tree
+  (two folders of one repository share hits) and ccache's compiler masquerade first on `PATH`.
 - A root worker runs each repository's target code as that repository's own uid
   (`jobs.guard.tenants`), so no two repositories share a process limit or an owner of their files.
 """
@@ -21,7 +25,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from jobs.guard import cachedirs, declared_paths, sandbox, tenants
+from jobs.guard import cachedirs, declared_paths, operator, sandbox, tenants
 from jobs.guard.limits import Limits
 from jobs.contract.spec import SandboxSpec
 
@@ -31,6 +35,7 @@ class IsolationError(ValueError):
 
 
 NAMESPACES = "repos"           # <cache root>/repos/<repo key>/<arm>/<declared path under the root>
+CCACHE = "ccache"              # the compiler cache's view: <cache root>/ccache (backed like a declared cache)
 ARMS = ("base", "candidate")
 
 
@@ -62,6 +67,7 @@ class Isolation:
     namespace: str = ""                   # this repository's folder under <root>/repos
     limits: Limits = Limits()
     arm: str = "candidate"                # for steps whose caller does not say
+    ccache: str = ""                      # ccache's compiler masquerade folder; '' = no compiler cache
 
     @classmethod
     def from_spec(cls, spec: SandboxSpec, protect: tuple[str | Path, ...] = ()) -> "Isolation":
@@ -97,9 +103,17 @@ class Isolation:
                 limits = replace(limits, sandbox_uid=tenants.uid_for(key, spaces, limits.uid_first, limits.uid_last))
             except (tenants.TenantError, OSError) as exc:
                 raise IsolationError(f"no sandbox uid for this repository: {exc}") from None
+        try:
+            masquerade = operator.compiler_cache()
+        except operator.OperatorError as exc:
+            raise IsolationError(str(exc)) from None
+        view = str(root / CCACHE)
+        if masquerade and view not in resolved["caches"] and declared_paths.overlap(
+                [*resolved["caches"], view], resolved["read_only"]):
+            masquerade = ""          # the repository declared something over it: its caches, as it asked
         isolation = cls(spec.enabled, tuple(resolved["caches"]), tuple(resolved["read_only"]), tuple(spec.env),
-                        str(spaces / key), limits)
-        for view in isolation.caches:
+                        str(spaces / key), limits, ccache=masquerade)
+        for view in isolation.caches + ((isolation.ccache_view(),) if masquerade else ()):
             with contextlib.suppress(OSError):      # the mount point, for a root under a read-only system dir
                 Path(view).mkdir(parents=True, exist_ok=True)
             for arm in ARMS:
@@ -132,6 +146,21 @@ class Isolation:
         """Where the cache target code sees at `view` is kept for `arm` of this repository."""
         return str(Path(self.arm_base(arm)) / self.relative(view))
 
+    def ccache_view(self) -> str:
+        """Where build steps see the compiler cache (its backing: `backing(view, arm)`)."""
+        return str(Path(self.namespace).parents[1] / CCACHE)
+
+    def build_env(self, tree: Path, step: str, arm: str | None = None, path: str = "") -> dict[str, str]:
+        """What a build step's environment gets for the compiler cache ({} for any other step, or
+        without one): `CCACHE_DIR` (the view in a sandbox, the backing itself without one),
+        `CCACHE_BASEDIR` the tree, and ccache's masquerade before `path` (the step's PATH)."""
+        if step != "build" or not self.ccache or not self.namespace:
+            return {}
+        view = self.ccache_view()
+        where = view if self.enabled else self.backing(view, arm or self.arm)
+        return {"CCACHE_DIR": where, "CCACHE_BASEDIR": str(Path(tree).resolve()),
+                "PATH": ":".join(p for p in (self.ccache, path or sandbox.DEFAULT_PATH) if p)}
+
     def policy(self, tree: Path, step: str, extra_env: dict[str, str] | None = None,
                arm: str | None = None) -> sandbox.Policy | None:
         """`step`: build | checks | benchmark; `arm`: base | candidate, whose caches it sees. The
@@ -146,10 +175,15 @@ class Isolation:
         mounts = tuple(sandbox.Mount(p, writable=writable, source=self.relative(p), base=self.arm_base(arm))
                        for p in self.caches)
         mounts += tuple(sandbox.Mount(p) for p in self.read_only)
+        env = sandbox.environment(self.env, extra_env, home=home)
+        ccache = self.build_env(tree, step, arm, env.get("PATH", ""))
+        if ccache and self.ccache_view() not in self.caches:
+            view = self.ccache_view()
+            mounts += (sandbox.Mount(view, writable=True, source=self.relative(view), base=self.arm_base(arm)),)
+        env = {**env, **ccache, **(extra_env or {})}
         hidden = tuple(p + "/" if os.path.isdir(p) else p for p in sandbox.hidden() if os.path.exists(p))
         return sandbox.Policy(tree=Path(tree).resolve(), tree_writable=writable, mounts=mounts, home=home,
-                              env=sandbox.environment(self.env, extra_env, home=home), hidden=hidden,
-                              limits=self.limits)
+                              env=env, hidden=hidden, limits=self.limits)
 
 
 DEFAULT_ISOLATION = Isolation()

@@ -13,11 +13,24 @@ pairs instead of only on average.
 Every build runs from the folder it was built in (a build may embed its own path: an RPATH, a
 CMake cache), so the idle builds wait under sibling names (`<folder>.A`, `<folder>.B`) and folders
 are swapped by renaming, which is atomic on one file system.
+
+Each build once (issue 43). The baseline's build in the candidate's folder (`<q>.A`) is kept beside
+it for the next experiment of the run when the caller gives a `keep` key (`build_key`: the base
+commit, the build command and whose caches it saw): the local executor's candidate folder has one
+path for the whole run, so that build still runs from the folder it was built in. The key is
+written beside it (`<q>.A.key`, outside every tree a sandbox sees) only once the build passed, so a
+failed or timed-out build is never reused, and a build of another commit never answers for this
+one. A candidate's tree can start as a copy of the baseline's build made in the same folder, its
+own tracked files written over it (`start_from_build`), so `make` rebuilds only what changed; only
+where that equals a clean build (a build system that records header dependencies, and a change to
+C/C++ sources and headers alone), else the candidate's tree is a clean checkout as before.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -42,13 +55,144 @@ def clean_copy(tree: Path, dest: Path) -> Path:
     return dest
 
 
+# What a candidate may change for its tree to start from the baseline's build: C/C++ sources and
+# headers (a build file, a script or a data file changes what `make` cannot see: flags, rules).
+SOURCE_SUFFIXES = {".c", ".h", ".cc", ".cpp", ".cxx", ".c++", ".hh", ".hpp", ".hxx", ".h++", ".inl", ".ipp",
+                   ".tcc", ".s", ".S", ".inc"}
+# Files a build system leaves when it records each object's header dependencies (gcc -MMD, automake's
+# depcomp, CMake, Ninja): without one, a changed header or an included .c file would not be rebuilt.
+DEPENDENCY_RECORDS = (".d", ".Po", ".Plo")
+DEPENDENCY_FILES = {".ninja_deps", "compiler_depend.make", "depend.make"}
+
+
+def build_key(base_commit: str, build: str, arm: str) -> str:
+    """What a kept baseline build was made of: its commit, the build command, whose caches it saw."""
+    return hashlib.sha256(f"{base_commit}\0{build}\0{arm}".encode()).hexdigest()
+
+
+def kept_build(q: Path, key: str) -> Path | None:
+    """The baseline's build kept beside the folder `q` under `key` (`Locations(keep=key)`), or None."""
+    q = Path(q)
+    kept, stamp = q.with_name(f"{q.name}.A"), q.with_name(f"{q.name}.A.key")
+    try:
+        if not key or stamp.is_symlink() or stamp.read_text() != key:
+            return None
+    except OSError:
+        return None
+    return kept if kept.is_dir() and not kept.is_symlink() else None
+
+
+def forget_kept(q: Path) -> None:
+    q = Path(q)
+    q.with_name(f"{q.name}.A.key").unlink(missing_ok=True)
+    shutil.rmtree(q.with_name(f"{q.name}.A"), ignore_errors=True)
+
+
+def records_dependencies(tree: Path, limit: int = 200_000) -> bool:
+    """True when the built `tree` holds a build system's record of header dependencies (walked
+    without following a link, at most `limit` entries)."""
+    seen = 0
+    for _, dirs, files in os.walk(tree, followlinks=False):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        for name in files:
+            if name in DEPENDENCY_FILES or name.endswith(DEPENDENCY_RECORDS):
+                return True
+        seen += len(files) + len(dirs)
+        if seen > limit:
+            return False
+    return False
+
+
+def _ignore_top_git(top: str):
+    return lambda folder, names: [".git"] if folder == top else []
+
+
+def _remove(root: Path, rel: str) -> None:
+    """Delete `root/rel` without following a link on the way (a link in its place is removed itself)."""
+    here = root
+    parts = Path(rel).parts
+    for part in parts[:-1]:
+        here = here / part
+        try:
+            if not stat.S_ISDIR(os.lstat(here).st_mode):
+                return                     # a link or a file where a folder was: nothing below it to delete
+        except FileNotFoundError:
+            return
+    target = here / parts[-1]
+    try:
+        mode = os.lstat(target).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(mode):
+        shutil.rmtree(target)
+    else:
+        target.unlink()
+
+
+def start_from_build(built: Path, base_commit: str, candidate: Path, dest: Path) -> bool:
+    """Make `dest` a copy of the baseline's built tree `built` (times kept, links copied as links,
+    never followed) with the tracked files of the pinned worktree `candidate` written fresh where
+    they differ from the base commit or where the baseline's build changed them, and `candidate`'s
+    `.git` pointer. False (and nothing at `dest`) where that would not equal a clean build: the
+    candidate deletes or changes anything but C/C++ sources and headers, or the build system keeps
+    no record of header dependencies."""
+    built, candidate, dest = Path(built), Path(candidate), Path(dest)
+    changed = gitops.git(candidate, "diff", "--name-status", "--no-renames", base_commit, "HEAD").splitlines()
+    if not changed:
+        return False
+    for line in changed:
+        status, _, path = line.partition("\t")
+        if status.startswith("D") or Path(path).suffix not in SOURCE_SUFFIXES:
+            return False
+    if not records_dependencies(built):
+        return False
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(built, dest, symlinks=True, copy_function=shutil.copy2, ignore=_ignore_top_git(str(built)))
+    fd, index = tempfile.mkstemp(prefix="autoresearch-index-")
+    os.close(fd)
+    try:
+        admin = Path(gitops.git(candidate, "rev-parse", "--absolute-git-dir"))
+        env = {"GIT_INDEX_FILE": index}
+
+        def in_copy(*args: str) -> str:
+            proc = gitops.run(list(args), repo=dest, git_dir=admin, env=env)
+            if proc.returncode != 0:
+                raise gitops.GitError(f"git {' '.join(args)} failed in {dest}: {proc.stderr.strip()}")
+            return proc.stdout
+        # The base's tracked files the baseline's build changed or removed (git compares contents; a
+        # link where a file was counts as changed): written back as the candidate has them.
+        in_copy("read-tree", base_commit)
+        in_copy("update-index", "-q", "--refresh")
+        touched = set(in_copy("diff-files", "--name-only", "-z").split("\0")) - {""}
+        paths = sorted(touched | {line.partition("\t")[2] for line in changed})
+        in_copy("read-tree", "HEAD")
+        present = set(in_copy("ls-files", "-z", "--", *paths).split("\0")) - {""} if paths else set()
+        for rel in paths:
+            _remove(dest, rel)           # written fresh below (a newer time than every object), or gone
+        if present:
+            in_copy("checkout-index", "--force", f"--prefix={dest}/", "--", *sorted(present))
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    finally:
+        os.unlink(index)
+    shutil.copy2(candidate / ".git", dest / ".git")
+    return True
+
+
 class Locations:
     """Two folders P (the baseline's) and Q (the candidate's); after `prepare`, each arm has a
-    build in each. `place(swap)` puts A at P and B at Q (swap False) or B at P and A at Q."""
+    build in each. `place(swap)` puts A at P and B at Q (swap False) or B at P and A at Q.
 
-    def __init__(self, p: Path, q: Path):
+    `keep`: a `build_key`; the baseline's build at Q is kept beside Q under it for the next
+    experiment (and reused from there). `base_commit` (with `incremental`): the candidate's build at
+    P starts from the baseline's build there (`start_from_build`) where that equals a clean build."""
+
+    def __init__(self, p: Path, q: Path, *, keep: str = "", base_commit: str = "", incremental: bool = False):
         self.p, self.q = Path(p), Path(q)
         self.swapped = False
+        self.keep, self.base_commit, self.incremental = keep, base_commit, incremental
+        self.reused = False          # the baseline's build at Q came from an earlier experiment
 
     def _aside(self, folder: Path, arm: str) -> Path:
         return folder.with_name(f"{folder.name}.{arm}")
@@ -56,22 +200,36 @@ class Locations:
     def _clear(self) -> None:
         for folder in (self.p, self.q):
             for extra in ("A", "B", "fresh"):
+                if folder == self.q and extra == "A" and kept_build(self.q, self.keep):
+                    continue
                 shutil.rmtree(self._aside(folder, extra), ignore_errors=True)
+        if not kept_build(self.q, self.keep):
+            forget_kept(self.q)
 
     def prepare(self, build: Callable[[Path, str], None]) -> None:
         """With A built at P and B at Q: build B at P and A at Q (`build(folder, arm)`), leaving A at P
-        and B at Q in place and the two new builds aside."""
+        and B at Q in place and the two new builds aside. A baseline's build at Q kept under `keep`
+        is used instead of building it again."""
         self._clear()
-        fresh_b = clean_copy(self.q, self._aside(self.p, "fresh"))
-        fresh_a = clean_copy(self.p, self._aside(self.q, "fresh"))
-        for folder, fresh, arm, other in ((self.p, fresh_b, "B", "A"), (self.q, fresh_a, "A", "B")):
+        self.reused = kept_build(self.q, self.keep) is not None
+        fresh_b = self._aside(self.p, "fresh")
+        if not (self.incremental and self.base_commit and start_from_build(self.p, self.base_commit, self.q, fresh_b)):
+            clean_copy(self.q, fresh_b)
+        todo = [(self.p, fresh_b, "B", "A")]
+        if not self.reused:
+            todo.append((self.q, clean_copy(self.p, self._aside(self.q, "fresh")), "A", "B"))
+        for folder, fresh, arm, other in todo:
             folder.rename(self._aside(folder, other))        # the build standing there steps aside
             fresh.rename(folder)
+            passed = False
             try:
                 build(folder, arm)
+                passed = True
             finally:
                 folder.rename(self._aside(folder, arm))
                 self._aside(folder, other).rename(folder)
+                if passed and arm == "A" and self.keep:   # only a build that passed is ever kept
+                    self._aside(self.q, "A.key").write_text(self.keep)
 
     def trees(self) -> dict[str, Path]:
         return {"A": self.q, "B": self.p} if self.swapped else {"A": self.p, "B": self.q}

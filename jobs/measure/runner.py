@@ -22,7 +22,7 @@ from typing import Callable
 from jobs.measure import pairjournal
 from jobs.guard import sandbox
 from jobs.stats.carryover import clock_carry_over_open
-from jobs.measure.locations import Locations, swap_coins
+from jobs.measure.locations import Locations, build_key, swap_coins
 from jobs.measure.hostfacts import cpu_model, load_now, machine_facts  # noqa: F401  (cpu_model: jobs.measure.runner's own name)
 from jobs.measure.isolation import DEFAULT_ISOLATION, Isolation, IsolationError
 from jobs.stats.integrity import EXCLUDED, UNDECIDED, digest_problems, value_problems
@@ -52,7 +52,11 @@ def run_step(command: str, cwd: Path, timeout: float, *, isolation: Isolation = 
     """Run a target command: sandboxed (unless the operator switched it off), under the operator's
     limits, the whole tree killed at the time limit, at the output cap and when the command ends."""
     policy = isolation.policy(cwd, step, extra_env, arm)
-    env = None if policy else {**scrubbed_env(), **(extra_env or {})}
+    if policy is None:      # unsandboxed: the compiler cache's settings for a build step (jobs.measure.isolation)
+        base_env = scrubbed_env()
+        env = {**base_env, **isolation.build_env(cwd, step, arm, base_env.get("PATH", "")), **(extra_env or {})}
+    else:
+        env = None
     done = sandbox.run(command, Path(cwd), timeout, policy=policy, env=env, limits=isolation.limits)
     return Step(done.returncode, done.output, done.wall_s, done.cpu_s, done.overflow)
 
@@ -236,9 +240,12 @@ def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: 
 
 def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, build_base: bool = True,
                    progress: Progress | None = None, isolation: Isolation | None = None,
-                   journal: Path | None = None) -> RawResult:
+                   journal: Path | None = None, keep_baseline: bool = False, incremental: bool = False) -> RawResult:
     """Build, check and benchmark one experiment in two prepared clean trees. `journal` (optional):
-    where each complete pair is kept as it is measured, and resumed from (jobs/measure/pairjournal.py)."""
+    where each complete pair is kept as it is measured, and resumed from (jobs/measure/pairjournal.py).
+    `keep_baseline`: `head_dir`'s path is the same for every experiment of the run, so the baseline's
+    build made there is kept for the next one (jobs.measure.locations); `incremental`: the candidate's
+    build in the baseline's folder starts from the baseline's build there where that equals a clean one."""
     progress = progress or (lambda msg, frac: None)
     isolation = isolation or Isolation.from_spec(spec.sandbox)
     started = time.monotonic()
@@ -270,7 +277,12 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
         names = {"A": "baseline", "B": "candidate"}
         if head_dir != base_dir and spec.swap_locations:
             # Each arm built in both folders; a coin per pair picks which stands where (jobs.measure.locations).
-            locations = Locations(base_dir, head_dir)
+            # The baseline's build at the candidate's folder is kept for the next experiment of the run
+            # (`keep_baseline`: the local executor's folder has one path per run), never in an A/A.
+            keep = build_key(spec.base_commit, spec.build, base_arm(spec)) \
+                if keep_baseline and spec.kind != "calibration" else ""
+            locations = Locations(base_dir, head_dir, keep=keep, base_commit=spec.base_commit,
+                                  incremental=incremental and spec.kind != "calibration")
 
             def build_elsewhere(folder: Path, arm: str) -> None:
                 progress(f"building {names[arm]} in the other folder", 0.15)
@@ -279,6 +291,9 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
                     "build_failed", isolation, "build", base_arm(spec) if arm == "A" else "candidate")
                 log.append(text)
             locations.prepare(build_elsewhere)
+            if locations.reused:
+                log.append("== baseline build in the other arm's folder: kept from an earlier experiment (same base "
+                           "commit and build command)\n")
         coins = swap_coins(spec.n_per_arm, spec.seed) if locations else [0] * spec.n_per_arm
         trees = {arm: (tree, names[arm]) for arm, tree in (locations.trees() if locations else
                                                             {"A": base_dir, "B": head_dir}).items()}

@@ -79,13 +79,13 @@ def test_a_location_effect_alone_never_stops_an_identical_candidate():
 
 @pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="needs bubblewrap (make test installs it)")
 def test_an_identical_binary_under_a_location_bias_larger_than_the_floor_is_never_kept(tmp_path):
-    # The benchmark reads its own path and runs faster in the candidates' folders (exp-null*), as
+    # The benchmark reads its own path and runs faster in the candidates' folder (head), as
     # code alignment or the environment's size can make it; the A/A's folders (base, exp-calibration)
     # do not show it, so the calibration cannot raise the floor past it: only the swap helps.
     bench = FILES["bench.sh"].replace(
         "s=$(cat build/speed)\n",
         "s=$(cat build/speed)\n"
-        f"case \"$PWD\" in */exp-null*) s=$(awk -v s=$s 'BEGIN {{ print s * {LOCATION_BIAS} }}');; esac\n")
+        f"case \"$PWD\" in */head) s=$(awk -v s=$s 'BEGIN {{ print s * {LOCATION_BIAS} }}');; esac\n")
     assert bench != FILES["bench.sh"]
     repo = make_repo(tmp_path / "t", {**FILES, "bench.sh": bench})
     # Two nulls at 20 pairs each (three at 40 cost 3x more). Without the swap, 20 pairs already see the

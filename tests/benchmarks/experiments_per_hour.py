@@ -1,0 +1,131 @@
+"""Benchmark (not a test): experiments per hour of the local pipeline, two code versions side by side.
+
+    .venv/bin/python tests/benchmarks/experiments_per_hour.py --before HEAD~5             # lz4 and xxHash
+    .venv/bin/python tests/benchmarks/experiments_per_hour.py --before REV --target /tmp/t --patch a.patch ...
+    .venv/bin/python tests/benchmarks/experiments_per_hour.py --before REV --libs xxhash --candidates 1 --repeats 3
+
+Issue 43 ("each build once"): for each target (default: the lz4 and xxHash examples, made with
+examples/clibs/setup.sh) and N candidate patches (default: flag patches of the Makefile's CFLAGS,
+as the offline research proposes them), runs `autoresearch run --agent none --candidate ...` once with
+this checkout's code ("after") and once with the code of `--before REV` (checked out with `git
+worktree add` into /tmp), one after the other, and prints from each run's experiments.jsonl:
+experiments per hour (experiments over their own seconds, and over the whole run's wall time), the
+build seconds per experiment (`runner.steps`, every `build_*` step), and the speed-up. Nothing is
+asserted: the figures are this machine's, now.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+FLAGS = ["-O3", "-O2 -funroll-loops", "-O2 -march=x86-64-v3", "-O2 -fno-plt", "-O2 -flto"]
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def flag_patches(target: Path, out: Path, n: int) -> list[Path]:
+    """Up to `n` patches of the Makefile's `CFLAGS ?= -O2` line, written against the target's HEAD."""
+    makefile = target / "Makefile"
+    text = makefile.read_text()
+    if "CFLAGS ?= -O2" not in text:
+        raise SystemExit(f"{makefile}: no `CFLAGS ?= -O2` line to patch; give --patch files")
+    patches = []
+    for k, flags in enumerate(FLAGS[:n]):
+        makefile.write_text(text.replace("CFLAGS ?= -O2", f"CFLAGS ?= {flags}", 1))
+        diff = git(target, "diff")
+        makefile.write_text(text)
+        path = out / f"{target.name}-flags{k}.patch"
+        path.write_text(diff + "\n")
+        patches.append(path)
+    return patches
+
+
+def one_run(code: Path, target: Path, patches: list[Path], out: Path, repeats: int) -> dict:
+    argv = [sys.executable, "-m", "jobs.cli", "run", str(target), "--agent", "none", "--run-id", out.name,
+            "--out", str(out)]
+    for patch in patches:
+        argv += ["--candidate", str(patch)]
+    if repeats:
+        argv += ["--repeats", str(repeats)]
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    start = time.monotonic()
+    done = subprocess.run(argv, cwd=code, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    total = time.monotonic() - start
+    if done.returncode != 0:
+        print(f"# {out.name}: run failed (exit {done.returncode}): {done.stdout[-800:]}", file=sys.stderr)
+    ledger = out / "experiments.jsonl"
+    records = [json.loads(line) for line in ledger.read_text().splitlines()] if ledger.exists() else []
+    experiments = [r for r in records if r.get("kind") == "experiment"]
+    builds = [sum(v for k, v in ((r.get("runner") or {}).get("steps") or {}).items() if k.startswith("build"))
+              for r in experiments]
+    seconds = sum(r.get("seconds") or 0 for r in experiments)
+    for r, b in zip(experiments, builds):
+        print(f"#   {out.name} {r['name']}: {r['status']}, {r.get('seconds', 0):.1f} s, builds {b:.1f} s "
+              f"({', '.join(k for k in sorted(((r.get('runner') or {}).get('steps') or {})) if k.startswith('build'))})")
+    return {"n": len(experiments), "seconds": seconds, "total": total, "builds": builds}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", required=True, help="the older revision to compare with (e.g. HEAD~3)")
+    parser.add_argument("--target", type=Path, action="append", default=[], help="a target repository (default: "
+                        "the lz4 and xxHash examples, made by examples/clibs/setup.sh)")
+    parser.add_argument("--libs", default="lz4,xxhash", help="which examples to make when no --target is given")
+    parser.add_argument("--patch", type=Path, action="append", default=[], help="candidate patches (default: flags)")
+    parser.add_argument("--candidates", type=int, default=3, help="flag patches per target when no --patch")
+    parser.add_argument("--repeats", type=int, default=0, help="pair cap per experiment (0: the target's own; "
+                        "the run refuses fewer than 9)")
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="autoresearch-eph-"))
+    before = tmp / "before"
+    git(ROOT, "worktree", "add", "--detach", str(before), args.before)
+    totals = {"before": [], "after": []}
+    try:
+        targets = [t.resolve() for t in args.target]
+        if not targets:
+            for lib in args.libs.split(","):
+                made = tmp / f"{lib}-target"
+                subprocess.run([str(ROOT / "examples" / "clibs" / "setup.sh"), lib, str(made)], check=True,
+                               stdout=subprocess.DEVNULL)
+                targets.append(made)
+        for target in targets:
+            patches = [p.resolve() for p in args.patch] or flag_patches(target, tmp, args.candidates)
+            for label, code in (("before", before), ("after", ROOT)):
+                run = one_run(code, target, patches, tmp / f"{target.name}-{label}", args.repeats)
+                totals[label].append(run)
+                if run["n"]:
+                    print(f"METRIC {target.name}.build_seconds_per_experiment_{label}="
+                          f"{statistics.mean(run['builds']):.2f}")
+                    print(f"METRIC {target.name}.experiments_per_hour_{label}={3600 * run['n'] / run['seconds']:.2f}")
+                print(f"METRIC {target.name}.run_seconds_{label}={run['total']:.1f}")
+    finally:
+        git(ROOT, "worktree", "remove", "--force", str(before))
+        shutil.rmtree(tmp, ignore_errors=True)
+    rates = {}
+    for label, runs in totals.items():
+        n, seconds = sum(r["n"] for r in runs), sum(r["seconds"] for r in runs)
+        builds = [b for r in runs for b in r["builds"]]
+        rates[label] = 3600 * n / seconds if seconds else 0.0
+        print(f"METRIC experiments_per_hour_{label}={rates[label]:.2f}")
+        print(f"METRIC experiments_per_hour_wall_{label}="
+              f"{3600 * n / max(1e-9, sum(r['total'] for r in runs)):.2f}")
+        if builds:
+            print(f"METRIC build_seconds_per_experiment_{label}={statistics.mean(builds):.2f}")
+    if rates["before"]:
+        print(f"METRIC speedup={rates['after'] / rates['before']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

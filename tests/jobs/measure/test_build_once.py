@@ -1,0 +1,210 @@
+"""Each build once (issue 43): the baseline is built once per folder per run, a candidate's build
+starts from the baseline's objects where that equals a clean build, and C/C++ build steps go through
+a compiler cache per repository. Real git, real make and gcc, real bubblewrap."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import git, make_repo
+from jobs.contract.config import load_config
+from jobs.contract.spec import ExperimentSpec, SandboxSpec
+from jobs.executors.local import LocalExecutor
+from jobs.measure import locations
+from jobs.measure.runner import base_arm
+
+pytestmark = [pytest.mark.measures,
+              pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="needs bubblewrap (make test installs it)")]
+
+CONFIG = """\
+name: cprog
+build: make
+benchmark: ./bench.sh
+checks: "true"
+metrics:
+  - {name: score, direction: higher, primary: true}
+timeouts: {build: 60, benchmark: 10, checks: 10}
+editable: ["*.c", "*.h"]
+repeats: {min: 3, max: 3, warmup: 0, calibration: 4}
+"""
+# Header dependencies recorded (-MMD -MP): make rebuilds what a changed header reaches.
+MAKEFILE = """\
+SRCS := $(wildcard *.c)
+prog: $(SRCS:.c=.o)
+\t$(CC) -o $@ $^
+%.o: %.c
+\t$(CC) -O1 -MMD -MP -c -o $@ $<
+-include $(SRCS:.c=.d)
+"""
+FILES = {
+    ".github/autoresearch.yml": CONFIG,
+    "Makefile": MAKEFILE,
+    "factor.h": "#define FACTOR 3\n",
+    "main.c": '#include <stdio.h>\n#include "factor.h"\nint util(void);\n__attribute__((weak)) int extra(void);\n'
+              'int main(void) { printf("%d\\n", FACTOR * 100 + util() + (extra ? extra() : 0)); return 0; }\n',
+    "util.c": "int util(void) { return 5; }\n",
+    "extra.c": "int extra(void) { return 1000; }\n",
+    "bench.sh": "#!/usr/bin/env bash\nv=$(./prog) || exit 1\n"
+                "awk -v v=$v -v r=$RANDOM 'BEGIN { printf \"METRIC score=%.4f\\n\", v * (1 + (r % 100) / 1000000) }'\n",
+}
+
+
+def commit(repo: Path, changes: dict[str, str | None], message: str, parent: str) -> str:
+    git(repo, "checkout", "-q", "--detach", parent)
+    for rel, text in changes.items():
+        if text is None:
+            (repo / rel).unlink()
+        else:
+            (repo / rel).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+def spec_for(repo: Path, base: str, head: str, name: str, **kw) -> ExperimentSpec:
+    return ExperimentSpec.from_config(load_config(repo), run_id="r", name=name, platform="local",
+                                      base_commit=base, head_commit=head, n_per_arm=2, **kw)
+
+
+def clean_output(repo: Path, commit_: str, where: Path) -> int:
+    """What the program a clean build of `commit_` prints (built outside any sandbox, for reference)."""
+    git(repo, "worktree", "add", "-q", "--detach", str(where), commit_)
+    subprocess.run(["make", "-s"], cwd=where, check=True, capture_output=True)
+    return int(subprocess.run(["./prog"], cwd=where, check=True, capture_output=True, text=True).stdout)
+
+
+def scores(result) -> set[int]:
+    return {int(v) for v in result.head.values["score"]}
+
+
+def baseline_builds(result) -> int:
+    return sum(k in result.steps for k in ("build_baseline", "build_baseline_swapped"))
+
+
+@pytest.fixture
+def target(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTORESEARCH_CACHE_ROOT", str(tmp_path / "cache"))
+    repo = make_repo(tmp_path / "t", FILES)
+    return repo, git(repo, "rev-parse", "HEAD")
+
+
+def test_the_baseline_is_built_once_per_folder_and_candidates_build_like_clean_builds(target, tmp_path):
+    repo, base = target
+    header = commit(repo, {"factor.h": "#define FACTOR 4\n"}, "header", base)
+    util = commit(repo, {"util.c": "int util(void) { return 7; }\n"}, "util", base)
+    gone = commit(repo, {"extra.c": None}, "delete", base)
+    both = commit(repo, {"factor.h": "#define FACTOR 6\n", "util.c": "int util(void) { return 9; }\n"}, "both", base)
+    executor = LocalExecutor(repo, tmp_path / "out" / "work")
+    results = {}
+    try:
+        for name, head in (("header", header), ("util", util), ("gone", gone), ("both", both)):
+            results[name] = executor.run(spec_for(repo, base, head, name), lambda m, f: None)
+            assert results[name].status == "ok", results[name].log
+    finally:
+        executor.close()
+    # Four experiments: the baseline built in each folder once (before: 1 + one per experiment = 5).
+    assert [baseline_builds(r) for r in results.values()] == [2, 0, 0, 0]
+    assert all("build_candidate" in r.steps and "build_candidate_swapped" in r.steps for r in results.values())
+    # Every candidate's program is what a clean build of its commit prints, in both folders' builds.
+    for k, (name, head) in enumerate((("header", header), ("util", util), ("gone", gone), ("both", both))):
+        assert scores(results[name]) == {clean_output(repo, head, tmp_path / f"clean{k}")}, name
+    assert scores(results["header"]) == {1405} and scores(results["gone"]) == {305}
+    assert {int(v) for v in results["util"].base.values["score"]} == {1305}
+    # "util" changed util.c only and started from the baseline's objects: main.c was not compiled again
+    # (in a clean tree it would be); "gone" deletes a file, so its tree was a clean checkout.
+    candidate_log = results["util"].log.split("== candidate build")[1].split("==")[0]
+    assert "util.c" in candidate_log and "main.c" not in candidate_log, candidate_log
+    gone_log = results["gone"].log.split("== candidate build")[1].split("==")[0]
+    assert "main.c" in gone_log, gone_log
+    assert not (tmp_path / "out" / "work").exists()
+
+
+def test_a_failed_baseline_build_is_never_kept(target, tmp_path):
+    repo, base = target
+    flag = tmp_path / "fail-in-head"
+    (repo / "Makefile").write_text(MAKEFILE.replace("prog: $(SRCS:.c=.o)\n",
+                                                    f"prog: $(SRCS:.c=.o)\n\t! {{ [ -e {flag} ] && [ $(notdir $(CURDIR)) = head ] "
+                                                    "&& grep -q 'return 5' util.c; }\n"))
+    git(repo, "commit", "-qam", "the baseline's build fails in head while the flag exists")
+    base = git(repo, "rev-parse", "HEAD")
+    one = commit(repo, {"util.c": "int util(void) { return 7; }\n"}, "one", base)
+    two = commit(repo, {"util.c": "int util(void) { return 8; }\n"}, "two", base)
+    work = tmp_path / "out" / "work"
+    executor = LocalExecutor(repo, work)
+    unsandboxed = SandboxSpec(enabled=False)          # the build reads the flag on the host
+    try:
+        flag.write_text("")
+        first = executor.run(spec_for(repo, base, one, "one", sandbox=unsandboxed), lambda m, f: None)
+        assert first.status == "build_failed" and first.reason.startswith("baseline build in the other"), first.log
+        key = locations.build_key(base, "make", base_arm(spec_for(repo, base, one, "one")))
+        assert locations.kept_build(work / "head", key) is None
+        assert not (work / "head.A.key").exists()
+        flag.unlink()
+        second = executor.run(spec_for(repo, base, two, "two", sandbox=unsandboxed), lambda m, f: None)
+        assert second.status == "ok", second.log
+        assert "build_baseline_swapped" in second.steps and "build_baseline" in second.steps
+        assert locations.kept_build(work / "head", key) is not None      # this one passed: kept
+    finally:
+        executor.close()
+
+
+def test_calibration_compares_two_separate_builds_and_other_bases_build_their_own(target, tmp_path):
+    repo, base = target
+    one = commit(repo, {"util.c": "int util(void) { return 7; }\n"}, "one", base)
+    two = commit(repo, {"util.c": "int util(void) { return 8; }\n"}, "two", one)
+    executor = LocalExecutor(repo, tmp_path / "out" / "work")
+    try:
+        first = executor.run(spec_for(repo, base, one, "one"), lambda m, f: None)
+        calibration = executor.run(spec_for(repo, base, base, "calibration", kind="calibration"), lambda m, f: None)
+        stacked = executor.run(spec_for(repo, one, two, "on-one", kind="attribution"), lambda m, f: None)
+        again = executor.run(spec_for(repo, base, one, "again"), lambda m, f: None)
+    finally:
+        executor.close()
+    assert first.status == calibration.status == stacked.status == again.status == "ok"
+    # The A/A: the base built in a second worktree and both arms built in both folders, nothing kept.
+    assert {"build_candidate", "build_candidate_swapped", "build_baseline_swapped"} <= set(calibration.steps)
+    # Another base commit: its baseline is built, not taken from the run base's kept build ...
+    assert {"build_baseline", "build_baseline_swapped"} <= set(stacked.steps)
+    assert {int(v) for v in stacked.base.values["score"]} == {1307}
+    # ... and the run base's build is then made again (the kept one was the other commit's).
+    assert {"build_baseline", "build_baseline_swapped"} <= set(again.steps)
+    assert {int(v) for v in again.base.values["score"]} == {1305}
+
+
+@pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (make test installs it)")
+@pytest.mark.parametrize("sandboxed", [True, False])
+def test_build_steps_go_through_a_compiler_cache_of_their_repository(tmp_path, monkeypatch, sandboxed):
+    from jobs.measure.isolation import CCACHE, Isolation, repo_key
+    from jobs.measure.runner import run_step
+    root = tmp_path / "cache"
+    monkeypatch.setenv("AUTORESEARCH_CACHE_ROOT", str(root))
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a.c").write_text("int f(int x) { return x * 3; }\n")
+    one, two = (Isolation.from_spec(SandboxSpec(enabled=sandboxed, repo_key=repo_key(n))) for n in ("o/one", "o/two"))
+    assert one.ccache and one.ccache_view() == str(root.resolve() / CCACHE)
+    view = one.ccache_view()
+    backing = {iso: Path(iso.backing(view, "candidate")) for iso in (one, two)}
+    assert backing[one] != backing[two] and all(p.is_dir() for p in backing.values())
+    assert str(backing[one]).startswith(one.namespace) and str(backing[two]).startswith(two.namespace)
+    env = run_step("env", tree, 20, isolation=one, step="build", arm="candidate").output
+    ccache_dir = view if sandboxed else str(backing[one])
+    assert f"CCACHE_DIR={ccache_dir}\n" in env and f"CCACHE_BASEDIR={tree.resolve()}\n" in env
+    assert f"PATH={one.ccache}:" in env
+    for step in ("benchmark", "checks"):
+        other = run_step("env", tree, 20, isolation=one, step=step, arm="candidate").output
+        assert "CCACHE_" not in other and one.ccache not in other, step
+    # A real compile through it fills only its own repository's cache (and only its arm's).
+    done = run_step("cc -O2 -c a.c -o a.o && cc -O2 -c a.c -o b.o && cmp a.o b.o", tree, 60, isolation=one,
+                    step="build", arm="candidate")
+    assert done.returncode == 0, done.output
+    assert any(p.is_file() for p in backing[one].rglob("*"))
+    assert not any(p.is_file() for p in backing[two].rglob("*"))
+    assert not any(p.is_file() for p in Path(one.backing(view, "base")).rglob("*"))
+    monkeypatch.setenv("AUTORESEARCH_CCACHE", "0")
+    off = Isolation.from_spec(SandboxSpec(enabled=sandboxed, repo_key=repo_key("o/one")))
+    assert not off.ccache
+    assert "CCACHE_DIR" not in run_step("env", tree, 20, isolation=off, step="build").output
