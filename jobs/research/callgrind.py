@@ -9,11 +9,14 @@ the simulated cycles (jobs/measure/simulate.py's model). Parsing and ranking are
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import secrets
 import shlex
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from jobs.guard.mdsafe import Markdown, code, join, md, spans
 from jobs.measure.simulate import CACHES, L1_WEIGHT, LL_WEIGHT
@@ -65,6 +68,40 @@ class CallProfile:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> CallProfile:
+        spots = {k: [Spot(**s) for s in data.get(k, [])] for k in ("functions", "lines", "misses")}
+        return cls(total_cycles=int(data["total_cycles"]), **spots,
+                   remarks=[Remark(**r) for r in data.get("remarks", [])], command=data.get("command", ""),
+                   flags=data.get("flags", ""), notes=list(data.get("notes", [])))
+
+
+def cache_file(folder: Path, commit: str, config, env_digest: str = "") -> Path:
+    """Where the profile of one commit, build, workload and flags is kept (beside the op profiles):
+    `research` then `run` of the same commit profile once."""
+    sim = config.simulate
+    key = "\0".join([commit, config.build, sim.command, sim.profile_flags, str(sim.timeout), env_digest])
+    return Path(folder) / f"callgrind-{hashlib.sha256(key.encode('utf-8', 'replace')).hexdigest()[:24]}.json"
+
+
+def load_cached(path: Path | None) -> CallProfile | None:
+    """The kept profile at `path`, or None (absent or unreadable: then it is measured again)."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        return CallProfile.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def store(path: Path | None, prof: CallProfile) -> None:
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(prof.to_dict()), encoding="utf-8")
+    tmp.replace(path)
 
 
 def parse(text: str, root: str = "") -> CallProfile:

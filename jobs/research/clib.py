@@ -185,22 +185,29 @@ def hot_function_hypotheses(prof: CallProfile, editable: list[str], notes: list[
     return out
 
 
-def research_c(tree: Path, config, patches: Path, run, derived: bool = False,
+def research_c(tree: Path, config, patches: Path, run, derived: bool = False, cache: Path | None = None,
                ) -> tuple[list[Hypothesis], list[str], CallProfile | None]:
     """The callgrind profile (when `simulate` is configured, or `derived`: the benchmark command
     itself stands in for it) and the hypotheses made from it and from the editable build files:
-    (hypotheses, notes saying why a part gave nothing, profile)."""
-    from .callgrind import measure
+    (hypotheses, notes saying why a part gave nothing, profile). `cache`: where the profile of this
+    commit and workload is kept (`callgrind.cache_file`): reused when there, kept when measured."""
+    from .callgrind import load_cached, measure, store
     notes: list[str] = []
     prof = None
     if config.simulate is None:
         notes.append("callgrind profile: not measured: the config declares no `simulate:` workload and "
                      "`timeouts.simulate` is 0 (`simulate: false`)")
     else:
-        try:
-            prof = measure(tree, config, run, native_only=derived)
-        except RuntimeError as exc:
-            notes.append(f"callgrind profile: not measured ({exc})")
+        prof = load_cached(cache)
+        if prof is not None:
+            notes.append("callgrind profile: reused (measured by an earlier research of this commit, build, workload "
+                         "and flags)")
+        else:
+            try:
+                prof = measure(tree, config, run, native_only=derived)
+                store(cache, prof)
+            except RuntimeError as exc:
+                notes.append(f"callgrind profile: not measured ({exc})")
     found: list[Hypothesis] = []
     if config.simulate is None or (derived and prof is None):
         notes.append("build options: proposed only with a simulated yardstick (their effects, a few %, are "

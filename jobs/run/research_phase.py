@@ -90,9 +90,13 @@ class Researching:
             self._step("callgrind profile (" + ("simulate: workload" if workload is None else
                                                  "the benchmark command: no simulate: workload") + ")")
         profiled = self.config if workload is None else self.config.model_copy(update={"simulate": workload})
+        cache = None
+        if profiled.simulate is not None and self.profile != "fresh":   # `--profile fresh` measures again
+            from jobs.research.callgrind import cache_file
+            cache = cache_file(self._profiles_dir(), self.state.base_commit, profiled, self.state.bench_env_digest)
         extra, cnotes, callprof = research_c(tree, profiled, self.out / "patches", lambda c, cwd, timeout, **kw:
                                              run_step(c, cwd, timeout, isolation=self.isolation, **kw),
-                                             derived=workload is not None)
+                                             derived=workload is not None, cache=cache)
         found.hypotheses += extra
         found.notes += cnotes
         sources = gather(tree, config, profile_runner=lambda command, cwd, timeout: run_step(
@@ -132,6 +136,11 @@ class Researching:
     def _step(self, name: str) -> None:
         self.emit(events.StepProgress("research", name, 0.0))
 
+    def _profiles_dir(self) -> Path:
+        """Where profiles of this repository's commits are kept (in its git directory, beside no tree)."""
+        git_dir = Path(gitops.git(self.repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+        return git_dir / "autoresearch" / "profiles"
+
     def _profile_choice(self) -> tuple[TargetConfig, Path | None]:
         """The config the research sources see and where the op profile is kept (`--profile`)."""
         spec = self.config.research.profile
@@ -143,9 +152,8 @@ class Researching:
         from jobs.research.profile_run import cache_file
         from jobs.research.sources import KERNELS_DIR
         recipe = KERNELS_DIR / spec.instrument
-        git_dir = Path(gitops.git(self.repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
         cache = cache_file(
-            git_dir / "autoresearch" / "profiles", self.state.base_commit, spec.model_dump_json(),
+            self._profiles_dir(), self.state.base_commit, spec.model_dump_json(),
             recipe.read_text(encoding="utf-8") if recipe.is_file() else "", self.config.build, self.config.benchmark,
             self.state.bench_env_digest)
         if self.profile == "fresh":

@@ -91,3 +91,22 @@ def test_simulate_false_never_tries(tmp_path):
     from jobs.measure.simulate import derived
     assert config.timeouts.simulate == 0 and derived(config) is None
     assert derived(parse_config(CONFIG)).command == "./work 30000"
+
+
+@needs_valgrind
+def test_research_then_run_of_the_same_commit_profiles_once(tmp_path):
+    """`research` and then `run` of one commit: the second reuses the callgrind profile the first
+    made (same commit, build, workload and flags), and says so; `--profile fresh` measures again."""
+    import json
+    from jobs.run.pipeline import Run, RunOptions
+    target = _target(tmp_path)
+    seen = []
+    for i, profile in enumerate(("reuse", "reuse", "fresh")):
+        out = tmp_path / f"r{i}"
+        Run(RunOptions(target=target, out=out, run_id=f"p{i}", agent="offline", research_only=True,
+                       profile=profile)).execute()
+        state = json.loads((out / "state.json").read_text())
+        seen.append((state["callgrind"]["total_cycles"], "callgrind profile: reused" in (out / "research.md").read_text()))
+    assert seen[0][1] is False and seen[1][1] is True and seen[2][1] is False, seen
+    assert seen[0][0] == seen[1][0] > 0        # the very profile, not a new measurement
+    assert abs(seen[2][0] - seen[0][0]) / seen[0][0] < 0.01
