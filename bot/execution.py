@@ -1,12 +1,25 @@
-"""A run held by this process: `execute` (its pipeline, then its publication) and `resume` (taking
-over a run whose worker was lost). Part of the flow (`bot.flow.Flow` calls these with itself), kept
-apart so that the flow's command half stays readable; like the flow, it depends on `bot.ports`
-protocols only.
+"""A run held by this process: `execute` (its pipeline) and `resume` (taking over a run whose
+worker was lost), and how each ends. Part of the flow, kept apart so that the flow's command half
+stays readable; like the flow, it depends on `bot.ports` protocols only.
 
-The lease (`bot.ports.Lease`, from `Launcher.hold`) is what makes a run this process's: taken
+These functions do not end a run themselves: each returns what `bot.flow.Flow` does next (its one
+front door for a run's record and status comment), a value of this module:
+
+- `Finish(rec, event, fields, outcome)`: `Flow.finish(rec, event, **fields)` (the state machine's
+  transition, then the status comment); the run ended as `outcome` says;
+- `Publish(rec, prep, summary)`: `Flow.publish` the result, then finish the run as `run_done` (or,
+  if publishing raised, `publish_failed`) says;
+- `TakeOver(rec, prep)`: a lost run goes on here: its clone checked out at its base, then executed;
+- `Leave(outcome)`: nothing more is written: the run is not this process's any more.
+
+What they need of the world in the middle (the pipeline runs inside the lease, the status comment is
+refreshed before it starts) they are handed as the specific ports and narrow callables, never the
+flow: so none of them can reach `Flow.finish` or `Flow.publish` (tests/bot/test_execution_outcomes.py).
+
+The lease (`bot.ports.HeldLease`, from `Launcher.hold`) is what makes a run this process's: taken
 before the record says `running` (so a running run always has a holder, or has lost its worker),
-renewed by the App's heartbeat while the pipeline runs, released after the record's final write. A
-process whose lease is lost stops at the pipeline's next step and writes nothing more.
+renewed by the App's heartbeat while the pipeline runs, released (by `Flow`) after the record's
+final write. A process whose lease is lost stops at the pipeline's next step and writes nothing more.
 
 A run whose worker was lost (the App's sweeper set `lost_at`, see `bot.jobqueue`) is resumed by
 the next worker from its ledger: the same run folder, the same run id, so `jobs.run.pipeline` skips
@@ -19,58 +32,109 @@ branches too (its ledger stays: the same request later resumes from it).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
 from jobs import api
-from jobs.api import cancellation, scrub_environment
+from jobs.api import RunStopped, RunSummary, cancellation, scrub_environment
 
 from . import approval as ap
 from . import planning
-from .ports import HeldLease, Outcome, RunFlow
+from .ports import HeldLease, Outcome, Place, RunStore
 from .progress import Progress, best_effort_status
 from .record import RunRecord
-from .status import MAX_LOSSES, resumed_message, unresumable_message
+from .status import MAX_LOSSES, unresumable_message
 
 
-def execute(flow: RunFlow, rec: RunRecord, prep: api.Preparation, lease: HeldLease) -> Outcome:
-    """`flow` (a `bot.flow.Flow`) runs the pipeline of `rec`, which this process holds by `lease`,
-    then publishes it; the lease goes at the end."""
+@dataclass(frozen=True)
+class Finish:
+    """End the run: `Flow.finish(rec, event, **fields)`; `outcome` is how the run ended."""
+    rec: RunRecord
+    event: str
+    fields: dict[str, Any] = field(default_factory=dict)
+    outcome: Outcome = field(default_factory=lambda: Outcome(""))
+
+
+@dataclass(frozen=True)
+class Publish:
+    """The pipeline returned (no process of the target is left) and the run is still this process's:
+    `Flow.publish` it, then finish it (`run_done`, or `publish_failed` if publishing raised)."""
+    rec: RunRecord
+    prep: api.Preparation
+    summary: RunSummary | RunStopped
+
+
+@dataclass(frozen=True)
+class TakeOver:
+    """A lost run this process now holds goes on from its ledger: check out its base, then `execute`."""
+    rec: RunRecord
+    prep: api.Preparation
+
+
+@dataclass(frozen=True)
+class Leave:
+    """Write nothing more: `outcome` says why the run is not this process's."""
+    outcome: Outcome
+
+
+def lost(run_id: str) -> Leave:
+    return Leave(Outcome(ap.RUNNING, run_id, step="lost", message="this process no longer holds the run (its lease "
+                         "was lost or handed back); the next worker resumes it"))
+
+
+def run_failed(rec: RunRecord, exc: BaseException) -> Finish:
+    """The pipeline raised, and not as a cancel."""
+    return Finish(rec, "fail", {"message": f"❌ the run failed: {str(exc)[:1500]}"},
+                  Outcome(ap.FAILED, rec.run_id, step="run", error=exc, message=str(exc)[:500]))
+
+
+def run_cancelled(rec: RunRecord, done: int) -> Finish:
+    """The pipeline stopped for a cancel, `done` experiments finished."""
+    return Finish(rec, "cancelled", {"phase": "cancelled", "message": "🛑 cancelled: jobs stopped and machines "
+                                     f"released; {done} finished experiment(s) stay on record in the ledger"},
+                  Outcome(ap.CANCELLED, rec.run_id, step="run"))
+
+
+def publish_failed(rec: RunRecord, exc: BaseException) -> Finish:
+    return Finish(rec, "fail", {"message": f"❌ publishing the result failed: {str(exc)[:1500]}"},
+                  Outcome(ap.FAILED, rec.run_id, step="publish", error=exc, message=str(exc)[:500]))
+
+
+def run_done(rec: RunRecord, prep: api.Preparation, summary: RunSummary | RunStopped, fields: dict) -> Finish:
+    """Published: `fields` are what `Flow.publish` returned (the PR's url and number, the message)."""
+    return Finish(rec, "finish", {"phase": "done", "cost_usd": getattr(summary, "cost_usd", 0.0), **fields},
+                  Outcome(ap.DONE, rec.run_id, step="done", summary=summary, out=prep.layout.out,
+                          pr_url=fields.get("pr_url", ""), fields=fields))
+
+
+def execute(rec: RunRecord, prep: api.Preparation, lease: HeldLease, *, store: RunStore, place: Place,
+            refresh_status: Callable[[str], None], cancel_requested: Callable[[], bool],
+            published: Callable[[], api.Published], interrupts_cancel: bool) -> Finish | Publish | Leave:
+    """Run the pipeline of `rec`, which this process holds by `lease` (the caller releases it after
+    carrying out what this returns): `store` and `refresh_status` for `Progress`, `place` for the
+    executor and the operator's policy, `cancel_requested` reads the cancel flag, `published` says
+    where the result will be published."""
     run_id = rec.run_id
-    lost = Outcome(ap.RUNNING, run_id, step="lost", message="this process no longer holds the run (its lease was "
-                   "lost or handed back); the next worker resumes it")
+    with best_effort_status():
+        refresh_status(run_id)
+    scrub_environment()       # target code runs next, in this process's children
+    ends_run = (Exception, KeyboardInterrupt) if interrupts_cancel else (Exception,)
     try:
-        with best_effort_status():
-            flow.refresh_status(run_id)
-        scrub_environment()       # target code runs next, in this process's children
-        ends_run = (Exception, KeyboardInterrupt) if flow.launcher.interrupts_cancel else (Exception,)
-        try:
-            summary = api.start(prep, executor=flow.place.executor, agent=prep.config.agent,
-                                operator=flow.place.operator,   # the operator's, not the repo's
-                                on_event=Progress(flow.store, flow.refresh_status, rec, prep.layout.out,
-                                                  prep.config.primary.name),
-                                should_stop=lambda: lease.lost or flow.store.cancel_requested(flow.repo, run_id),
-                                published=flow.published(rec, prep))
-        except ends_run as exc:
-            if lease.lost:
-                return lost
-            if not cancellation(exc, interrupts=flow.launcher.interrupts_cancel):
-                flow.finish(rec, "fail", message=f"❌ the run failed: {str(exc)[:1500]}")
-                return Outcome(ap.FAILED, run_id, step="run", error=exc, message=str(exc)[:500])
-            done = api.finished_experiments(prep.layout.out)
-            flow.finish(rec, "cancelled", phase="cancelled",
-                        message=f"🛑 cancelled: jobs stopped and machines released; {done} finished experiment(s) "
-                                "stay on record in the ledger")
-            return Outcome(ap.CANCELLED, run_id, step="run")
+        summary = api.start(prep, executor=place.executor, agent=prep.config.agent,
+                            operator=place.operator,   # the operator's, not the repo's
+                            on_event=Progress(store, refresh_status, rec, prep.layout.out, prep.config.primary.name),
+                            should_stop=lambda: lease.lost or cancel_requested(),
+                            published=published())
+    except ends_run as exc:
         if lease.lost:
-            return lost
-        try:
-            fields = flow.publish(rec, prep, summary)     # `start` returned: no process of the target is left
-        except Exception as exc:
-            flow.finish(rec, "fail", message=f"❌ publishing the result failed: {str(exc)[:1500]}")
-            return Outcome(ap.FAILED, run_id, step="publish", error=exc, message=str(exc)[:500])
-        flow.finish(rec, "finish", phase="done", cost_usd=getattr(summary, "cost_usd", 0.0), **fields)
-        return Outcome(ap.DONE, run_id, step="done", summary=summary, out=prep.layout.out,
-                       pr_url=fields.get("pr_url", ""), fields=fields)
-    finally:
-        lease.release()
+            return lost(run_id)
+        if not cancellation(exc, interrupts=interrupts_cancel):
+            return run_failed(rec, exc)
+        return run_cancelled(rec, api.finished_experiments(prep.layout.out))
+    if lease.lost:
+        return lost(run_id)
+    return Publish(rec, prep, summary)
 
 
 def resume_refusal(rec: RunRecord, prep: api.Preparation | None) -> str:
@@ -84,37 +148,30 @@ def resume_refusal(rec: RunRecord, prep: api.Preparation | None) -> str:
     return ""
 
 
-def resume(flow: RunFlow, rec: RunRecord) -> Outcome:
-    """Take over `rec` if it is running and lost, and go on from its ledger; or end it (see above)."""
-    run_id, layout = rec.run_id, flow.layout(rec.run_id)
-    with best_effort_status():
-        flow.refresh_status(run_id)          # first the truth: its worker was lost, it resumes now
-    with flow.store.locked(flow.repo, run_id):
-        cur = flow.store.get_run(flow.repo, run_id)
-        lease = flow.launcher.hold(cur) if cur and cur.state == ap.RUNNING and cur.lost_at else None
-        if lease is None:
-            return Outcome(cur.state if cur else "unknown", run_id, step="start")
-        flow.store.update_run(flow.repo, run_id, lost_at=0.0, worker=lease.holder, phase="resuming",
-                              message=resumed_message(cur), **flow.launcher.running_fields())
-    handed_on = False
-    try:
-        api.clean_worktrees(layout)
-        prep = api.load_preparation(layout, flow.place.executor)
-        why = resume_refusal(cur, prep)
-        cancelled = flow.store.cancel_requested(flow.repo, run_id)
-        if cancelled or why:
-            api.drop_branches(layout)
-            done = api.finished_experiments(layout.out)
-            if cancelled:
-                flow.finish(cur, "cancelled", phase="cancelled", message=f"🛑 cancelled while it had no worker; "
-                            f"{done} finished experiment(s) stay on record in the ledger")
-                return Outcome(ap.CANCELLED, run_id, step="resume")
-            flow.finish(cur, "fail", phase="lost", message=unresumable_message(why, done))
-            return Outcome(ap.FAILED, run_id, step="resume", message=why)
-        flow.git.checkout(flow.place.clone_url(flow.gh.owner, flow.gh.repo), layout.clone, prep.base, flow.token,
-                          ref=cur.default_branch)        # a clean tree at the base; nothing is fetched
-        handed_on = True
-    finally:
-        if not handed_on:
-            lease.release()
-    return execute(flow, flow.store.get_run(flow.repo, run_id), prep, lease)
+def resumable(rec: RunRecord | None) -> bool:
+    """Is `rec` a running run whose worker was lost (one a process may take over)?"""
+    return bool(rec and rec.state == ap.RUNNING and rec.lost_at)
+
+
+def resume_ended(rec: RunRecord, why: str, cancelled: bool, done: int) -> Finish:
+    """The lost run `rec` ends here: cancelled while it had no worker, else failed because `why`."""
+    if cancelled:
+        return Finish(rec, "cancelled", {"phase": "cancelled", "message": "🛑 cancelled while it had no worker; "
+                                         f"{done} finished experiment(s) stay on record in the ledger"},
+                      Outcome(ap.CANCELLED, rec.run_id, step="resume"))
+    return Finish(rec, "fail", {"phase": "lost", "message": unresumable_message(why, done)},
+                  Outcome(ap.FAILED, rec.run_id, step="resume", message=why))
+
+
+def resume(rec: RunRecord, layout: api.RunLayout, executor: str,
+           cancel_requested: Callable[[], bool]) -> Finish | TakeOver:
+    """`rec` was lost and this process now holds it: the dead worker's worktrees go; it goes on from
+    its ledger (`TakeOver`) or ends (see above; its local branches go then too)."""
+    api.clean_worktrees(layout)
+    prep = api.load_preparation(layout, executor)
+    why = resume_refusal(rec, prep)
+    cancelled = cancel_requested()
+    if cancelled or why:
+        api.drop_branches(layout)
+        return resume_ended(rec, why, cancelled, api.finished_experiments(layout.out))
+    return TakeOver(rec, prep)

@@ -20,6 +20,8 @@ A run, from the comment to the draft PR:
    the research handed over; a cancel stops it within one step; `Progress` keeps the record and
    the status comment current. The process running it holds its lease (`Launcher.hold`); a run
    whose worker was lost is resumed from its ledger by the next one (`resume`, `bot.execution`).
+   `bot.planning` and `bot.execution` are handed ports, never the flow: they return what it does
+   next (a preparation; `execution.Finish`, `Publish`, `TakeOver`, `Leave`); only it ends and publishes a run.
 3. `publish`: `autoresearch/<run-id>` is pushed (to the configured fork, else the repository) and
    the issue's draft PR opened or updated; with nothing kept, the report becomes a comment.
 
@@ -46,7 +48,7 @@ from .progress import best_effort_status
 from .record import RunRecord
 from .routing import CommentCommand
 from .status import (approve_names_plan, help_reply, login, pending_plan_kept, plan_body, plan_marker, pr_body, pr_title,
-                     status_body, status_marker)
+                     resumed_message, status_body, status_marker)
 
 COMMENT_LIMIT = 60000
 
@@ -89,8 +91,13 @@ class Flow:
     def repo(self) -> str:
         return f"{self.gh.owner}/{self.gh.repo}"
 
+    @property
+    def clones(self) -> planning.Clones:
+        """What `bot.planning` is handed: the ports it works through, not the flow."""
+        return planning.Clones(self.gh, self.git, self.token, self.place)
+
     def layout(self, run_id: str) -> api.RunLayout:
-        return api.RunLayout(self.place.workdir, self.gh.owner, self.gh.repo, run_id)
+        return self.clones.layout(run_id)
 
     # -- commands --------------------------------------------------------------------------------
     def handle(self, cmd: CommentCommand) -> Outcome:
@@ -119,7 +126,7 @@ class Flow:
                 and not self.is_approver(cmd.author, cur.approvers):
             raise Reply(pending_plan_kept(cur, cmd.author))      # an outsider cannot swap the plan
         overrides = cmd.command.overrides if cmd.command else Overrides()
-        prep = self.prepare(cmd.issue_number, cmd.default_branch, overrides)
+        prep = planning.prepare(self.clones, cmd.issue_number, cmd.default_branch, overrides)   # Reply: what to fix
         ok = self.is_approver(cmd.author, list(prep.config.approvers))
         run_id = prep.layout.run_id
         with self.store.locked(self.repo, run_id):
@@ -223,14 +230,6 @@ class Flow:
         perm, role = self.gh.permission(login)
         return ap.is_approver(login, perm, role, approvers)
 
-    def prepare(self, issue: int, default_branch: str, overrides: Overrides, base: str | None = None) -> api.Preparation:
-        """Config, clone, research and plan, once (`bot.planning.prepare`); Reply for what to fix."""
-        return planning.prepare(self, issue, default_branch, overrides, base)
-
-    def prepared(self, rec: RunRecord) -> api.Preparation:
-        """The run's saved preparation at its base, else a new run's (`bot.planning.prepared`)."""
-        return planning.prepared(self, rec)
-
     def _record(self, installation_id: int, issue: int, default_branch: str, requester: str, overrides: Overrides,
                 prep: api.Preparation, decision: ap.ApprovalDecision, old: RunRecord | None, nonce: str) -> RunRecord:
         return RunRecord(
@@ -280,7 +279,7 @@ class Flow:
             self.finish(rec, "cancel", message="cancelled before it started")
             return Outcome(ap.CANCELLED, run_id, step="start")
         try:
-            prep = self.prepared(rec)
+            prep = planning.prepared(self.clones, rec)      # the saved one at its base, else a new run's
         except Reply as reply:
             self.finish(rec, "fail", phase="planning", message=str(reply).strip())
             return Outcome(ap.FAILED, run_id, step="prepare", message=str(reply).strip())
@@ -309,11 +308,54 @@ class Flow:
 
     def resume(self, rec: RunRecord) -> Outcome:
         """A running run whose worker was lost: taken over from its ledger, or ended (`bot.execution`)."""
-        return execution.resume(self, rec)
+        run_id = rec.run_id
+        with best_effort_status():
+            self.refresh_status(run_id)          # first the truth: its worker was lost, it resumes now
+        with self.store.locked(self.repo, run_id):
+            cur = self.store.get_run(self.repo, run_id)
+            lease = self.launcher.hold(cur) if execution.resumable(cur) else None
+            if lease is None:
+                return Outcome(cur.state if cur else "unknown", run_id, step="start")
+            self.store.update_run(self.repo, run_id, lost_at=0.0, worker=lease.holder, phase="resuming",
+                                  message=resumed_message(cur), **self.launcher.running_fields())
+        handed_on = False
+        try:
+            step = execution.resume(cur, self.layout(run_id), self.place.executor,
+                                    lambda: self.store.cancel_requested(self.repo, run_id))
+            if not isinstance(step, execution.TakeOver):
+                return self.carry_out(step)
+            self.clones.checkout(self.layout(run_id), step.prep.base, cur.default_branch)   # nothing is fetched
+            handed_on = True
+        finally:
+            if not handed_on:
+                lease.release()
+        return self.execute(self.store.get_run(self.repo, run_id), step.prep, lease)
 
     def execute(self, rec: RunRecord, prep: api.Preparation, lease: HeldLease) -> Outcome:
-        """The pipeline of a run this process holds, then its publication (`bot.execution`)."""
-        return execution.execute(self, rec, prep, lease)
+        """The pipeline of a run this process holds (`bot.execution.execute`), then its publication;
+        the lease goes after the record's last write."""
+        try:
+            step = execution.execute(rec, prep, lease, store=self.store, place=self.place,
+                                     refresh_status=self.refresh_status,
+                                     cancel_requested=lambda: self.store.cancel_requested(self.repo, rec.run_id),
+                                     published=lambda: self.published(rec, prep),
+                                     interrupts_cancel=self.launcher.interrupts_cancel)
+            if isinstance(step, execution.Publish):
+                try:
+                    fields = self.publish(rec, prep, step.summary)   # no process of the target is left
+                except Exception as exc:
+                    step = execution.publish_failed(rec, exc)
+                else:
+                    step = execution.run_done(rec, prep, step.summary, fields)
+            return self.carry_out(step)
+        finally:
+            lease.release()
+
+    def carry_out(self, step: execution.Finish | execution.Leave) -> Outcome:
+        """What `bot.execution` returned: a `Finish` is this flow's `finish`; a `Leave` writes nothing."""
+        if isinstance(step, execution.Finish):
+            self.finish(step.rec, step.event, **step.fields)
+        return step.outcome
 
     def push_place(self, rec: RunRecord, prep: api.Preparation, own_branch: str) -> tuple[str, str, str]:
         """(owner, name, branch) the run's result is pushed to: `push_target`'s repository, and the

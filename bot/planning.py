@@ -19,6 +19,11 @@ again. Repeating the same request at the same base reuses the saved preparation 
 (`prepare`), and a pending plan that is superseded or cancelled loses its whole folder
 (`discard`). So an outsider's comments cost at most one temporary clone each and leave at most
 one small folder per issue.
+
+**What planning is handed**: not the flow, but the ports it works through, as one value (`Clones`:
+the repository's host, git, the token for its clones, and the place where its runs live), which
+`bot.flow.Flow.clones` makes; it returns a preparation or raises `Reply`, and never calls back into
+the flow.
 """
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ import hashlib
 import json
 import secrets
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from jobs import api
@@ -35,9 +40,28 @@ from jobs.guard.mdsafe import md
 from jobs.api import CONFIG_PATH, ConfigError, OverrideError, Overrides, parse_config
 
 from . import approval as ap
-from .ports import PlanningFlow, Reply
+from .ports import GitRemote, Place, RepoHost, Reply, TokenProvider
 from .record import RunRecord
 from .status import config_error_reply, help_reply
+
+
+@dataclass(frozen=True)
+class Clones:
+    """One repository as planning reaches it: its host (the config, the branch head), git and the
+    token for its clones, and the place where its runs live."""
+    gh: RepoHost
+    git: GitRemote
+    token: TokenProvider
+    place: Place
+
+    def layout(self, run_id: str) -> api.RunLayout:
+        return api.RunLayout(self.place.workdir, self.gh.owner, self.gh.repo, run_id)
+
+    def checkout(self, layout: api.RunLayout, commit: str, branch: str) -> None:
+        """A clean tree of the repository at `commit` in the run's clone (cloned again if it was
+        released); `branch` is where the commit is found (nothing is fetched if it is there)."""
+        self.git.checkout(self.place.clone_url(self.gh.owner, self.gh.repo), layout.clone, commit, self.token,
+                          ref=branch)
 
 
 def run_id_for(issue: int, base: str, overrides: Overrides) -> str:
@@ -86,11 +110,11 @@ def same_plan_nonce(prep: api.Preparation, pending: RunRecord | None) -> str:
     return pending.plan_nonce if record_plan_id(prep, pending) == pending.plan_digest else ""
 
 
-def prepare(flow: PlanningFlow, issue: int, default_branch: str, overrides: Overrides, base: str | None = None) -> api.Preparation:
+def prepare(repo: Clones, issue: int, default_branch: str, overrides: Overrides, base: str | None = None) -> api.Preparation:
     """Config at `base` (default: the branch head) narrowed by the command, the clone, the
     research and the plan, all once. Raises Reply for what the requester must fix."""
-    base = base or flow.gh.head_sha(default_branch)
-    text = flow.gh.file_text(CONFIG_PATH, base)
+    base = base or repo.gh.head_sha(default_branch)
+    text = repo.gh.file_text(CONFIG_PATH, base)
     if text is None:
         raise Reply(config_error_reply(CONFIG_PATH, [("(file)", "not found on the default branch; add it "
                                                        "(see the autoresearch docs)")]))
@@ -100,15 +124,14 @@ def prepare(flow: PlanningFlow, issue: int, default_branch: str, overrides: Over
         raise Reply(config_error_reply(CONFIG_PATH, exc.problems)) from None
     except OverrideError as exc:
         raise Reply(help_reply(str(exc))) from None
-    layout = flow.layout(run_id_for(issue, base, overrides))
-    saved = api.load_preparation(layout, flow.place.executor)
+    layout = repo.layout(run_id_for(issue, base, overrides))
+    saved = api.load_preparation(layout, repo.place.executor)
     if saved is not None and saved.base == base and saved.config == config:
         return saved                     # the same request at the same base: planned already, no clone
     fresh = not layout.out.exists()
     try:
-        flow.git.checkout(flow.place.clone_url(flow.gh.owner, flow.gh.repo), layout.clone, base, flow.token,
-                          ref=default_branch)
-        return api.prepare(layout, base, config, flow.place.executor)
+        repo.checkout(layout, base, default_branch)
+        return api.prepare(layout, base, config, repo.place.executor)
     except api.PlanError as exc:
         if fresh:
             discard(layout)
@@ -119,18 +142,17 @@ def prepare(flow: PlanningFlow, issue: int, default_branch: str, overrides: Over
         raise
 
 
-def prepared(flow: PlanningFlow, rec: RunRecord) -> api.Preparation:
+def prepared(repo: Clones, rec: RunRecord) -> api.Preparation:
     """The run's preparation if the default branch is still at its base (made again only where
     this machine lacks it); else a new run's, at the new base."""
-    head = flow.gh.head_sha(rec.default_branch)
+    head = repo.gh.head_sha(rec.default_branch)
     if head == rec.base_commit:
-        layout = flow.layout(rec.run_id)
-        prep = api.load_preparation(layout, flow.place.executor)
+        layout = repo.layout(rec.run_id)
+        prep = api.load_preparation(layout, repo.place.executor)
         if prep is not None and prep.base == head:
-            flow.git.checkout(flow.place.clone_url(flow.gh.owner, flow.gh.repo), layout.clone, head, flow.token,
-                              ref=rec.default_branch)    # a clean tree; clones again if it was released
+            repo.checkout(layout, head, rec.default_branch)    # a clean tree; clones again if it was released
             return prep
-    return prepare(flow, rec.issue, rec.default_branch, rec.overrides, base=head)
+    return prepare(repo, rec.issue, rec.default_branch, rec.overrides, base=head)
 
 
 def release_clone(layout: api.RunLayout) -> None:

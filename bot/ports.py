@@ -12,9 +12,10 @@ implementations (the contract tests in tests/bot/test_ports.py hold both stores 
 | `GitRemote` | `bot.gitclone` | `bot.gitclone` |
 | `Place` | `bot.settings.Settings` | `bot.settings.Settings.for_action(env)` |
 
-The flow's helper modules (`bot.planning`, `bot.bench`, `bot.execution`) are handed the flow
-itself; what they may use of it is the protocol each names here (`PlanningFlow`, `BenchFlow`,
-`RunFlow`), not the whole `bot.flow.Flow`, which they cannot import (it imports them).
+The flow's helper modules `bot.planning` and `bot.execution` are handed ports (`planning.Clones`,
+the run store, the place) and narrow callables, never the flow: they return what the flow does
+next. `bot.bench` is still handed the flow; what it may use of it is `BenchFlow`, not the whole
+`bot.flow.Flow`, which it cannot import (it imports it).
 
 A `RunStore` write that changes anything but progress (`PROGRESS_FIELDS`) is durable when the
 call returns: the next process (a worker, the next workflow run) reads it.
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Protocol
 
-from jobs.api import Preparation, Published, RunLayout
+from jobs.api import RunLayout
 from jobs.api import OperatorPolicy, RunStopped, RunSummary
 from jobs.guard.mdsafe import Markdown, document
 
@@ -193,9 +194,9 @@ class Launcher(Protocol):
         when another process holds it."""
 
 
-class PlanningFlow(Protocol):
-    """What `bot.planning` uses of the flow (`bot.flow.Flow` is one): one repository's host, its
-    clones, and where its runs live."""
+class BenchFlow(Protocol):
+    """What `bot.bench` uses of the flow (`bot.flow.Flow` is one): one repository's host, its clones
+    and where its runs live, who may spend, and the launcher (to queue a bench)."""
 
     @property
     def place(self) -> Place: ...
@@ -210,35 +211,8 @@ class PlanningFlow(Protocol):
     def git(self) -> GitRemote: ...
 
     @property
-    def repo(self) -> str:
-        """owner/name"""
+    def launcher(self) -> Launcher: ...
 
     def layout(self, run_id: str) -> RunLayout: ...
 
-
-class BenchFlow(PlanningFlow, Protocol):
-    """What `bot.bench` uses of the flow: that, who may spend, and the launcher (to queue a bench)."""
-
-    @property
-    def launcher(self) -> Launcher: ...
-
     def is_approver(self, login: str, approvers: list[str]) -> bool: ...
-
-
-class RunFlow(PlanningFlow, Protocol):
-    """What `bot.execution` uses of the flow: that, the run store and the launcher, and the flow's
-    own steps around a run (status comment, state transition, publication)."""
-
-    @property
-    def store(self) -> RunStore: ...
-
-    @property
-    def launcher(self) -> Launcher: ...
-
-    def refresh_status(self, run_id: str) -> None: ...
-
-    def finish(self, rec: RunRecord, event: str, **fields: Any) -> None: ...
-
-    def published(self, rec: RunRecord, prep: Preparation) -> Published: ...
-
-    def publish(self, rec: RunRecord, prep: Preparation, summary: dict) -> dict: ...

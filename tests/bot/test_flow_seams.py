@@ -1,6 +1,7 @@
-"""The seams between the flow and the modules it hands itself to: one command registry (grammar in
-`bot.commands`, handlers registered in `bot.flow`), and the protocols of `bot.ports` that say what
-`bot.planning`, `bot.bench` and `bot.execution` use of the flow."""
+"""The seams between the flow and its helper modules: one command registry (grammar in
+`bot.commands`, handlers registered in `bot.flow`), and the protocol of `bot.ports` that says what
+`bot.bench` uses of the flow (`bot.planning` and `bot.execution` are handed ports, not the flow:
+tests/bot/test_execution_outcomes.py)."""
 from __future__ import annotations
 
 import dataclasses
@@ -67,7 +68,7 @@ def _provided(cls: type) -> set[str]:
     return {n for n in dir(cls) if not n.startswith("_")} | {f.name for f in dataclasses.fields(cls)}
 
 
-@pytest.mark.parametrize("protocol", [ports.PlanningFlow, ports.BenchFlow, ports.RunFlow])
+@pytest.mark.parametrize("protocol", [ports.BenchFlow])
 def test_the_flow_is_what_its_helpers_ask_for(protocol):
     assert _members(protocol) and _members(protocol) - _provided(Flow) == set()
 
