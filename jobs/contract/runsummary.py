@@ -17,6 +17,7 @@ from jobs.contract.model import Hypothesis
 
 Json = dict[str, Any]
 _OPTIONAL = ("commits", "diffstat")       # present only when the run left a confirmed branch
+_IF_ANY = ("stack_kept_off",)            # present only when not empty (a run without them writes what it always did)
 
 
 @dataclass
@@ -61,6 +62,9 @@ class RunSummary:
     # What the run warned about as it went (a refused `sandbox: {enabled: false}` or sandbox.env name,
     # a calibration or research caveat), each message once, in the order first said.
     warnings: tuple[str, ...] = ()
+    # Kept alone but left off the branch, each with why: a build not shippable by default, or a member of
+    # a build-option family superseded by the family's best (jobs.run.families, issue 44).
+    stack_kept_off: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.warnings = tuple(dict.fromkeys(str(w) for w in self.warnings))   # a JSON list reads back as the tuple
@@ -68,7 +72,8 @@ class RunSummary:
     def to_json(self) -> Json:
         """The summary.json object (write it with `jobs.contract.ledger.dumps(..., indent=2)`)."""
         return {f.name: getattr(self, f.name) for f in fields(self)
-                if not (f.name in _OPTIONAL and getattr(self, f.name) is None)}
+                if not (f.name in _OPTIONAL and getattr(self, f.name) is None)
+                and not (f.name in _IF_ANY and not getattr(self, f.name))}
 
     @classmethod
     def from_json(cls, data: Json) -> RunSummary:

@@ -182,6 +182,10 @@ def _headline(summary: RunSummary) -> Markdown:
                  if summary.branch_left is False else md(" The branch equals the base commit."))
     if not alone:
         return md("No optimization beat the baseline by more than this machine's noise; no stack was built.{}", no_branch)
+    if not kept and set(alone) <= set(summary.stack_kept_off or {}):
+        return md("{} {} kept alone ({}), and each is kept off the branch (why: below).{}",
+                  _plural(len(alone), "optimization"), "was" if len(alone) == 1 else "were", untrusted(", ".join(alone)),
+                  no_branch)
     if not kept:
         return md("{} {} kept alone ({}), but none kept its place in the stack (see the leave-one-out table below).{}",
                   _plural(len(alone), "optimization"), "was" if len(alone) == 1 else "were", untrusted(", ".join(alone)),
@@ -243,6 +247,16 @@ def _how_sure(summary: RunSummary, ec: dict[str, Any]) -> Markdown:
                          simulated=bool(summary.simulate))
 
 
+def kept_off_lines(summary: RunSummary) -> list[Markdown]:
+    """Issue 44: what was kept alone but is not on the branch by the stack's rule, each with why (a
+    build not shippable by default; a build-option family's member superseded by its best)."""
+    off = summary.stack_kept_off or {}
+    if not off:
+        return []
+    return [*[md("- **{}** was kept alone but is kept off the branch: {}.", untrusted(name),
+                 spans(why.rstrip("."), 2000, at_start=False)) for name, why in off.items()], md("")]
+
+
 def _branch_line(summary: RunSummary, experiments: list[dict[str, Any]]) -> Markdown:
     branch = (md("branch {}", code(summary.branch)) if summary.branch_left
               else md("no branch{}", md(" ({})", summary.branch_note) if summary.branch_note else md("")))
@@ -267,6 +281,8 @@ def _decided_interval(exp: dict[str, Any], m: dict[str, Any] | None) -> str:
 
 
 def _yardstick_headline(summary: RunSummary) -> list[Markdown]:
+    if summary.stack_kept_off and not summary.stacks:
+        return []      # kept, then all kept off the branch: `_headline` says so, not "nothing beat the floor"
     from jobs.measure.simulate import headline
     return headline(summary)
 
@@ -334,7 +350,7 @@ def render_pr(summary: RunSummary) -> Markdown:
     ec = summary.error_control or {}
     out = [md("# autoresearch: CPU optimizations for {}", untrusted(summary.target)), md(""), md("## Summary"), md(""),
            *(_yardstick_headline(summary) or [_headline(summary), md("")]), *guard_leaning(summary),
-           _branch_line(summary, experiments), md(""),
+           *kept_off_lines(summary), _branch_line(summary, experiments), md(""),
            _how_sure(summary, ec), md("")]
     out += [md("Measured on {}: {}.", untrusted(p), untrusted(one_line(m, m.get("load") or None)))
             for p, m in (summary.machines or {}).items()] + ([md("")] if summary.machines else [])

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from jobs.contract import agentkinds, branches, ledger, yardstick
 from jobs.contract import events
-from jobs.run import cleanup, runlock
+from jobs.run import cleanup, families, runlock
 from jobs.guard import gitops, sandbox
 from jobs.agent import make_agent
 from jobs.agent.offline import NotImplementable
@@ -35,7 +35,7 @@ from jobs.contract.config import TargetConfig, load_config
 from jobs.contract.errors import RunCancelled, RunError  # noqa: F401  (re-exported: jobs.run.pipeline.RunError)
 from jobs.executors import Executor, ExecutorUnavailable, make_executors
 from jobs.run.measuring import Measurer, plan_for
-from jobs.contract.model import ExperimentRecord, Hypothesis, SkipCause, Status
+from jobs.contract.model import Evidence, ExperimentRecord, Hypothesis, SkipCause, Status
 from jobs.guard.operator import OperatorError, OperatorPolicy
 from jobs.run.reporting import Reporting, reach_warnings
 from jobs.research.offline import Research
@@ -46,7 +46,7 @@ from jobs.run.runstate import RunState
 from jobs.contract.runsummary import CalibrationOnly, ResearchOnly, RunStopped, RunSummary
 from jobs.stats.sequential import slot_alpha
 from jobs.contract.spec import SandboxSpec
-from jobs.run.stacking import Stacking, stackable
+from jobs.run.stacking import Stacking, commit_patches, stackable
 from jobs.stats.verdict import VerdictPlan
 
 Event = events.Event
@@ -260,8 +260,10 @@ class Run:
         return calibration
 
     def stack_phase(self, results: list[ExperimentRecord]) -> dict[str, ExperimentRecord]:
+        primary = self.config.primary
         return Stacking(self.repo, self.out, self.state, self.executors, self.config.thresholds.alpha,
-                        self.bench.measured, self.emit).run(results)
+                        self.bench.measured, self.emit, primary=primary.name,
+                        higher_is_better=primary.direction == "higher").run(results)
 
     stackable = staticmethod(stackable)
 
@@ -351,10 +353,57 @@ class Run:
                 pending = self.agent.revise(pending, [r.to_dict() for r in results])
                 self._charge_llm()
                 kinds.update({h.id: h.kind for h in pending})
+        results += self._combinations(results, done, kinds)
         self._save(phase="stack")
         for r in results:
             r.hypothesis_kind = r.hypothesis_kind or kinds.get(r.hypothesis, "")
         return results
+
+    def _combinations(self, results: list[ExperimentRecord], done: dict[str, ExperimentRecord],
+                      kinds: dict[str, str]) -> list[ExperimentRecord]:
+        """Issue 44: build options that edit the same line of a build file cannot all stack (their
+        commits conflict). Where two or more portable ones were kept alone, their combination (one
+        patch editing that line with every kept member's edit) is measured as one more experiment,
+        through the same path and budget as any other (`_experiment`: a refusal is its record);
+        the stack then takes the family's best (`jobs.run.families`)."""
+        kept = stackable(results)
+        commits = {r.hypothesis: r.commit for r in results if r.commit}
+        patches = commit_patches(self.repo, self.state.base_commit, kept, commits)
+        out: list[ExperimentRecord] = []
+        for fam in families.to_combine(kept, patches):
+            if any(r.hypothesis == families.combined_id(fam.members) for r in results):
+                continue                  # a resumed run: already among the hypotheses, and measured
+            line = families.combine(fam.old, [fam.edits[m] for m in fam.members])
+            h = self._combination(fam, line)
+            kinds[h.id] = h.kind
+            recs = [done[key] for ex in self.executors if (key := f"{h.id}@{ex.platform}") in done]
+            if not recs:
+                count, slot = self.attempted(results + out), self.next_slot(results + out, self.o.slots_spent)
+                recs = [self._experiment(h, ex, count, slot) for ex in self.executors]
+            out += recs
+        return out
+
+    def _combination(self, fam: families.Family, line: str) -> Hypothesis:
+        """The combination of one family as a hypothesis with a patch of its own (under the run's
+        folder), added to the state's hypotheses once so a resume and the report know it."""
+        hid = families.combined_id(fam.members)
+        shown = gitops.run(["show", f"{self.state.base_commit}:{fam.file}"], repo=self.repo)
+        if shown.returncode != 0:
+            raise gitops.GitError(f"git show {fam.file} at the base failed: {shown.stderr.strip()}")
+        text = shown.stdout
+        patch = self.out / "patches" / f"{hid}.patch"
+        patch.parent.mkdir(parents=True, exist_ok=True)
+        patch.write_text(families.combined_patch(fam.file, text, fam.line, line), encoding="utf-8")
+        flags = " ".join(f for m in fam.members for f in families.added_flags(fam.old, fam.edits[m]))
+        h = Hypothesis(id=hid, title=f"Build with {flags} together ({fam.where})", kind="build",
+                       rationale=(f"{', '.join(fam.members)} each edit {fam.where} and were each kept alone; their "
+                                  "commits conflict, so only one can stack: this measures them together"),
+                       evidence=[Evidence(fam.where, f"`{fam.old.strip()}` is the line each member edits")],
+                       patch=str(patch), generated=f"the combination of {', '.join(fam.members)} (same line)")
+        known = self.state.hypotheses or []
+        if not any(d.get("id") == hid for d in known):
+            self._save(hypotheses=[*known, h.to_dict()])
+        return h
 
     @staticmethod
     def next_slot(results: list[ExperimentRecord], spent: int = 0) -> int:

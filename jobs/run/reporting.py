@@ -69,7 +69,8 @@ class Reporting:
             floor_pct={p: plan_for(self.config, state, p, 0, self.repeats).floor_pct for p in measured
                        if p in state.calibration},
             reproduce=self.reproduce(state.base_commit, state.branch if confirmed else None),
-            resume=self.resume_command(), warnings=tuple(state.warnings))
+            resume=self.resume_command(), warnings=tuple(state.warnings),
+            stack_kept_off=dict(state.stack_kept_off))
         # Non-finite numbers (an untrusted result's infinite interval) are null in the file and here alike.
         return RunSummary.from_json(ledger.strict_json(built.to_json()))
 

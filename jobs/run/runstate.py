@@ -64,6 +64,7 @@ class RunState:
     stack_final: str | None = None           # None: attribution has not finished
     stack_survivors: list[str] | None = None
     stack_unattributed: list[str] = field(default_factory=list)
+    stack_kept_off: dict[str, str] = field(default_factory=dict)   # kept alone, left off the branch: why (issue 44)
     stack_confirmed: bool = False
     branch_left: bool = True
     branch_note: str = ""

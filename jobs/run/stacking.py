@@ -2,6 +2,12 @@
 contribution tested (backward elimination), the surviving stack re-measured, and the run's
 branch left only when that re-measure confirms it.
 
+Before any pick, some kept commits are kept off the branch, each with why (`jobs.run.families`,
+issue 44): a build that is not shippable by default (`-march=x86-64-v3`, `-ffast-math`: read from
+the commit's diff, `jobs.contract.portability`), and the members of a build-option family (patches of
+one build-file line, which would otherwise conflict and be dropped in ranking order) other than the
+family's best. Their verdicts stand; pr.md names them with the reason (`stack_kept_off`).
+
 It measures through one callable (`Measure`, `jobs.run.measuring.Measurer.measured` in a run), so it
 knows nothing of specs, executors' internals or verdicts.
 """
@@ -15,6 +21,7 @@ from jobs.guard import gitops
 from jobs.contract import events, ledger
 from jobs.executors import Executor
 from jobs.contract.model import ExperimentRecord, Status
+from jobs.run import families
 from jobs.run.runstate import RunState
 
 
@@ -34,6 +41,31 @@ def stackable(results: list[ExperimentRecord]) -> list[str]:
             and not any(r.broken or r.regressions for r in recs)]
 
 
+def gains(results: list[ExperimentRecord], primary: str = "", higher_is_better: bool = True) -> dict[str, float]:
+    """Per kept hypothesis, its measured gain in % (larger is better), the mean over its kept records:
+    the fall in simulated cycles where the yardstick decided, else the primary metric's change in its
+    better direction. What picks a build-option family's best (`jobs.run.families.best`)."""
+    per: dict[str, list[float]] = {}
+    for r in results:
+        if r.status != Status.KEEP.value:
+            continue
+        sim = (r.runner or {}).get("simulated") or {}
+        if sim.get("delta_pct") is not None:
+            per.setdefault(r.hypothesis, []).append(-float(sim["delta_pct"]))
+            continue
+        m = r.metric(primary) if primary else (r.metrics[0] if r.metrics else None)
+        if m is not None:
+            per.setdefault(r.hypothesis, []).append(m.delta_pct if higher_is_better else -m.delta_pct)
+    return {n: sum(v) / len(v) for n, v in per.items()}
+
+
+def commit_patches(repo: Path, base: str, names: list[str], commits: dict[str, str]) -> dict[str, str]:
+    """Each named hypothesis's change as a unified diff of its commit against `base`: what the branch
+    would carry, whoever wrote it (research, an agent, a maintainer's patch)."""
+    return {n: gitops.git(repo, "diff", "--no-color", "--no-ext-diff", base, commits[n])
+            for n in names if commits.get(n)}
+
+
 @dataclass
 class Stacking:
     repo: Path
@@ -43,6 +75,8 @@ class Stacking:
     alpha: float                           # the run's false-keep level (thresholds.alpha)
     measure: Measure
     emit: Callable[[events.Event], None]
+    primary: str = ""                      # the primary metric's name ('' : each record's first metric)
+    higher_is_better: bool = True          # its direction
 
     def _label(self, name: str, platform: str) -> str:
         return name if len(self.executors) == 1 else f"{name}@{platform}"
@@ -101,6 +135,12 @@ class Stacking:
         if not names:
             self._no_branch(branch, "nothing was kept")
             return {}
+        # what a stack already built was built without (a resume: the same, or none for an older run's)
+        off = self.state.stack_kept_off if self.state.stack_commit else self.kept_off(names, results, commits)
+        names = [n for n in names if n not in off]
+        if not names:
+            self._no_branch(branch, f"everything kept is kept off the branch: {', '.join(off)}")
+            return {}
         if not self.state.stack_commit:
             self.emit(events.Phase("stack", total=len(names)))
             head, applied, dropped = self.build(names, commits, "all")
@@ -122,6 +162,8 @@ class Stacking:
             self.state.save(stack_confirmed=False)
             return stacks
         notes = []
+        if off:
+            notes.append(f"kept off the branch: {', '.join(off)}")
         if dropped:
             notes.append(f"dropped (conflicts): {', '.join(dropped)}")
         if self.state.stack_unattributed:
@@ -145,6 +187,20 @@ class Stacking:
             gitops.set_branch(self.repo, branch, head)
             self.state.save(stack_confirmed=True, branch_left=True, branch_note="")
         return stacks
+
+    def kept_off(self, names: list[str], results: list[ExperimentRecord], commits: dict[str, str]) -> dict[str, str]:
+        """Kept hypotheses the stack leaves off the branch, with why (`jobs.run.families.kept_off`):
+        a build that is not shippable by default, a build-option family's members other than its best.
+        Their verdicts stand; only the branch goes without them. Saved for the report."""
+        combos = {r.hypothesis: (f"their combination {r.hypothesis} was not measured: {r.reason}"
+                                 if r.status == Status.SKIPPED.value else
+                                 f"their combination {r.hypothesis} was not kept ({r.status})")
+                  for r in results if r.hypothesis.startswith(families.COMBINED) and r.hypothesis not in names}
+        off = families.kept_off(names, commit_patches(self.repo, self.state.base_commit, names, commits), gains(results, self.primary, self.higher_is_better),
+                                combos)
+        if off != self.state.stack_kept_off:
+            self.state.save(stack_kept_off=off)
+        return off
 
     def _no_branch(self, branch: str, why: str) -> None:
         """A branch equal to the base says nothing: none is left (an earlier one of this run goes)."""

@@ -27,6 +27,7 @@ TODAY = {
     "stack_commit": "b" * 40, "stack_applied": ["h1", "h2"], "stack_dropped": ["h3"],
     "stack_without": {"h2": "c" * 40}, "stack_final": "b" * 40, "stack_survivors": ["h1"],
     "stack_unattributed": ["h2"], "stack_confirmed": True, "branch_left": True, "branch_note": "",
+    "stack_kept_off": {"h4": "superseded by h1 (same line)"},
 }
 
 
