@@ -43,6 +43,7 @@ class Hypothesis:
     recipe: str | None = None         # recipe id that implements it, if any
     patch: str | None = None          # path of a patch that implements it: a maintainer's (--candidate), or
     generated: str = ""               # ...what of the loop's own research wrote it ('' = the maintainer's)
+    measured_share: float | None = None   # callgrind profile's cycles in the code it changes (research.callgrind.rank); None: unmeasured
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

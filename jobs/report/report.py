@@ -94,11 +94,22 @@ def with_warning(markdown: Markdown, warning: str) -> Markdown:
     return document([title, md(""), md("> **Warning:** {}", spans(warning, 2000)), *rest])
 
 
+OFF_PATH_LISTED = 20     # research.md's "Not on the measured path" names this many, then counts the rest
+
+
 def render_research(target: str, base_commit: str, hypotheses: list[Hypothesis], notes: list[str],
-                    findings: list[Markdown], agent: str) -> Markdown:
+                    findings: list[Markdown], agent: str,
+                    off_path: list[tuple[Hypothesis, str]] | tuple = ()) -> Markdown:
     """research.md's first part. `notes`: the research's own sentences (their backticks mark code);
-    `findings`: lines already made Markdown (the memory-pass scan's, `finding_line`)."""
+    `findings`: lines already made Markdown (the memory-pass scan's, `finding_line`); `off_path`:
+    the hypotheses a callgrind profile found in code the workload never ran, with why."""
+    measured = any(h.measured_share is not None for h in hypotheses) or bool(off_path)
     out = [md("# Research: {} @ {}", target, base_commit[:12]), md(""),
+           md("Researcher: {}. Hypotheses are ranked by measured cost: the share of the callgrind profile's simulated "
+              "cycles in the code each would change, times what its kind of change can remove there (a fusion of N "
+              "passes (N-1)/N, a change inside a function a quarter, a build option a few % of the whole program); "
+              "changes to code holding 5% or more of the profile come before build options. The score is that "
+              "product, in % of the profile.", agent) if measured else
            md("Researcher: {}. Hypotheses are ranked: fusions that remove whole memory passes first (the lever when "
               "code is memory-bound), parallelism next, micro-tuning last (usually noise: compilers already do it).",
               agent), md(""), md("## Ranked hypotheses"), md("")]
@@ -110,6 +121,9 @@ def render_research(target: str, base_commit: str, hypotheses: list[Hypothesis],
         out.append(md("Why: {}", spans(h.rationale, at_start=False)))
         if h.expected:
             out.append(md("Expected: {}", spans(h.expected, at_start=False)))
+        if h.measured_share is not None:
+            out.append(md("Measured: {:.1f}% of the simulated cycles are in the code it changes{}.",
+                          100 * h.measured_share, " (a build option: the whole program)" if h.kind == "build" else ""))
         out += amdahl_lines(h)
         out.append(md("Evidence:"))
         out += [md("- {} {}", untrusted_code(e.where), spans(e.note, at_start=False))
@@ -118,6 +132,14 @@ def render_research(target: str, base_commit: str, hypotheses: list[Hypothesis],
                       md("generated patch ({})", h.generated) if h.patch and h.generated else
                       "maintainer patch" if h.patch else "none available offline"))
         out.append(md(""))
+    if off_path:
+        out += [md("## Not on the measured path"), md(""),
+                md("The profiled workload never ran the code these would change, so a change there cannot move the "
+                   "benchmark: they are not ranked and not tried."), md(""),
+                *[md("- {} {}: {}", untrusted_code(h.id), untrusted(h.title), spans(why, at_start=False))
+                  for h, why in off_path[:OFF_PATH_LISTED]],
+                *([md("- and {} more", len(off_path) - OFF_PATH_LISTED)] if len(off_path) > OFF_PATH_LISTED else []),
+                md("")]
     if notes:
         out += [md("## Already present or not applicable"), md(""), *[md("- {}", spans(n)) for n in notes], md("")]
     if findings:

@@ -5,7 +5,8 @@ and the compiler's own account of the hot loops.
 needs -g; `-fopt-info-vec-missed` makes gcc name each loop it did not vectorise and why), runs
 `simulate.command` once under `valgrind --tool=callgrind --cache-sim=yes` in the sandbox, and
 reduces the output to hot functions, hot lines and cache-miss hot spots, each with its share of
-the simulated cycles (jobs/measure/simulate.py's model). Parsing and ranking are pure (`parse`, `remarks`).
+the simulated cycles (jobs/measure/simulate.py's model). Parsing and ranking are pure (`parse`, `remarks`,
+`rank`: hypotheses ordered by the measured cost of the code they would change).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from jobs.guard.mdsafe import Markdown, code, join, md, spans
+from jobs.contract.model import Hypothesis
 from jobs.measure.simulate import CACHES, L1_WEIGHT, LL_WEIGHT
 from . import cgformat
 
@@ -65,6 +67,12 @@ class CallProfile:
     command: str = ""
     flags: str = ""
     notes: list[str] = field(default_factory=list)
+    # Every executed line of the tree, not just the hot ones (what `measured_share` reads): file ->
+    # [[line, cycles]], a line's cycles inclusive (its own cost plus that of the calls made from it);
+    # and each function's executed extent per file: [function, file, first line, last line, self cycles].
+    # Empty in a profile kept before they existed: then nothing is called unexecuted.
+    coverage: dict[str, list[list[int]]] = field(default_factory=dict)
+    extents: list[list] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -74,7 +82,9 @@ class CallProfile:
         spots = {k: [Spot(**s) for s in data.get(k, [])] for k in ("functions", "lines", "misses")}
         return cls(total_cycles=int(data["total_cycles"]), **spots,
                    remarks=[Remark(**r) for r in data.get("remarks", [])], command=data.get("command", ""),
-                   flags=data.get("flags", ""), notes=list(data.get("notes", [])))
+                   flags=data.get("flags", ""), notes=list(data.get("notes", [])),
+                   coverage={str(f): [[int(n), int(c)] for n, c in v] for f, v in (data.get("coverage") or {}).items()},
+                   extents=[list(e) for e in data.get("extents") or []])
 
 
 def cache_file(folder: Path, commit: str, config, env_digest: str = "") -> Path:
@@ -107,17 +117,25 @@ def store(path: Path | None, prof: CallProfile) -> None:
 def parse(text: str, root: str = "") -> CallProfile:
     """A callgrind file (any number of processes concatenated; `cgformat` reads the format) ->
     self costs per function and per source line, ranked. Costs after a `calls=` line are the
-    callee's inclusive cost and are not self cost."""
+    callee's inclusive cost and are not self cost; they count in `coverage`, at the line that calls.
+    `coverage` and `extents` hold every executed line and function of the tree (files under `root`)."""
     by_fn: dict[str, dict[str, int]] = {}
     by_line: dict[tuple[str, int], dict[str, int]] = {}
     line_fn: dict[tuple[str, int], str] = {}
     first: dict[str, tuple[str, int]] = {}
+    called: dict[tuple[str, int], int] = {}              # inclusive cycles of the calls made from a line
+    extent: dict[tuple[str, str], list[int]] = {}         # (function, file) -> [first, last, self cycles]
     prefix = root.rstrip("/") + "/" if root else ""
     for cost in cgformat.costs(text):
-        if cost.callee is not None:
-            continue
         fn, line = cost.fn, cost.positions.get("line", 0)
         f = cost.file.removeprefix(prefix)
+        if cost.callee is not None:
+            if line > 0:
+                called[(f, line)] = called.get((f, line), 0) + _cycles(cost.costs)
+            continue
+        if line > 0:
+            ext = extent.setdefault((fn, f), [line, line, 0])
+            ext[0], ext[1], ext[2] = min(ext[0], line), max(ext[1], line), ext[2] + _cycles(cost.costs)
         acc = by_fn.setdefault(fn, {})
         key = (f, line)
         lacc = by_line.setdefault(key, {})
@@ -139,7 +157,19 @@ def parse(text: str, root: str = "") -> CallProfile:
                   for k, c, ev in lines[:2 * TOP]]
     prof.misses = [Spot(f"{k[0]}:{k[1]}", line_fn[k], c, c / miss_total, 1.0)
                    for k, c, ev in miss[:TOP] if c > 0]
+    coverage: dict[str, dict[int, int]] = {}
+    for key in set(by_line) | set(called):
+        if key[1] > 0 and _in_tree(key[0]):
+            own = _cycles(by_line[key]) if key in by_line else 0
+            coverage.setdefault(key[0], {})[key[1]] = own + called.get(key, 0)
+    prof.coverage = {f: [[n, c] for n, c in sorted(v.items())] for f, v in sorted(coverage.items())}
+    prof.extents = [[fn, f, a, b, c] for (fn, f), (a, b, c) in sorted(extent.items()) if _in_tree(f)]
     return prof
+
+
+def _in_tree(file: str) -> bool:
+    """A file of the profiled tree (its path relative to the root), not a system header or `???`."""
+    return bool(file) and not file.startswith(("/", "???"))
 
 
 # gcc -fopt-info-vec-missed ("missed: couldn't vectorize loop") and clang -Rpass-missed=loop-vectorize
@@ -221,7 +251,7 @@ def measure(tree, config, run, native_only: bool = False) -> CallProfile | None:
 def render(prof: CallProfile) -> list[Markdown]:
     """research.md's section: function, file and line names and the compiler's remarks come from
     the target's build, so each enters as a code span or escaped text (`md`)."""
-    out = [md("## Where the time goes (callgrind profile of the reduced workload)"), md(""),
+    out = [md("## Where the time goes (callgrind profile of the simulated workload)"), md(""),
            md("{} built with CFLAGS {}, once under callgrind with cache simulation: {:,} simulated cycles (model: "
               "jobs/measure/simulate.py).", code(prof.command, 2000), code(prof.flags or "(the build as it is)", 2000),
               prof.total_cycles), md(""),
@@ -250,3 +280,111 @@ def digest(prof: CallProfile) -> str:
     lines += [f"cache-miss spot {s.where} in {s.function}: {100 * s.share:.0f}% of miss cycles" for s in prof.misses[:6]]
     lines += [f"compiler: {r.where}: {r.message}" for r in prof.remarks[:20]]
     return "\n".join(lines)
+
+
+# -- ranking by measured cost (issue 44) ---------------------------------------------------------
+# A hypothesis ranks by the share of the callgrind profile's simulated cycles in the code it would
+# change times the fraction of that cost its kind of change can remove. Few, round numbers: they
+# order what is tried; the yardstick measures what it gives.
+LOCAL_FRACTION = 0.25   # a change inside a function (a hot-function lead, `restrict`, micro-tuning, a
+                        # parallel split): reshaping or vectorising its loops takes a part of their cost, rarely all
+BUILD_FRACTION = 0.04   # a build option acts on the whole program (share 1.0) and typically removes a few %
+FUSION_PASSES = 2       # a fusion whose number of passes is unknown: two into one
+HOT_SHARE = 0.05        # code holding this share of the profile or more is hot: a hypothesis on it ranks ahead
+                        # of every whole-program build option, whatever the fractions say
+
+
+def removable(h: Hypothesis, passes: int = 0) -> float:
+    """What `h`'s kind of change can remove from the code it touches, as a fraction of its cost: a
+    fusion of N passes at most (N-1)/N of them (N: the scan's passes, else its ops, else
+    `FUSION_PASSES`); a build option `BUILD_FRACTION` (of the whole program); any other change
+    `LOCAL_FRACTION`."""
+    if h.kind == "build":
+        return BUILD_FRACTION
+    if h.kind == "fusion":
+        n = passes or (len(h.ops) if len(h.ops) >= 2 else FUSION_PASSES)
+        return (n - 1) / n
+    return LOCAL_FRACTION
+
+
+def _sites(h: Hypothesis) -> list[tuple[str, int]]:
+    """The file:line places in the tree a hypothesis's evidence names (not profile rows or URLs)."""
+    out = []
+    for e in h.evidence:
+        if e.where.startswith(("profile:", "http://", "https://")) or ":" not in e.where:
+            continue
+        file, _, rest = e.where.partition(":")
+        digits = rest.split(":", 1)[0]
+        if digits.isdigit() and int(digits) > 0:
+            out.append((file.removeprefix("./"), int(digits)))
+    return out
+
+
+def measured_share(h: Hypothesis, prof: CallProfile, spans: dict[str, tuple[str, int, int]]
+                   ) -> tuple[float | None, bool]:
+    """(the share of `prof`'s simulated cycles in the code `h` would change, whether any of that
+    code ran at all). A build option: 1.0 (the whole program). A hypothesis made from the profile
+    keeps the share it was made with (its function's self cost). Otherwise per site of its
+    evidence: a memory-pass finding's lines (`spans`: where -> file, first, last line) cost
+    **inclusively** (each line's own cycles plus those of the calls made from it); any other line
+    costs its enclosing function's **self** cycles (inclusive function costs are not derived:
+    recursion would count a callee twice). The largest site counts. None: not measured (no site,
+    or a profile without line coverage)."""
+    if h.kind == "build":
+        return 1.0, True
+    if h.measured_share is not None:
+        return h.measured_share, h.measured_share > 0
+    sites = _sites(h)
+    if not sites or not prof.coverage:
+        return None, True
+    total = max(prof.total_cycles, 1)
+    fn_self: dict[str, int] = {}
+    for fn, _f, _a, _b, cycles in prof.extents:
+        fn_self[fn] = fn_self.get(fn, 0) + cycles
+    lines = {f: dict((n, c) for n, c in v) for f, v in prof.coverage.items()}
+    best, ran = 0.0, False
+    for e in h.evidence:
+        if e.where not in spans:
+            continue
+        file, first, last = spans[e.where]
+        cycles = sum(c for n, c in lines.get(file, {}).items() if first <= n <= last)
+        best, ran = max(best, min(1.0, cycles / total)), ran or cycles > 0
+    for file, line in sites:
+        around = [fn for fn, f, a, b, _c in prof.extents if f == file and a - 1 <= line <= b]
+        ran = ran or bool(around) or lines.get(file, {}).get(line, 0) > 0
+        if f"{file}:{line}" not in spans and around:
+            best = max(best, min(1.0, max(fn_self[fn] for fn in around) / total))
+    return best, ran
+
+
+def rank(hypotheses: list[Hypothesis], prof: CallProfile, spans: dict[str, tuple[str, int, int]] | None = None,
+         passes: dict[str, int] | None = None) -> tuple[list[Hypothesis], list[tuple[Hypothesis, str]]]:
+    """Pure: `hypotheses` ranked by measured cost, and those not on the measured path with why.
+
+    Each gets `measured_share` (see `measured_share`) and, when measured, `score` = 100 x share x
+    `removable` (the % of the profile's cycles it could remove at most). Order: hypotheses on hot
+    code (share >= `HOT_SHARE`, not a build option) first, then the other measured ones (build
+    options among them), then the unmeasured in their old order; within each by score. A
+    hypothesis whose code ran 0 cycles (its lines and the function around them), in a profile that
+    covers every executed line, is not ranked: it is returned in the second list.
+    `spans`: where -> (file, first, last) of the memory-pass findings; `passes`: where -> their
+    number of passes."""
+    spans, passes = spans or {}, passes or {}
+    ranked, off = [], []
+    for h in hypotheses:
+        old = h.score
+        share, ran = measured_share(h, prof, spans)
+        h.measured_share = share
+        if share is None:
+            ranked.append(((2, 0.0, -old, h.id), h))
+            continue
+        if share == 0 and not ran and prof.coverage:
+            where = ", ".join(f"`{f}:{n}`" for f, n in _sites(h)[:3])
+            off.append((h, f"its code ({where}) and the function around it ran 0 of the {prof.total_cycles:,} "
+                           "simulated cycles of the profiled workload"))
+            continue
+        n = max((passes.get(e.where, 0) for e in h.evidence), default=0)
+        h.score = round(100 * share * removable(h, n), 3)
+        tier = 0 if share >= HOT_SHARE and h.kind != "build" else 1
+        ranked.append(((tier, -h.score, -old, h.id), h))
+    return [h for _key, h in sorted(ranked, key=lambda t: t[0])], off

@@ -122,7 +122,8 @@ def build_option_hypotheses(tree: Path, editable: list[str], patches: Path, prof
                                   rationale=why + ". " + caveat if caveat else why + ".",
                                   expected="a few % on compute-bound hot loops, or nothing; the yardstick decides",
                                   evidence=evidence, score=2.0, patch=str(patch.resolve()),
-                                  generated="a build-option patch of the offline research"))
+                                  generated="a build-option patch of the offline research",
+                                  measured_share=1.0 if prof is not None else None))
         break
     else:
         if not out:
@@ -181,7 +182,7 @@ def hot_function_hypotheses(prof: CallProfile, editable: list[str], notes: list[
             title=f"Speed up {fn.function}() ({pct:.1f}% of simulated cycles)",
             kind="memory" if memory else "micro", rationale=why,
             expected=f"at most {pct:.1f}% (Amdahl bound from the measured share)",
-            evidence=evidence, score=round(min(3.0, 10 * fn.share), 3)))
+            evidence=evidence, score=round(min(3.0, 10 * fn.share), 3), measured_share=fn.share))
     return out
 
 
@@ -334,5 +335,6 @@ def restrict_hypotheses(tree: Path, prof: CallProfile, editable: list[str], patc
             evidence=[Evidence(r.where, f"compiler: {r.message}") for r in blocked[:4]]
             + [Evidence("profile:simulated", f"{fn.function} is {pct:.1f}% of the simulated cycles: at most {pct:.1f}%")],
             score=round(min(3.0, 10 * fn.share), 3), patch=str(patch.resolve()),
-            generated="a restrict patch of the offline research (from the compiler's remarks)"))
+            generated="a restrict patch of the offline research (from the compiler's remarks)",
+            measured_share=fn.share))
     return out

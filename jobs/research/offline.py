@@ -28,6 +28,8 @@ class Research:
     detections: list[Detection] = field(default_factory=list)
     recipes: dict[str, Recipe] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # with a callgrind profile: hypotheses whose code the profiled workload never ran, with why (not ranked)
+    off_path: list[tuple[Hypothesis, str]] = field(default_factory=list)
 
 
 def editable_sources(tree: Path, config: TargetConfig) -> list[Path]:
@@ -125,22 +127,24 @@ def research(tree: Path, config: TargetConfig, local_arch: str | None = None) ->
             expected=recipe.expected.strip(), ops=list(recipe.ops), evidence=evidence,
             score=score, recipe=recipe.id))
 
-    for idx, finding in enumerate(findings):
-        if idx in claimed:
-            continue
-        hypotheses.append(Hypothesis(
-            id=f"fuse-{finding.function}-{finding.start}",
-            title=f"Fuse {len(finding.passes)} passes over `{finding.buffer}` in {finding.function}()",
-            kind="fusion", rationale=finding.describe() + "; each pass streams the buffer through memory again.",
-            expected="fewer memory passes; matters when the buffer is large or the code is memory-bound",
-            evidence=[Evidence(finding.where, finding.describe())],
-            score=KIND_WEIGHT["fusion"] * 0.5 + 0.25 * len(finding.passes), recipe=None))
+    hypotheses += [finding_hypothesis(f) for idx, f in enumerate(findings) if idx not in claimed]
 
     hypotheses.sort(key=lambda h: (-h.score, h.id))
     notes = [f"{d.recipe}: already present ({', '.join(d.evidence)})" for d in detections
              if d.status == "already_present"]
     notes += [f"{d.recipe}: not applicable ({d.reason})" for d in detections if d.status == "not_found"]
     return Research(hypotheses[: config.research.max_hypotheses], findings, detections, recipes, notes)
+
+
+def finding_hypothesis(finding: Finding) -> Hypothesis:
+    """A memory-pass finding no recipe claims, as a fusion hypothesis."""
+    return Hypothesis(
+        id=f"fuse-{finding.function}-{finding.start}",
+        title=f"Fuse {len(finding.passes)} passes over `{finding.buffer}` in {finding.function}()",
+        kind="fusion", rationale=finding.describe() + "; each pass streams the buffer through memory again.",
+        expected="fewer memory passes; matters when the buffer is large or the code is memory-bound",
+        evidence=[Evidence(finding.where, finding.describe())],
+        score=KIND_WEIGHT["fusion"] * 0.5 + 0.25 * len(finding.passes), recipe=None)
 
 
 def candidate_hypothesis(patch: Path) -> Hypothesis:
@@ -170,10 +174,13 @@ def gap_hypothesis(gap) -> Hypothesis:
         evidence=[Evidence(where, note) for where, note in gap.evidence()], score=gap.score, recipe=None)
 
 
-def merge_sources(found: Research, sources, config: TargetConfig) -> Research:
+def merge_sources(found: Research, sources, config: TargetConfig, callprof=None) -> Research:
     """The offline hypotheses plus the best cross-backend gaps, re-weighted by the roofline verdict,
     ranked and cut to `research.max_hypotheses`. A gap whose op sequence a hypothesis already
-    covers (same ops, e.g. a recipe) adds its evidence there instead of a duplicate."""
+    covers (same ops, e.g. a recipe) adds its evidence there instead of a duplicate. With a callgrind
+    profile (`callprof`), every hypothesis, the scan's findings the scan's own limit cut included, is
+    ranked by its measured cost instead (`callgrind.rank`), and those whose code never ran are set apart
+    in `off_path`."""
     from .roofline import adjust
     hypotheses = list(found.hypotheses)
     listed = {h.id for h in hypotheses}
@@ -202,9 +209,11 @@ def merge_sources(found: Research, sources, config: TargetConfig) -> Research:
         h.score = adjust(h.score, h.kind, verdict)
     if sources is not None and getattr(sources, "profile", None) is not None:
         apply_profile(hypotheses, sources, found.recipes, config)
+    limit = config.research.max_hypotheses
+    if callprof is not None:
+        return _rank_measured(found, sources, hypotheses, callprof, limit)
     # Slots go first to what can be implemented (recipes, maintainer patches), so a lead from
     # another backend never pushes out a change the offline agent could have measured.
-    limit = config.research.max_hypotheses
     # Equal scores (the bound's points stop at profile.RANK_BONUS_BOUND_CAP) go to the larger bound: on
     # the Qwen3 shape fa-tile-pack (+32.9%) and q4-0-unsigned-nibble (+240.8%) tied at 7.93 and the id
     # put the MUL_MAT recipe, +57% when measured, third.
@@ -213,6 +222,19 @@ def merge_sources(found: Research, sources, config: TargetConfig) -> Research:
     leads = sorted((h for h in hypotheses if not (h.recipe or h.patch)), key=rank)[: limit - len(doable)]
     notes = list(found.notes) + (list(sources.notes) if sources is not None else [])
     return Research(sorted(doable + leads, key=rank), found.findings, found.detections, found.recipes, notes)
+
+
+def _rank_measured(found: Research, sources, hypotheses: list[Hypothesis], callprof, limit: int) -> Research:
+    """`merge_sources` with a callgrind profile: the slots go to the most measured cost (`callgrind.rank`)."""
+    from .callgrind import rank
+    claimed = {f.where for det in found.detections if det.status == "applicable"
+               for f in found.findings if _overlaps(f, det.evidence)}
+    listed = {e.where for h in hypotheses for e in h.evidence}
+    hypotheses += [finding_hypothesis(f) for f in found.findings if f.where not in claimed | listed]
+    ranked, off = rank(hypotheses, callprof, spans={f.where: (f.file, f.start, f.end) for f in found.findings},
+                       passes={f.where: len(f.passes) for f in found.findings})
+    notes = list(found.notes) + (list(sources.notes) if sources is not None else [])
+    return Research(ranked[:limit], found.findings, found.detections, found.recipes, notes, off_path=off)
 
 
 def hypothesis_sequences(h: Hypothesis, recipes: dict[str, Recipe]) -> list[tuple[str, ...]]:

@@ -66,7 +66,7 @@ class Researching:
         from jobs.guard.mdsafe import document  # every section Markdown, or a TypeError here
         (self.out / "research.md").write_text(document([with_warning(render_research(
             self.config.name or self.repo.name, self.state.base_commit, hypotheses, notes, findings,
-            self.agent_name), self.state.profile_missing), *coverage,
+            self.agent_name, off_path=found.off_path if found else ()), self.state.profile_missing), *coverage,
             *(render_callgrind(callprof) if callprof else []), *([sources.markdown()] if sources else [])]),
             encoding="utf-8")
         (self.out / "hypotheses.json").write_text(
@@ -106,11 +106,11 @@ class Researching:
             sources.notes.append("profile: not measured (switched off with --profile off)")
         elif sources.profile_missing:
             self._profile_missing(sources.profile_missing)
-        found = merge_sources(found, sources, self.config)
+        found = merge_sources(found, sources, self.config, callprof)   # ranked by measured cost when profiled
         agent = self.agent()
         if callprof is not None:
             from jobs.research.callgrind import digest
-            sources.extra_digests["callgrind profile of the reduced workload (simulated cycles)"] = digest(callprof)
+            sources.extra_digests["callgrind profile of the simulated workload (simulated cycles)"] = digest(callprof)
             if agent.reads_profile:
                 agent.profile_digest = digest(callprof)
         if agent.ranks_from_digests:             # a model researcher ranks from the digests
