@@ -11,7 +11,8 @@ Interface (the pipeline uses nothing else): an `Agent` subclass with
 Which agents exist is the registry's (jobs/contract/agentkinds.py); each one's module here exposes
 `make(recipes, config, **kw)`. The model agent and its parts: `llm` (research, implement, revise),
 `chat` (the one-method protocol a provider implements), `tools`, `prompts`, `meter`; `claude` is
-the Anthropic adapter.
+the Anthropic adapter. `transforms`: the catalogue of profile-guided source rewrites of hot code
+(runtime dispatch, pragmas, prefetch, attributes), each built and checked before it is tried.
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -23,6 +23,7 @@ from ..research.sanitize import quote
 from jobs.measure.isolation import Isolation
 from jobs.measure.runner import run_step, tail
 from jobs.contract.spec import SandboxSpec
+from jobs.agent.transforms import rewrite as transforms
 from .chat import ToolSpec
 from .guard import EditRefused, check_edit
 
@@ -57,6 +58,18 @@ class NoInput(ToolInput):
     pass
 
 
+class Transformation(ToolInput):
+    kind: Literal["dispatch", "unroll", "ivdep", "prefetch", "hot", "flatten"] = Field(
+        description="dispatch: target_clones(\"avx2\",\"default\") on the definition; unroll/ivdep: "
+                    "#pragma GCC unroll 4 / ivdep before the innermost loop around `line`; prefetch: "
+                    "__builtin_prefetch `distance` elements ahead of the arrays indexed on `line`; hot/flatten: "
+                    "that attribute on the definition")
+    path: str = Field(min_length=1, description="the C/C++ file defining the function")
+    function: str = Field(min_length=1, max_length=200)
+    line: int | None = Field(None, ge=1, description="1-based line in the function (unroll, ivdep, prefetch)")
+    distance: int = Field(8, ge=1, le=4096, description="prefetch distance in elements")
+
+
 def tool(name: str, description: str, model: type[BaseModel]) -> ToolSpec:
     return ToolSpec(name, description, model.model_json_schema())
 
@@ -66,6 +79,9 @@ IMPLEMENT_TOOLS = (
     tool("search_code", "Search the repository with a regular expression; returns file:line: text.", SearchCode),
     tool("apply_edit", "Replace one exact occurrence of `old` with `new` in a file, or create a new file "
                        "with old=''. Only the configured editable paths may change.", ApplyEdit),
+    tool("apply_transformation", "Apply one of the catalogue's source transformations to a function (a "
+                                 "mechanical, checked rewrite; refused where it cannot be applied confidently, "
+                                 "e.g. dispatch on an inline function or one whose address is taken).", Transformation),
     tool("build", "Run the target's build command in the worktree; returns exit code and output tail.", NoInput),
     tool("quick_check", "Run the target's correctness checks; returns exit code and output tail.", NoInput),
 )
@@ -82,7 +98,8 @@ class Workbench:
 
     def run(self, name: str, raw: Any) -> tuple[str, bool]:
         handlers = {"read_file": (ReadFile, self._read_file), "search_code": (SearchCode, self._search_code),
-                    "apply_edit": (ApplyEdit, self._apply_edit), "build": (NoInput, self._build),
+                    "apply_edit": (ApplyEdit, self._apply_edit),
+                    "apply_transformation": (Transformation, self._apply_transformation), "build": (NoInput, self._build),
                     "quick_check": (NoInput, self._quick_check)}
         if name not in handlers:
             return f"unknown tool {name!r}; available: {', '.join(handlers)}", True
@@ -168,6 +185,27 @@ class Workbench:
             path.write_text(text.replace(a.old, a.new, 1), encoding="utf-8")
         self.edited.add(rel)
         return f"edited {rel}", False
+
+    def _apply_transformation(self, a: Transformation) -> tuple[str, bool]:
+        rel = check_edit(a.path, self.tree, self.config)          # raises EditRefused: the tool refuses
+        path = self._inside(rel)
+        if not path.is_file():
+            return f"{rel}: no such file", True
+        text = self._text(path, errors="strict")
+        if a.kind in ("unroll", "ivdep", "prefetch") and a.line is None:
+            return f"{a.kind} needs `line` (a line inside the loop)", True
+        new = {"dispatch": lambda: transforms.dispatch(text, a.function, rel),
+               "unroll": lambda: transforms.with_pragma(text, a.function, a.line, "GCC unroll 4"),
+               "ivdep": lambda: transforms.with_pragma(text, a.function, a.line, "GCC ivdep"),
+               "prefetch": lambda: transforms.with_prefetch(text, a.function, a.line, a.distance),
+               "hot": lambda: transforms.with_attribute(text, a.function, "hot", refuse_inline=False),
+               "flatten": lambda: transforms.with_attribute(text, a.function, "flatten")}[a.kind]()
+        if new is None:
+            return (f"{a.kind} does not apply to {a.function}() in {rel} (no single top-level definition read "
+                    "confidently there, no suitable loop at that line, or not legal for it); use apply_edit"), True
+        path.write_text(new, encoding="utf-8")
+        self.edited.add(rel)
+        return f"applied {a.kind} to {a.function}() in {rel}; build to see that it compiles", False
 
     def _step(self, command: str, timeout: float, label: str) -> tuple[str, bool]:
         # The target's own build/checks: in the run's sandbox as the operator decided it (the

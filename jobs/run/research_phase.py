@@ -97,6 +97,14 @@ class Researching:
         extra, cnotes, callprof = research_c(tree, profiled, self.out / "patches", lambda c, cwd, timeout, **kw:
                                              run_step(c, cwd, timeout, isolation=self.isolation, **kw),
                                              derived=workload is not None, cache=cache)
+        if callprof is not None:      # the hot code itself: each rewrite of the catalogue built and checked
+            from jobs.agent.transforms.check import transform_hypotheses
+            changed, tnotes = transform_hypotheses(tree, callprof, list(profiled.editable), self.out / "patches",
+                                                   lambda c, cwd, timeout, **kw: run_step(
+                                                       c, cwd, timeout, isolation=self.isolation, **kw),
+                                                   profiled.build, profiled.timeouts.build)
+            extra += changed
+            cnotes += tnotes
         found.hypotheses += extra
         found.notes += cnotes
         sources = gather(tree, config, profile_runner=lambda command, cwd, timeout: run_step(

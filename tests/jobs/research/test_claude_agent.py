@@ -81,7 +81,8 @@ def test_tool_loop_survives_529_malformed_input_and_refused_edits(target):
     assert agent.meter.calls == 10 and agent.meter.input_tokens == 10_000
     assert agent.meter.usd == pytest.approx(10 * (1000 * 3 + 100 * 15) / 1e6)
     body = json.loads(fake.raw[1])
-    assert {t["name"] for t in body["tools"]} == {"read_file", "search_code", "apply_edit", "build", "quick_check"}
+    assert {t["name"] for t in body["tools"]} == {"read_file", "search_code", "apply_edit", "build", "quick_check",
+                                                       "apply_transformation"}
 
 
 def test_prompt_injection_in_an_issue_body_does_not_change_the_run(target, monkeypatch):

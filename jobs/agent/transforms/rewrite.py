@@ -1,0 +1,391 @@
+"""Pure: a catalogue of profile-guided source transformations of a C/C++ library's hot code.
+
+Each rewrites one source text where the callgrind profile points (a hot function, the loop
+around its hottest line, the line holding its data-cache misses) and refuses (None) whatever it
+cannot parse confidently:
+
+* **dispatch**: `__attribute__((target_clones("avx2","default")))` on a hot function's definition:
+  what `-march=x86-64-v3` gives the loop, but shippable (the default clone keeps the portable
+  code; the ifunc resolver picks at load time, and Valgrind, which runs AVX2, picks the AVX2 one).
+  Not on an inline function, a template, one whose address is taken or compared, nor in a header.
+* **unroll** / **ivdep**: `#pragma GCC unroll 4` before the innermost `for`/`while` enclosing the
+  hottest line; `#pragma GCC ivdep` there when the compiler's remark on it names aliasing or a
+  dependence.
+* **prefetch**: `__builtin_prefetch(&a[i + D])` before a data-cache-miss line of a braced loop
+  whose induction variable indexes a plain array on that line (`a[i]`, `p[i + k]`), one patch per
+  distance D.
+* **hot** / **flatten**: `__attribute__((hot))` on the hot functions, `__attribute__((flatten))`
+  on the hottest one.
+
+`plan` chooses what to apply from the profile; jobs/agent/transforms/check.py builds each one
+and keeps it only when it compiles and the function's machine code changes.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from jobs.contract.model import Evidence, Hypothesis
+
+IDENT = re.compile(r"[A-Za-z_]\w*")
+HEADERS = (".h", ".hh", ".hpp", ".hxx", ".inl")
+CXX = (".cc", ".cpp", ".cxx", ".C")
+DISTANCES = (8, 32)
+ALIAS = re.compile(r"alias|dependence", re.I)
+_DIRECTIVE = re.compile(r"(?m)^[ \t]*#(?:[^\n]*\\\n)*[^\n]*")
+_TOKEN = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
+
+
+def blank(source: str) -> str:
+    """`source` with comments, string/char literals and preprocessor lines turned into spaces (newlines kept), so
+    braces, parentheses and names are counted in code only; offsets are the source's."""
+    spaces = lambda m: re.sub(r"[^\n]", " ", m[0])       # noqa: E731
+    return _DIRECTIVE.sub(spaces, _TOKEN.sub(spaces, source))
+
+
+def _match(text: str, open_at: int) -> int | None:
+    """Offset of the bracket closing the one at `open_at`, or None (unbalanced)."""
+    pairs = {"(": ")", "{": "}", "[": "]"}
+    want = [pairs[text[open_at]]]
+    for i in range(open_at + 1, len(text)):
+        ch = text[i]
+        if ch in pairs:
+            want.append(pairs[ch])
+        elif ch in ")}]":
+            if ch != want[-1]:
+                return None
+            want.pop()
+            if not want:
+                return i
+    return None
+
+
+def _line_of(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset)          # 0-based
+
+
+@dataclass
+class Definition:
+    start_line: int     # 0-based first line of the declaration (specifiers, return type)
+    name_at: int        # offset of the function's name
+    body_open: int      # offset of `{`
+    body_close: int     # offset of `}`
+    specifiers: str     # the code from the declaration's start to the name
+
+
+def find_definition(source: str, function: str, code: str | None = None) -> Definition | None:
+    """The one top-level definition of `function` in `source`; None if there is none, more than one
+    (e.g. under #if), or one this parser does not read confidently (K&R parameters, a trailing
+    qualifier, a preprocessor line inside its declaration)."""
+    if not IDENT.fullmatch(function):
+        return None
+    code = blank(source) if code is None else code
+    found, depth, last = [], 0, 0
+    for m in re.finditer(rf"\b{re.escape(function)}\s*\(", code):
+        depth += code.count("{", last, m.start()) - code.count("}", last, m.start())
+        last = m.start()
+        if depth != 0:
+            continue                                      # not at file scope (a call, a class, a namespace)
+        close = _match(code, m.end() - 1)
+        if close is None:
+            continue
+        rest = code[close + 1:]
+        body = close + 1 + (len(rest) - len(rest.lstrip()))
+        if body >= len(code) or code[body] != "{":
+            continue                                      # a declaration, a call, or something unread
+        end = _match(code, body)
+        if end is None:
+            return None
+        found.append((m.start(), body, end))
+    if len(found) != 1:
+        return None
+    name_at, body, end = found[0]
+    lines, clines = source.splitlines(keepends=True), code.splitlines()
+    first = start = _line_of(code, name_at)
+    if re.search(r"[;{}]", code[code.rfind("\n", 0, name_at) + 1:name_at]):
+        return None                       # another statement ends on the name's line
+    for i in range(first - 1, -1, -1):    # the specifiers above the name, up to the previous statement
+        if lines[i].lstrip().startswith("#") or not clines[i].strip() or re.search(r"[;{}]", clines[i]):
+            break
+        start = i
+    spec = code[sum(len(x) for x in lines[:start]):name_at]
+    if re.search(r"\btemplate\b|::|\boperator\b|=", spec) or spec.rstrip().endswith((",", "(")):
+        return None
+    return Definition(start, name_at, body, end, " ".join(spec.split()))
+
+
+def with_attribute(source: str, function: str, attribute: str, refuse_inline: bool = True) -> str | None:
+    """`source` with `__attribute__((attribute))` on its own line before `function`'s definition."""
+    d = find_definition(source, function)
+    if d is None or attribute.split("(")[0] in d.specifiers or (refuse_inline and re.search(r"\binline\b", d.specifiers)):
+        return None
+    lines = source.splitlines(keepends=True)
+    return "".join(lines[:d.start_line] + [f"__attribute__(({attribute}))\n"] + lines[d.start_line:])
+
+
+def address_taken(source: str, function: str, d: Definition) -> bool:
+    """Is `function` named anywhere but in a call or its own definition (its address taken, stored,
+    compared)? A multi-versioned function's address is its resolver's, so such a use is refused."""
+    code = blank(source)
+    outside = code[:d.name_at] + " " * (d.body_open - d.name_at) + code[d.body_open:]
+    return any(not re.match(r"\s*\(", outside[m.end():]) for m in re.finditer(rf"\b{re.escape(function)}\b", outside))
+
+
+def dispatch(source: str, function: str, rel: str) -> str | None:
+    if rel.endswith(HEADERS):
+        return None
+    d = find_definition(source, function)
+    if d is None or re.search(r"\binline\b|\btarget", d.specifiers) or address_taken(source, function, d):
+        return None
+    return with_attribute(source, function, 'target_clones("avx2","default")')
+
+
+@dataclass
+class Loop:
+    header: int          # 0-based line of `for`/`while`
+    end: int             # 0-based last line of its body
+    braced: bool
+    open_paren: int      # offset of the header's `(`
+    close_paren: int
+
+
+def loops(source: str, d: Definition, code: str | None = None) -> list[Loop]:
+    """The `for`/`while` loops of a definition's body whose keyword starts its line (do-while tails
+    and loops inside macros are left out)."""
+    code = blank(source) if code is None else code
+    lines = code.splitlines()
+    out = []
+    for m in re.finditer(r"\b(for|while)\s*\(", code[d.body_open:d.body_close]):
+        at = d.body_open + m.start()
+        line = _line_of(code, at)
+        if lines[line].strip()[:len(m[1])] != m[1] or line == 0 or lines[line - 1].rstrip().endswith("\\"):
+            continue
+        close = _match(code, d.body_open + m.end() - 1)
+        if close is None:
+            continue
+        nxt = close + 1 + (len(code[close + 1:]) - len(code[close + 1:].lstrip()))
+        if nxt >= len(code) or code[nxt] == ";":
+            continue                                   # `while (x);`: a do-while's tail or an empty loop
+        if code[nxt] == "{":
+            end, braced = _match(code, nxt), True
+        else:
+            depth, end, braced = 0, None, False
+            for i in range(nxt, d.body_close):
+                ch = code[i]
+                depth += ch in "([" and 1 or (-1 if ch in ")]" else 0)
+                if depth == 0 and ch == ";":
+                    end = i
+                    break
+                if depth == 0 and ch == "{":
+                    end = _match(code, i)
+                    break
+        if end is not None:
+            out.append(Loop(line, _line_of(code, end), braced, code.index("(", at), close))
+    return out
+
+
+def enclosing_loop(source: str, d: Definition, line: int, code: str | None = None) -> Loop | None:
+    """The innermost loop whose header or body holds the 0-based `line`."""
+    inside = [lp for lp in loops(source, d, code) if lp.header <= line <= lp.end]
+    return max(inside, key=lambda lp: lp.header) if inside else None
+
+
+def with_pragma(source: str, function: str, line: int, pragma: str) -> str | None:
+    """`#pragma <pragma>` before the innermost loop of `function` enclosing 1-based `line`."""
+    d = find_definition(source, function)
+    if d is None or not _line_of(source, d.body_open) <= line - 1 <= _line_of(source, d.body_close):
+        return None
+    lp = enclosing_loop(source, d, line - 1)
+    lines = source.splitlines(keepends=True)
+    if lp is None or lines[lp.header - 1].lstrip().startswith("#pragma"):
+        return None
+    indent = lines[lp.header][:len(lines[lp.header]) - len(lines[lp.header].lstrip())]
+    return "".join(lines[:lp.header] + [f"{indent}#pragma {pragma}\n"] + lines[lp.header:])
+
+
+STEP = re.compile(r"^\s*(?:\+\+\s*(?P<a>\w+)|(?P<b>\w+)\s*\+\+|(?P<c>\w+)\s*\+=\s*\w+)\s*$")
+INDEX = r"(?<![\w.>\]])(?P<base>[A-Za-z_]\w*)\s*\[\s*{v}\s*(?:\+\s*(?P<off>[A-Za-z_]\w*|\d+)\s*)?\]"
+
+
+def with_prefetch(source: str, function: str, line: int, distance: int) -> str | None:
+    """`__builtin_prefetch(&a[i + k + distance], rw)` for each plain array indexed by the loop
+    variable on 1-based `line`, inserted before it, when the line starts a statement inside a
+    braced `for` loop of `function` that steps its variable by `++` or `+=`."""
+    d = find_definition(source, function)
+    code = blank(source)
+    if d is None or not _line_of(code, d.body_open) < line - 1 < _line_of(code, d.body_close):
+        return None
+    lp = enclosing_loop(source, d, line - 1, code)
+    clines, lines = code.splitlines(), source.splitlines(keepends=True)
+    if lp is None or not lp.braced or lp.header >= line - 1 or not clines[lp.header].lstrip().startswith("for"):
+        return None
+    parts = code[lp.open_paren + 1:lp.close_paren].split(";")
+    step = STEP.match(parts[2]) if len(parts) == 3 else None
+    if step is None:
+        return None
+    var = step["a"] or step["b"] or step["c"]
+    prev = next((x for x in reversed(clines[lp.header:line - 1]) if x.strip()), "")
+    here = clines[line - 1].strip()
+    if not prev.rstrip().endswith((";", "{", "}")) or not re.match(r"[\w*(]", here) or \
+            re.match(r"(?:else|case|default|return)\b", here):
+        return None
+    seen, calls = set(), []
+    for m in re.finditer(INDEX.format(v=re.escape(var)), clines[line - 1]):
+        if m["base"] in seen or m["base"] in ("sizeof", "return"):
+            continue
+        seen.add(m["base"])
+        write = re.match(r"\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)", clines[line - 1][m.end():]) is not None
+        offset = f" + {m['off']}" if m["off"] else ""
+        calls.append(f"__builtin_prefetch(&{m['base']}[{var}{offset} + {distance}], {int(write)});")
+    if not calls or len(calls) > 3:
+        return None
+    indent = lines[line - 1][:len(lines[line - 1]) - len(lines[line - 1].lstrip())]
+    return "".join(lines[:line - 1] + [indent + " ".join(calls) + "\n"] + lines[line - 1:])
+
+
+@dataclass
+class Transform:
+    """One proposed rewrite: the new text of each file it changes, the functions whose machine code
+    must change for it to count as applied, and what research.md and the PR say about it."""
+    key: str
+    what: str                   # dispatch | unroll | ivdep | prefetch | hot | flatten
+    files: dict[str, str]       # rel -> new source
+    functions: list[str]
+    title: str
+    rationale: str
+    evidence: list[Evidence]
+    share: float
+    weight: float = 1.0
+    notes: list[str] = field(default_factory=list)
+
+    def hypothesis(self, patch: str) -> Hypothesis:
+        pct = 100 * self.share
+        return Hypothesis(id=self.key, title=self.title, kind="micro", rationale=self.rationale,
+                          expected=f"at most {pct:.1f}% (Amdahl bound from the measured share)",
+                          evidence=self.evidence, score=round(self.weight * min(3.0, 10 * self.share), 3),
+                          patch=patch, generated=f"a {self.what} transformation of the offline research "
+                                                 "(profile-guided, checked to compile and change the code)")
+
+
+def bare(function: str) -> str:
+    """A profile's function name without a C++ argument list (`dot(int const*, int)` -> `dot`)."""
+    return function.split("(", 1)[0].strip()
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]+", "-", text)[:50]
+
+
+def _bound(fn, also: str = "") -> Evidence:
+    pct = 100 * fn.share
+    return Evidence("profile:simulated", f"{fn.function} is {pct:.1f}% of the simulated cycles{also}: this "
+                    f"transformation saves at most {pct:.1f}%")
+
+
+def plan(prof, hot: list, sources: dict[str, str], x86_64: bool = True, most: int = 8) -> tuple[list[Transform], list[str]]:
+    """What to try, best first, at most `most`: for each hot function (`hot`: spots of the profile's
+    editable functions, hottest first) whose definition is in `sources` (rel -> text), dispatch,
+    the unroll/ivdep pragmas at its hottest line's loop, prefetches at its miss lines; then `hot`
+    on the set and `flatten` on the hottest. Refusals become notes."""
+    out: list[Transform] = []
+    notes: list[str] = []
+    for fn in hot:
+        rel = fn.first_line.rsplit(":", 1)[0]
+        src, name, pct = sources.get(rel), bare(fn.function), 100 * fn.share
+        if src is None or find_definition(src, name) is None:
+            notes.append(f"transformations: {name}() has no definition this parser reads confidently in {rel}; "
+                         "none applied")
+            continue
+        lines = [s for s in prof.lines if s.function == fn.function and s.where.rsplit(":", 1)[0] == rel]
+        if x86_64:
+            new = dispatch(src, name, rel)
+            if new is None:
+                notes.append(f"transformations: no run-time dispatch for {name}() (inline, a template, its address "
+                             "taken, a header, or already targeted)")
+            else:
+                out.append(Transform(
+                    f"clones-{_slug(name)}", "dispatch", {rel: new}, [name],
+                    f"dispatch {name}() for AVX2 at run time (target_clones) ({pct:.1f}%)",
+                    f"`__attribute__((target_clones(\"avx2\",\"default\")))` on {name}() ({fn.first_line}) compiles "
+                    "it twice, for AVX2 and for the baseline ISA, and an ifunc resolver picks one when the library "
+                    "loads: the hot loops get AVX2 (what -march=x86-64-v3 gives) while the library still runs on "
+                    "any x86-64 CPU. Valgrind runs AVX2 (not AVX-512), so the yardstick counts the AVX2 clone. A "
+                    "multi-versioned function is no longer inlined into its callers.",
+                    [Evidence(s.where, f"{100 * s.share:.1f}% of simulated cycles") for s in lines[:2]] + [_bound(fn)],
+                    fn.share, 0.95))   # below the lead of the same function on a tie
+        if lines:
+            top = lines[0]
+            n = int(top.where.rsplit(":", 1)[1])
+            remarks = [r for r in prof.remarks if r.file == rel and abs(r.line - n) <= 3]
+            for what, pragma, weight in (("unroll", "GCC unroll 4", 0.9), ("ivdep", "GCC ivdep", 0.9)):
+                blocked = [r for r in remarks if ALIAS.search(r.message)]
+                if what == "ivdep" and not blocked:
+                    continue
+                new = with_pragma(src, name, n, pragma)
+                if new is None:
+                    notes.append(f"transformations: no loop of {name}() encloses {top.where} where a pragma can go; "
+                                 f"no {what}")
+                    break
+                ev = [Evidence(top.where, f"hottest line of {name}(): {100 * top.share:.1f}% of simulated cycles")]
+                ev += [Evidence(r.where, f"compiler: {r.message}") for r in (blocked if what == "ivdep" else remarks)[:2]]
+                why = (f"`#pragma {pragma}` on the loop around {top.where}, the hottest line of {name}(): "
+                       + ("unrolled four times, the loop runs a quarter of its compare-and-branch steps and the "
+                          "compiler can schedule four iterations' loads together." if what == "unroll" else
+                          "tells the compiler the loop carries no dependence through memory, so it may vectorise "
+                          "it without the aliasing check its remark names. Correct only if no iteration writes "
+                          "what another reads: review the callers before merging."))
+                out.append(Transform(f"{what}-{_slug(name)}", what, {rel: new}, [name],
+                                     f"{'unroll' if what == 'unroll' else 'ivdep on'} the hot loop of {name}() at "
+                                     f"{top.where} ({pct:.1f}%)", why, ev + [_bound(fn)], fn.share, weight))
+        for miss in [s for s in prof.misses if s.function == fn.function and s.where.rsplit(":", 1)[0] == rel][:1]:
+            for dist in DISTANCES:
+                new = with_prefetch(src, name, int(miss.where.rsplit(":", 1)[1]), dist)
+                if new is None:
+                    notes.append(f"transformations: no prefetch at {miss.where} ({name}()): not a plain array indexed "
+                                 "by the variable of a braced for loop there")
+                    break
+                out.append(Transform(
+                    f"prefetch{dist}-{_slug(name)}", "prefetch", {rel: new}, [name],
+                    f"prefetch {dist} elements ahead at {miss.where} in {name}() ({pct:.1f}%)",
+                    f"`__builtin_prefetch` {dist} iterations ahead of the loads at {miss.where}, which hold "
+                    f"{100 * miss.share:.0f}% of the run's data-cache-miss cycles. A prefetch past the array's end "
+                    "does not fault. The simulated yardstick has no prefetcher and counts only the added "
+                    "instructions, so let the wall clock decide this one.",
+                    [Evidence(miss.where, f"data-cache-miss spot: {100 * miss.share:.0f}% of all miss cycles"),
+                     _bound(fn, f", {100 * fn.miss_share:.0f}% of it in data-cache misses")], fn.share, 0.6))
+    defined = [fn for fn in hot if fn.first_line.rsplit(":", 1)[0] in sources
+               and find_definition(sources[fn.first_line.rsplit(":", 1)[0]], bare(fn.function)) is not None]
+    files: dict[str, str] = {}
+    marked = []
+    for fn in defined:
+        rel = fn.first_line.rsplit(":", 1)[0]
+        new = with_attribute(files.get(rel, sources[rel]), bare(fn.function), "hot", refuse_inline=False)
+        if new is not None:
+            files[rel], marked = new, marked + [fn]
+    if marked:
+        names = ", ".join(f"{bare(fn.function)}()" for fn in marked)
+        out.append(Transform(
+            "hot-attribute", "hot", files, [bare(fn.function) for fn in marked],
+            f"mark the hot functions {names} __attribute__((hot)) ({100 * sum(f.share for f in marked):.1f}%)",
+            f"`__attribute__((hot))` on {names}, the hot functions of the profile: the compiler optimises them "
+            "more aggressively and places them together (.text.hot), away from cold code.",
+            [Evidence(fn.first_line, f"{fn.function}: {100 * fn.share:.1f}% of simulated cycles") for fn in marked]
+            + [Evidence("profile:simulated", f"these functions are {100 * sum(f.share for f in marked):.1f}% of the "
+                        "simulated cycles: the bound")], sum(f.share for f in marked), 0.5))
+    if defined:
+        fn = defined[0]
+        rel = fn.first_line.rsplit(":", 1)[0]
+        name = bare(fn.function)
+        new = with_attribute(sources[rel], name, "flatten")
+        if new is not None:
+            out.append(Transform(
+                f"flatten-{_slug(name)}", "flatten", {rel: new}, [name],
+                f"flatten {name}(): inline every call in it ({100 * fn.share:.1f}%)",
+                f"`__attribute__((flatten))` on {name}(), the hottest function: every call inside it is "
+                "inlined (where the callee's body is visible), so its loop pays no call overhead and the compiler "
+                "optimises callee and loop together. Code size grows.", [_bound(fn)], fn.share, 0.7))
+    out.sort(key=lambda t: -t.weight * min(3.0, 10 * t.share))
+    if len(out) > most:
+        notes.append(f"transformations: {len(out) - most} more not tried (at most {most}): "
+                     + ", ".join(t.key for t in out[most:]))
+    return out[:most], notes
