@@ -51,6 +51,21 @@ def flag_patches(target: Path, out: Path, n: int) -> list[Path]:
     return patches
 
 
+def without_simulate(target: Path, dest: Path) -> Path:
+    """A clone of `target` whose contract declares no `simulate:` workload, committed: the contract a
+    maintainer who writes none has (issue 43: 'the yardstick without writing it')."""
+    import yaml
+    subprocess.run(["git", "clone", "-q", str(target), str(dest)], check=True)
+    config = dest / ".github" / "autoresearch.yml"
+    data = yaml.safe_load(config.read_text())
+    if "simulate" not in data:
+        return dest
+    del data["simulate"]
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    git(dest, "-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-qam", "no simulate: workload")
+    return dest
+
+
 def one_run(code: Path, target: Path, patches: list[Path], out: Path, repeats: int) -> dict:
     argv = [sys.executable, "-m", "jobs.cli", "run", str(target), "--agent", "none", "--run-id", out.name,
             "--out", str(out)]
@@ -72,7 +87,8 @@ def one_run(code: Path, target: Path, patches: list[Path], out: Path, repeats: i
     seconds = sum(r.get("seconds") or 0 for r in experiments)
     for r, b in zip(experiments, builds):
         print(f"#   {out.name} {r['name']}: {r['status']}, {r.get('seconds', 0):.1f} s, builds {b:.1f} s "
-              f"({', '.join(k for k in sorted(((r.get('runner') or {}).get('steps') or {})) if k.startswith('build'))})")
+              f"({', '.join(k for k in sorted(((r.get('runner') or {}).get('steps') or {})) if k.startswith('build'))}): "
+              f"{r.get('reason', '')[:160]}")
     return {"n": len(experiments), "seconds": seconds, "total": total, "builds": builds}
 
 
@@ -86,6 +102,10 @@ def main() -> int:
     parser.add_argument("--candidates", type=int, default=3, help="flag patches per target when no --patch")
     parser.add_argument("--repeats", type=int, default=0, help="pair cap per experiment (0: the target's own; "
                         "the run refuses fewer than 9)")
+    parser.add_argument("--contract", choices=["no-simulate", "as-is"], default="no-simulate",
+                        help="no-simulate (default): each target's contract without its `simulate:` workload, as a "
+                             "maintainer who writes none has it; as-is: the contract as the example ships it")
+    parser.add_argument("--keep", action="store_true", help="keep the run folders (their path is printed)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="autoresearch-eph-"))
     before = tmp / "before"
@@ -99,6 +119,10 @@ def main() -> int:
                 subprocess.run([str(ROOT / "examples" / "clibs" / "setup.sh"), lib, str(made)], check=True,
                                stdout=subprocess.DEVNULL)
                 targets.append(made)
+        if args.contract == "no-simulate":
+            targets = [without_simulate(t, tmp / f"{t.name}-nosim") for t in targets]
+        print(f"# contract: {args.contract}; before: {args.before} ({git(ROOT, 'rev-parse', '--short', args.before)}), "
+              f"after: this checkout ({git(ROOT, 'rev-parse', '--short', 'HEAD')} + its uncommitted changes)", flush=True)
         for target in targets:
             patches = [p.resolve() for p in args.patch] or flag_patches(target, tmp, args.candidates)
             for label, code in (("before", before), ("after", ROOT)):
@@ -111,7 +135,10 @@ def main() -> int:
                 print(f"METRIC {target.name}.run_seconds_{label}={run['total']:.1f}")
     finally:
         git(ROOT, "worktree", "remove", "--force", str(before))
-        shutil.rmtree(tmp, ignore_errors=True)
+        if args.keep:
+            print(f"# run folders kept in {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
     rates = {}
     for label, runs in totals.items():
         n, seconds = sum(r["n"] for r in runs), sum(r["seconds"] for r in runs)
