@@ -171,7 +171,7 @@ def hot_function_hypotheses(prof: CallProfile, editable: list[str], notes: list[
                                  f"it entirely saves at most {pct:.1f}%, making it 10% faster saves {pct / 10:.2f}%"))
         alias = any("alias" in r.message for r in near)
         why = (f"{fn.function}() ({fn.first_line}) is the {'memory-bound ' if memory else ''}hot spot of the "
-               f"reduced workload: {pct:.1f}% of its simulated cycles, {100 * fn.miss_share:.0f}% of them in "
+               f"profiled workload: {pct:.1f}% of its simulated cycles, {100 * fn.miss_share:.0f}% of them in "
                "data-cache misses.")
         if near:
             why += " The compiler did not vectorise loops on its hot lines" + (
