@@ -22,7 +22,7 @@ from .executors.registry import describe_executors, executor_names
 from jobs.contract.ledger import LedgerError
 from jobs.run.pipeline import Run, RunCancelled, RunError, RunOptions, new_run_id
 from jobs.run.progress_view import PlainView, ProgressView  # noqa: F401  (ProgressView: re-exported)
-from jobs.run.runstate import RunState
+from jobs.contract.runstate import RunState
 from jobs.report.report_review import interval
 from jobs.contract.recipes import RecipeError
 from jobs.contract.results import metric

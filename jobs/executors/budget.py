@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from jobs.contract.ledger import load_state
+from jobs.contract.runstate import RunState
 
 
 class SharedBudget:
@@ -62,9 +62,10 @@ def run_cost_reader(out: Path) -> Callable[[], float | None]:
     """Reads the run's spent total from its state.json in `out`; None before there is one."""
     def read() -> float | None:
         try:
-            return float(load_state(out)["cost_usd"])
-        except Exception:        # no state yet (or a torn read): the budget falls back to its own books
+            state = RunState.load(out)
+        except Exception:        # a torn read: the budget falls back to its own books
             return None
+        return float(state.cost_usd) if "cost_usd" in state.present else None   # None: no state yet
     return read
 
 

@@ -17,7 +17,7 @@ from jobs.guard import gitops
 from jobs.run import runlock
 from jobs.contract.branches import PREFIX, experiments_prefix, run_branch, run_of
 from jobs.contract.ledger import LedgerError
-from jobs.run.runstate import RunState
+from jobs.contract.runstate import RunState
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from jobs.contract.config import TargetConfig
 from jobs.contract.errors import RunCancelled
 from jobs.executors import Executor
 from jobs.contract.model import ExperimentRecord, Hypothesis, SkipCause
-from jobs.run.runstate import RunState
+from jobs.contract.runstate import RunState
 from jobs.stats.power import mde
 from jobs.contract.spec import ExperimentSpec, RawResult, SandboxSpec
 from jobs.stats.verdict import Judgement, VerdictPlan, judge

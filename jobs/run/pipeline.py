@@ -8,7 +8,7 @@ job.meta in an RQ worker) so this module knows nothing of terminals or queues.
 This module holds the run's sequence, its setup (sandbox, operator, agent, executors) and the
 experiments' waves; each other phase is its own module with explicit inputs: `research_phase`,
 `calibrating`, `stacking` (measures through one callable), `reporting` (the `RunSummary`), all
-measuring through `measuring.Measurer` and writing through `runstate.RunState`.
+measuring through `measuring.Measurer` and writing through `jobs.contract.runstate.RunState`.
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ from jobs.research.offline import Research
 from jobs.run.research_phase import Researching
 from jobs.measure import simulate
 from jobs.measure.isolation import Isolation, IsolationError, repo_key
-from jobs.run.runstate import RunState
+from jobs.contract.runstate import RunState
 from jobs.contract.runsummary import CalibrationOnly, ResearchOnly, RunStopped, RunSummary
 from jobs.stats.sequential import slot_alpha
 from jobs.contract.spec import SandboxSpec

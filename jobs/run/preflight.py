@@ -15,7 +15,7 @@ from jobs.contract.config import CONFIG_PATH, TargetConfig
 from jobs.contract.errors import RunError
 from jobs.contract.recipes import matches_any
 from jobs.stats.sequential import min_pairs_to_keep, slot_alpha
-from jobs.run.runstate import RunState
+from jobs.contract.runstate import RunState
 
 PATCH_FORMAT = ("the output of `git diff` or `git format-patch` made in the target repository "
                 "(a unified diff whose a/ b/ paths are relative to its root)")

@@ -12,7 +12,7 @@ from jobs.contract.branches import Published
 from jobs.contract.config import TargetConfig
 from jobs.measure.machine import summarise_load
 from jobs.run.measuring import plan_for
-from jobs.run.runstate import RunState
+from jobs.contract.runstate import RunState
 from jobs.contract.model import ExperimentRecord
 from jobs.report.report import render_pr
 from jobs.report.report_review import CLI, reproduce_lines

@@ -20,7 +20,7 @@ from jobs.report.report import finding_line, render_research, with_warning
 from jobs.research.offline import Research, candidate_hypothesis, research
 from jobs.measure.isolation import Isolation
 from jobs.measure.runner import run_step
-from jobs.run.runstate import RunState
+from jobs.contract.runstate import RunState
 
 
 @dataclass

@@ -22,7 +22,7 @@ from jobs.contract import events, ledger
 from jobs.executors import Executor
 from jobs.contract.model import ExperimentRecord, Status
 from jobs.run import families
-from jobs.run.runstate import RunState
+from jobs.contract.runstate import RunState
 
 
 class Measure(Protocol):

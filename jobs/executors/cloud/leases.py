@@ -117,9 +117,11 @@ def read_leases(directory: Path | str | None = None) -> list[dict[str, Any]]:
 def run_phase(out: str | None) -> str | None:
     if not out:
         return None
+    from jobs.contract.ledger import LedgerError
+    from jobs.contract.runstate import RunState
     try:
-        return json.loads((Path(out) / "state.json").read_text(encoding="utf-8")).get("phase")
-    except (OSError, json.JSONDecodeError, AttributeError):
+        return RunState.load(Path(out)).phase
+    except (OSError, ValueError, TypeError, LedgerError):   # unreadable: the lease protects nothing it can prove
         return None
 
 

@@ -77,7 +77,7 @@ def test_a_benchmark_too_slow_under_cachegrind_leaves_the_wall_clock_deciding_an
     out = tmp_path / "out"
     result = Run(RunOptions(target=target, out=out, run_id="d2", agent="none", calibrate_only=True)).execute()
     assert isinstance(result, CalibrationOnly)
-    from jobs.run.runstate import RunState
+    from jobs.contract.runstate import RunState
     state = RunState.load(out)
     assert not state.simulate, state.simulate          # nothing claims a yardstick that did not run
     warned = [w for w in state.warnings if "no derived yardstick" in w]

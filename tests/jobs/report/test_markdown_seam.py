@@ -32,7 +32,7 @@ from jobs.contract.model import Evidence, Hypothesis
 from jobs.report.report import finding_line, render_pr, render_research, with_warning
 from jobs.report.report_review import reproduce_lines
 from jobs.run.reporting import Reporting
-from jobs.run.runstate import RunState
+from jobs.contract.runstate import RunState
 from jobs.research import callgrind, clib, forks, gapscan, papers
 from jobs.research import profile as P
 from jobs.research.sources import Sources

@@ -196,7 +196,7 @@ def test_a_bot_runs_reproduce_block_fetches_from_where_it_pushed_never_from_the_
 
     from jobs.contract.branches import Published
     from jobs.run.reporting import Reporting
-    from jobs.run.runstate import RunState
+    from jobs.contract.runstate import RunState
     worker = Path("/srv/autoresearch/octo/synth/r1/repo")        # the App's clone (jobs.contract.layout)
 
     def reporting(published):

@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT, git
 from jobs.report.report import render_pr
 from jobs.run.reporting import Reporting
-from jobs.run.runstate import RunState
+from jobs.contract.runstate import RunState
 from summaries import run_summary
 from synthetic import patch_for, synthetic_target
 

@@ -14,7 +14,7 @@ import pytest
 from jobs.contract.ledger import dumps
 from jobs.contract.events import RunWarning
 from jobs.run.pipeline import Run, RunError, RunOptions
-from jobs.run.runstate import RunState
+from jobs.contract.runstate import RunState
 from jobs.contract.runsummary import RunSummary
 from synthetic import FASTER, patch_for, synthetic_target
 from conftest import ROOT, git

@@ -150,7 +150,7 @@ def test_every_measured_step_sends_its_end_however_it_ended(tmp_path):
 
     from jobs.contract.errors import RunCancelled
     from jobs.run.measuring import Measurer
-    from jobs.run.runstate import RunState
+    from jobs.contract.runstate import RunState
     from jobs.contract.spec import RawResult
     events: list[ev.Event] = []
     bench = Measurer(None, "r1", RunState.load(tmp_path), None, events.append, lambda: False, platforms=1)

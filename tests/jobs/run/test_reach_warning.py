@@ -50,7 +50,7 @@ def test_no_cap_reaches_a_target_below_the_floor_or_beyond_the_search():
 def test_the_runs_wiring_reads_the_calibration_and_the_yardstick_per_platform(tmp_path):
     from jobs.contract.config import load_config
     from jobs.run.reporting import reach_warnings
-    from jobs.run.runstate import RunState
+    from jobs.contract.runstate import RunState
     from synthetic import synthetic_target
     config = load_config(synthetic_target(tmp_path / "target"))        # target MDE 3%, floor 1%, score primary
     cal = {"score": {"prior": [[y] for y in NOISE], "floor_pct": 1.0, "adjust": []}}

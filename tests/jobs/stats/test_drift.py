@@ -24,7 +24,7 @@ def test_a_plan_after_noisy_experiments_states_a_larger_mde_than_the_quiet_calib
     """The pipeline's plan follows the pool: the same calibration, two different recent pools."""
     import random
     from jobs.run.pipeline import Run, RunOptions
-    from jobs.run.runstate import RunState
+    from jobs.contract.runstate import RunState
     from synthetic import synthetic_target
     rng = random.Random(1)
     quiet = [[rng.gauss(0, 0.005), 0.0, 0.0] for _ in range(12)]

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from jobs.contract import ledger
-from jobs.run.runstate import KEYS, RunState
+from jobs.contract.runstate import KEYS, RunState
 
 # A state.json as the dict-based RunState wrote it at the end of a run: every key it ever saved.
 TODAY = {
