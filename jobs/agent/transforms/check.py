@@ -25,7 +25,7 @@ from jobs.contract.model import Hypothesis
 from jobs.contract.recipes import matches_any
 from jobs.guard import gitops, safefs
 from jobs.research.callgrind import CallProfile
-from jobs.agent.transforms.rewrite import Transform, plan
+from jobs.agent.transforms.rewrite import HEADERS, Transform, plan
 
 MOST = 8                    # rewrites built and checked per research
 MOST_FUNCTIONS = 3          # hot editable functions transformed
@@ -37,7 +37,7 @@ MOST_ELF = 200
 ELF_MAGIC = b"\x7fELF"
 SYMBOL = re.compile(r"^[0-9a-f]+ <(?P<name>[^>]+)>:$")
 PADDING = re.compile(r"\bnop|^xchg %ax,%ax$|^int3$")   # alignment between functions moves with placement
-SOURCES = (".c", ".cc", ".cpp", ".cxx", ".C")
+SOURCES = (".c", ".cc", ".cpp", ".cxx", ".C", *HEADERS)   # a header-only library's hot code too (no dispatch there)
 
 
 def unified_patch(files: dict[str, tuple[str, str]]) -> str:
@@ -239,7 +239,7 @@ def transform_hypotheses(tree: Path, prof: CallProfile, editable: list[str], pat
            and s.first_line.rsplit(":", 1)[0].endswith(SOURCES) and matches_any(s.first_line.rsplit(":", 1)[0], editable)]
     hot = hot[:MOST_FUNCTIONS]
     if not hot:
-        return [], ["transformations: no hot function (3% or more) defined in an editable C/C++ source file"]
+        return [], ["transformations: no hot function (3% or more) defined in an editable C/C++ file"]
     sources: dict[str, str] = {}
     for rel in {s.first_line.rsplit(":", 1)[0] for s in hot}:
         try:

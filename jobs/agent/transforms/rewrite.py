@@ -31,6 +31,7 @@ IDENT = re.compile(r"[A-Za-z_]\w*")
 HEADERS = (".h", ".hh", ".hpp", ".hxx", ".inl")
 CXX = (".cc", ".cpp", ".cxx", ".C")
 DISTANCES = (8, 32)
+LINES_TRIED = 8         # a hot function's hottest lines looked at for a loop to put a pragma on
 ALIAS = re.compile(r"alias|dependence", re.I)
 _DIRECTIVE = re.compile(r"(?m)^[ \t]*#(?:[^\n]*\\\n)*[^\n]*")
 _TOKEN = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
@@ -40,7 +41,14 @@ def blank(source: str) -> str:
     """`source` with comments, string/char literals and preprocessor lines turned into spaces (newlines kept), so
     braces, parentheses and names are counted in code only; offsets are the source's."""
     spaces = lambda m: re.sub(r"[^\n]", " ", m[0])       # noqa: E731
-    return _DIRECTIVE.sub(spaces, _TOKEN.sub(spaces, source))
+    code = _DIRECTIVE.sub(spaces, _TOKEN.sub(spaces, source))
+    # `extern "C" { ... }` (its string now blank) wraps file-scope definitions in headers: its braces
+    # are not a scope, so they are blanked too (xxhash.h defines every function inside one)
+    for m in reversed(list(re.finditer(r"\bextern\s+\{", code))):
+        close = _match(code, m.end() - 1)
+        if close is not None:
+            code = code[:m.end() - 1] + " " + code[m.end():close] + " " + code[close + 1:]
+    return code
 
 
 def _match(text: str, open_at: int) -> int | None:
@@ -184,6 +192,25 @@ def loops(source: str, d: Definition, code: str | None = None) -> list[Loop]:
     return out
 
 
+def containing_function(source: str, line: int) -> str | None:
+    """The function whose top-level definition holds 1-based `line` in `source`, or None. A profile
+    names the function a hot line was *counted in*; when a callee was inlined there (lz4's
+    LZ4_compress_generic into LZ4_compress_fast_extState), the line lies in the callee's text, and a
+    pragma or prefetch goes there: it applies wherever the callee is inlined."""
+    code = blank(source)
+    for name in dict.fromkeys(m[1] for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", code)):
+        if name in KEYWORDS:
+            continue
+        d = find_definition(source, name, code)
+        if d is not None and _line_of(code, d.body_open) <= line - 1 <= _line_of(code, d.body_close):
+            return name
+    return None
+
+
+KEYWORDS = frozenset({"if", "for", "while", "switch", "return", "sizeof", "do", "else", "case", "defined",
+                      "__attribute__", "__builtin_expect", "alignof", "_Alignof", "typeof", "__typeof__"})
+
+
 def enclosing_loop(source: str, d: Definition, line: int, code: str | None = None) -> Loop | None:
     """The innermost loop whose header or body holds the 0-based `line`."""
     inside = [lp for lp in loops(source, d, code) if lp.header <= line <= lp.end]
@@ -313,22 +340,31 @@ def plan(prof, hot: list, sources: dict[str, str], x86_64: bool = True, most: in
                     "multi-versioned function is no longer inlined into its callers.",
                     [Evidence(s.where, f"{100 * s.share:.1f}% of simulated cycles") for s in lines[:2]] + [_bound(fn)],
                     fn.share, 0.95))   # below the lead of the same function on a tie
-        if lines:
-            top = lines[0]
+        # The hottest line of the function that a loop encloses (the hottest may be straight-line code,
+        # e.g. a hash computed once per position); it may lie in a callee inlined here: the pragma goes
+        # into the callee's text (it applies wherever that is inlined), the check compares `name`'s code.
+        looped = [(s, h) for s in lines[:LINES_TRIED] for h in [name, containing_function(src, int(s.where.rsplit(":", 1)[1]))]
+                  if h and with_pragma(src, h, int(s.where.rsplit(":", 1)[1]), "GCC unroll 4") is not None]
+        if lines and not looped:
+            notes.append(f"transformations: no loop of {name}() (or a function inlined into it) encloses any of its "
+                         f"{min(len(lines), LINES_TRIED)} hottest lines; no unroll")
+        if looped:
+            top, holder = looped[0]
             n = int(top.where.rsplit(":", 1)[1])
             remarks = [r for r in prof.remarks if r.file == rel and abs(r.line - n) <= 3]
             for what, pragma, weight in (("unroll", "GCC unroll 4", 0.9), ("ivdep", "GCC ivdep", 0.9)):
                 blocked = [r for r in remarks if ALIAS.search(r.message)]
                 if what == "ivdep" and not blocked:
                     continue
-                new = with_pragma(src, name, n, pragma)
+                new = with_pragma(src, holder, n, pragma)
                 if new is None:
-                    notes.append(f"transformations: no loop of {name}() encloses {top.where} where a pragma can go; "
+                    notes.append(f"transformations: no loop of {holder}() encloses {top.where} where a pragma can go; "
                                  f"no {what}")
                     break
                 ev = [Evidence(top.where, f"hottest line of {name}(): {100 * top.share:.1f}% of simulated cycles")]
                 ev += [Evidence(r.where, f"compiler: {r.message}") for r in (blocked if what == "ivdep" else remarks)[:2]]
-                why = (f"`#pragma {pragma}` on the loop around {top.where}, the hottest line of {name}(): "
+                inlined = f" (in {holder}(), inlined there)" if holder != name else ""
+                why = (f"`#pragma {pragma}` on the loop around {top.where}{inlined}, the hottest line of {name}(): "
                        + ("unrolled four times, the loop runs a quarter of its compare-and-branch steps and the "
                           "compiler can schedule four iterations' loads together." if what == "unroll" else
                           "tells the compiler the loop carries no dependence through memory, so it may vectorise "
@@ -338,8 +374,11 @@ def plan(prof, hot: list, sources: dict[str, str], x86_64: bool = True, most: in
                                      f"{'unroll' if what == 'unroll' else 'ivdep on'} the hot loop of {name}() at "
                                      f"{top.where} ({pct:.1f}%)", why, ev + [_bound(fn)], fn.share, weight))
         for miss in [s for s in prof.misses if s.function == fn.function and s.where.rsplit(":", 1)[0] == rel][:1]:
+            at = int(miss.where.rsplit(":", 1)[1])
+            holder = name if with_prefetch(src, name, at, DISTANCES[0]) is not None else (
+                containing_function(src, at) or name)
             for dist in DISTANCES:
-                new = with_prefetch(src, name, int(miss.where.rsplit(":", 1)[1]), dist)
+                new = with_prefetch(src, holder, at, dist)
                 if new is None:
                     notes.append(f"transformations: no prefetch at {miss.where} ({name}()): not a plain array indexed "
                                  "by the variable of a braced for loop there")

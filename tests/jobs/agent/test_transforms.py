@@ -361,3 +361,36 @@ def test_a_patch_of_a_file_without_a_final_newline_applies(tmp_path):
     (tmp_path / "p.patch").write_text(unified_patch({"f.c": (old, new)}))
     subprocess.run(["git", "-C", str(tree), "apply", str(tmp_path / "p.patch")], check=True)
     assert (tree / "f.c").read_text() == new and not new.endswith("\n")
+
+
+INLINED = """\
+static inline unsigned hash(unsigned x) {
+    return x * 2654435761u;
+}
+
+static inline unsigned scan(const unsigned char *p, int n) {
+    unsigned h = 0;
+    for (int i = 0; i < n; i++) {
+        h ^= hash(p[i]);
+    }
+    return h;
+}
+
+unsigned outer(const unsigned char *p, int n) {
+    return scan(p, n) + 1;
+}
+"""
+
+
+def test_a_hot_line_in_an_inlined_callee_gets_its_pragma_in_the_callee():
+    """The profile counts lines where they ran: scan()'s loop, inlined into outer(), is named as
+    outer()'s hottest line after hash()'s straight-line code. The pragma goes on scan()'s loop."""
+    from jobs.agent.transforms.rewrite import containing_function
+    assert containing_function(INLINED, 2) == "hash" and containing_function(INLINED, 8) == "scan"
+    assert containing_function(INLINED, 14) == "outer" and containing_function(INLINED, 4) is None
+    prof = CallProfile(total_cycles=1000, functions=[Spot("outer", "outer", 900, 0.9, 0.0, "lib.c:13")],
+                       lines=[Spot("lib.c:2", "outer", 500, 0.5), Spot("lib.c:8", "outer", 300, 0.3)])
+    out, notes = plan(prof, prof.functions, {"lib.c": INLINED})
+    unroll = next(t for t in out if t.what == "unroll")
+    assert "#pragma GCC unroll 4\n    for (int i = 0; i < n; i++) {" in unroll.files["lib.c"]
+    assert unroll.functions == ["outer"] and "lib.c:8" in unroll.title and "in scan(), inlined there" in unroll.rationale
