@@ -55,3 +55,15 @@ def test_an_experiment_kept_alone_leaning_the_other_way_is_said_when_no_stack_wa
                                stack_applied=["fuse"], stacks={"x86": lost}, simulate={"x86": {"base_cycles": 1}}))
     top = summary_section(md)
     assert "**Kept on simulated cycles (-2.0%); the wall clock leaned the other way** (fuse on x86: tg_tps -4.7%" in top
+
+
+def test_a_lean_the_size_of_the_noise_is_not_said():
+    """A keep whose wall clock moved -0.4% (interval -3.0%…+1.5%, confirming it) is not 'leaning the
+    other way': the sentence needs a 1% move toward a loss or an interval that does not exclude one."""
+    small = sim_stack(-0.4, 0.4)
+    small["runner"]["wall_guard"].update(lo_pct=-3.0, hi_pct=1.5, confirmed=True)
+    assert "leaned the other way" not in pr(small)
+    unconfirmed = sim_stack(-0.4, 0.4)
+    unconfirmed["runner"]["wall_guard"].update(lo_pct=-6.0, hi_pct=1.5)
+    assert "leaned the other way" in pr(unconfirmed)
+    assert "leaned the other way" in pr(sim_stack(-4.7, 0.4))
