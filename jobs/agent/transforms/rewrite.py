@@ -8,7 +8,7 @@ cannot parse confidently:
   what `-march=x86-64-v3` gives the loop, but shippable (the default clone keeps the portable
   code; the ifunc resolver picks at load time, and Valgrind, which runs AVX2, picks the AVX2 one).
   Not on an inline function, a template, one whose address is taken or compared, nor in a header.
-* **unroll** / **ivdep**: `#pragma GCC unroll 4` before the innermost `for`/`while` enclosing the
+* **unroll** / **ivdep**: `#pragma GCC unroll 4` before the innermost `for`/`while`/`do` enclosing the
   hottest line; `#pragma GCC ivdep` there when the compiler's remark on it names aliasing or a
   dependence.
 * **prefetch**: `__builtin_prefetch(&a[i + D])` before a data-cache-miss line of a braced loop
@@ -158,8 +158,8 @@ class Loop:
 
 
 def loops(source: str, d: Definition, code: str | None = None) -> list[Loop]:
-    """The `for`/`while` loops of a definition's body whose keyword starts its line (do-while tails
-    and loops inside macros are left out)."""
+    """The `for`/`while`/`do` loops of a definition's body whose keyword starts its line (loops
+    inside macros are left out; a do-while's `while (…);` tail is its loop, not another)."""
     code = blank(source) if code is None else code
     lines = code.splitlines()
     out = []
@@ -189,6 +189,19 @@ def loops(source: str, d: Definition, code: str | None = None) -> list[Loop]:
                     break
         if end is not None:
             out.append(Loop(line, _line_of(code, end), braced, code.index("(", at), close))
+    for m in re.finditer(r"\bdo\s*\{", code[d.body_open:d.body_close]):   # `do { … } while (…);` (gcc's
+        at = d.body_open + m.start()                                       # unroll pragma takes it too)
+        line = _line_of(code, at)
+        if not lines[line].lstrip().startswith("do") or (line and lines[line - 1].rstrip().endswith("\\")):
+            continue
+        body_end = _match(code, d.body_open + m.end() - 1)
+        tail = re.match(r"\s*while\s*\(", code[body_end + 1:]) if body_end is not None else None
+        if tail is None:
+            continue
+        open_paren = body_end + 1 + tail.end() - 1
+        close = _match(code, open_paren)
+        if close is not None:
+            out.append(Loop(line, _line_of(code, close), True, open_paren, close))
     return out
 
 
@@ -226,6 +239,9 @@ def with_pragma(source: str, function: str, line: int, pragma: str) -> str | Non
     lines = source.splitlines(keepends=True)
     if lp is None or lines[lp.header - 1].lstrip().startswith("#pragma"):
         return None
+    head = blank(source)[lp.open_paren + 1:lp.close_paren].split(";")
+    if len(head) == 3 and not head[1].strip():
+        return None             # `for (;;)`: gcc refuses an unroll pragma on a loop without a condition
     indent = lines[lp.header][:len(lines[lp.header]) - len(lines[lp.header].lstrip())]
     return "".join(lines[:lp.header] + [f"{indent}#pragma {pragma}\n"] + lines[lp.header:])
 

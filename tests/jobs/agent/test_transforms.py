@@ -105,7 +105,7 @@ def test_the_innermost_loop_around_a_line_gets_the_pragma():
     assert with_pragma(SRC, "scale", lines.index("    int i = 0;") + 1, "GCC unroll 4") is None   # no loop
     assert with_pragma(SRC, "sum", hot + 1, "GCC unroll 4") is None         # a line outside the function
     do_while = "void f(int *a, int n) {\n    int i = 0;\n    do {\n        a[i]++;\n    } while (++i < n);\n}\n"
-    assert with_pragma(do_while, "f", 4, "GCC unroll 4") is None            # a do-while is not read
+    assert "    #pragma GCC unroll 4\n    do {\n" in with_pragma(do_while, "f", 4, "GCC unroll 4")   # gcc takes do loops
 
 
 def test_a_prefetch_goes_into_a_braced_loop_before_the_miss_line():
@@ -394,3 +394,21 @@ def test_a_hot_line_in_an_inlined_callee_gets_its_pragma_in_the_callee():
     unroll = next(t for t in out if t.what == "unroll")
     assert "#pragma GCC unroll 4\n    for (int i = 0; i < n; i++) {" in unroll.files["lib.c"]
     assert unroll.functions == ["outer"] and "lib.c:8" in unroll.title and "in scan(), inlined there" in unroll.rationale
+
+
+def test_a_do_while_loop_takes_the_pragma_and_a_loop_without_a_condition_does_not():
+    from jobs.agent.transforms.rewrite import with_pragma
+    src = ("unsigned f(const unsigned *p, const unsigned *end) {\n"
+           "    unsigned h = 0;\n"
+           "    do {\n"
+           "        h += *p++;\n"
+           "    } while (p < end);\n"
+           "    for (;;) {\n"
+           "        if (h > 7) break;\n"
+           "        h++;\n"
+           "    }\n"
+           "    return h;\n"
+           "}\n")
+    new = with_pragma(src, "f", 4, "GCC unroll 4")
+    assert new is not None and "    #pragma GCC unroll 4\n    do {\n" in new
+    assert with_pragma(src, "f", 7, "GCC unroll 4") is None      # gcc: "missing loop condition"
