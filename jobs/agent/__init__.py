@@ -31,6 +31,7 @@ class Agent:
     ranks_from_digests: bool = False        # has research(digests) -> hypotheses
     runs_target_code: bool = False          # builds or runs the target: gets the run's `isolation`
     reads_profile: bool = False             # takes the callgrind digest in `profile_digest`
+    implements_leads: bool = False          # can implement a hypothesis with neither recipe nor patch
     meter: Any = None                       # its model spend (jobs.agent.meter.Meter), or None
     isolation: Any = None                   # set by the pipeline when `runs_target_code`
     profile_digest: str = ""                # set by the pipeline when `reads_profile`

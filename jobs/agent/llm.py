@@ -36,6 +36,7 @@ class LLMAgent(Agent):
     ranks_from_digests = True           # research(digests)
     runs_target_code = True             # its workbench builds in the run's sandbox (`isolation`)
     reads_profile = True                # the callgrind digest goes into its prompts
+    implements_leads = True             # writes the code of a lead ("speed up foo()") itself
 
     def __init__(self, name: str, recipes: dict, config: TargetConfig, chat: ChatModel, settings: ChatSettings,
                  secrets: list[str] | None = None, context: list[tuple[str, str]] | None = None):

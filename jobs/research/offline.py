@@ -174,7 +174,8 @@ def gap_hypothesis(gap) -> Hypothesis:
         evidence=[Evidence(where, note) for where, note in gap.evidence()], score=gap.score, recipe=None)
 
 
-def merge_sources(found: Research, sources, config: TargetConfig, callprof=None) -> Research:
+def merge_sources(found: Research, sources, config: TargetConfig, callprof=None, leads_take_slots: bool = True,
+                  ) -> Research:
     """The offline hypotheses plus the best cross-backend gaps, re-weighted by the roofline verdict,
     ranked and cut to `research.max_hypotheses`. A gap whose op sequence a hypothesis already
     covers (same ops, e.g. a recipe) adds its evidence there instead of a duplicate. With a callgrind
@@ -211,7 +212,7 @@ def merge_sources(found: Research, sources, config: TargetConfig, callprof=None)
         apply_profile(hypotheses, sources, found.recipes, config)
     limit = config.research.max_hypotheses
     if callprof is not None:
-        return _rank_measured(found, sources, hypotheses, callprof, limit)
+        return _rank_measured(found, sources, hypotheses, callprof, limit, leads_take_slots)
     # Slots go first to what can be implemented (recipes, maintainer patches), so a lead from
     # another backend never pushes out a change the offline agent could have measured.
     # Equal scores (the bound's points stop at profile.RANK_BONUS_BOUND_CAP) go to the larger bound: on
@@ -224,8 +225,13 @@ def merge_sources(found: Research, sources, config: TargetConfig, callprof=None)
     return Research(sorted(doable + leads, key=rank), found.findings, found.detections, found.recipes, notes)
 
 
-def _rank_measured(found: Research, sources, hypotheses: list[Hypothesis], callprof, limit: int) -> Research:
-    """`merge_sources` with a callgrind profile: the slots go to the most measured cost (`callgrind.rank`)."""
+def _rank_measured(found: Research, sources, hypotheses: list[Hypothesis], callprof, limit: int,
+                   leads_take_slots: bool = True) -> Research:
+    """`merge_sources` with a callgrind profile: the slots go to the most measured cost (`callgrind.rank`).
+    Unless `leads_take_slots` (an agent that writes a lead's code itself), a lead (neither recipe nor
+    patch) is listed where it ranks but takes none of the `limit` slots: offline it is skipped at no
+    cost, and on xxHash four leads took four of eight slots from build options that were then never
+    measured."""
     from .callgrind import rank
     claimed = {f.where for det in found.detections if det.status == "applicable"
                for f in found.findings if _overlaps(f, det.evidence)}
@@ -234,7 +240,13 @@ def _rank_measured(found: Research, sources, hypotheses: list[Hypothesis], callp
     ranked, off = rank(hypotheses, callprof, spans={f.where: (f.file, f.start, f.end) for f in found.findings},
                        passes={f.where: len(f.passes) for f in found.findings})
     notes = list(found.notes) + (list(sources.notes) if sources is not None else [])
-    return Research(ranked[:limit], found.findings, found.detections, found.recipes, notes, off_path=off)
+    if leads_take_slots:
+        return Research(ranked[:limit], found.findings, found.detections, found.recipes, notes, off_path=off)
+    doable = [h for h in ranked if h.recipe or h.patch][:limit]
+    leads = [h for h in ranked if not (h.recipe or h.patch)][:limit]
+    kept = {id(h) for h in doable + leads}
+    return Research([h for h in ranked if id(h) in kept], found.findings, found.detections, found.recipes, notes,
+                    off_path=off)
 
 
 def hypothesis_sequences(h: Hypothesis, recipes: dict[str, Recipe]) -> list[tuple[str, ...]]:

@@ -114,8 +114,9 @@ class Researching:
             sources.notes.append("profile: not measured (switched off with --profile off)")
         elif sources.profile_missing:
             self._profile_missing(sources.profile_missing)
-        found = merge_sources(found, sources, self.config, callprof)   # ranked by measured cost when profiled
         agent = self.agent()
+        found = merge_sources(found, sources, self.config, callprof,   # ranked by measured cost when profiled
+                              leads_take_slots=agent.implements_leads)
         if callprof is not None:
             from jobs.research.callgrind import digest
             sources.extra_digests["callgrind profile of the simulated workload (simulated cycles)"] = digest(callprof)

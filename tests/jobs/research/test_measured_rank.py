@@ -155,6 +155,22 @@ def test_merge_sources_without_a_profile_keeps_the_old_order_and_with_one_gives_
     assert "ranked by measured cost" not in render_research("t", "a" * 40, old.hypotheses, [], [], "offline")
 
 
+def test_offline_a_lead_is_listed_where_it_ranks_but_takes_no_slot():
+    """The offline agent cannot write a lead's code: on xxHash four leads took four of eight slots and
+    build options were never measured. Without `leads_take_slots` every slot goes to a patch."""
+    def found():
+        hyps = [_build("o3"), _build("lto"), _build("unroll"), _lead("match_finder", 0.6), _lead("encode", 0.3)]
+        for h in hyps:
+            h.measured_share = None
+        hyps[-2].measured_share, hyps[-1].measured_share = 0.6, 0.3
+        return Research(hyps, [], [], {}, [])
+    model = merge_sources(found(), None, _config(3), _profile())
+    assert [h.id for h in model.hypotheses] == ["hot-match_finder", "hot-encode", "build-lto"]
+    offline = merge_sources(found(), None, _config(3), _profile(), leads_take_slots=False)
+    assert [h.id for h in offline.hypotheses] == ["hot-match_finder", "hot-encode", "build-lto", "build-o3",
+                                                  "build-unroll"]
+
+
 def test_a_saved_hypothesis_without_the_field_still_loads():
     d = _lead("x", 0.2).to_dict()
     del d["measured_share"]
