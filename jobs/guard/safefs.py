@@ -97,6 +97,19 @@ def open_regular(root: Path | str, rel: str) -> int:
         os.close(dir_fd)
 
 
+
+def head(root: Path | str, rel: str, n: int) -> bytes | None:
+    """The first `n` bytes of the regular file `rel` under `root` (read like `open_regular`: no
+    link followed), or None when it cannot be opened that way (a file's magic number, say)."""
+    try:
+        fd = open_regular(root, rel)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, n)
+    finally:
+        os.close(fd)
+
 def read_bytes(root: Path | str, rel: str, limit: int) -> bytes:
     """The whole regular file `rel` under `root`; UnsafeFile if it is a link, not regular, or
     larger than `limit` bytes (then nothing of it is returned)."""

@@ -105,15 +105,8 @@ def makes_native_code(tree: Path) -> bool:
     for count, rel in enumerate(safefs.walk_files(Path(tree))):
         if count >= MAX_FILES_LOOKED_AT:
             break
-        try:
-            fd = safefs.open_regular(Path(tree), rel)
-        except OSError:
-            continue
-        try:
-            if os.read(fd, 4) == ELF_MAGIC:
-                return True
-        finally:
-            os.close(fd)
+        if safefs.head(tree, rel, 4) == ELF_MAGIC:
+            return True
     return False
 
 

@@ -59,16 +59,9 @@ def _files(tree: Path) -> list[str]:
         pass
     out = []
     for rel in safefs.walk_files(tree):
-        try:
-            fd = safefs.open_regular(tree, rel)
-        except OSError:
-            continue
-        try:
-            head = os.read(fd, 8)
-            if not head.startswith(ELF_MAGIC) and head != b"!<arch>\n":
-                out.append(rel)
-        finally:
-            os.close(fd)
+        magic = safefs.head(tree, rel, 8)
+        if magic is not None and not magic.startswith(ELF_MAGIC) and magic != b"!<arch>\n":
+            out.append(rel)
     return out
 
 
