@@ -269,3 +269,12 @@ def test_a_real_library_profiled_under_callgrind_ranks_its_hot_function_first(tm
     assert all(h.kind != "build" and h.measured_share >= HOT_SHARE for h in merged.hypotheses), \
         [(h.id, h.kind, h.measured_share) for h in merged.hypotheses]
     assert any(h.kind == "build" for h in extra)          # there were build options to crowd the slots
+
+
+def test_a_file_the_profile_has_no_line_data_for_is_not_called_unexecuted():
+    """A target whose Makefile sets CFLAGS itself is profiled without -g: its functions show as
+    `???:0` while libc's lines are there. Its hypotheses are unmeasured (old order), never set apart."""
+    recipe = Hypothesis(id="fuse-softmax", title="fuse", kind="fusion", rationale="", score=3.0, recipe="fuse-softmax",
+                        evidence=[Evidence("src/ops.c:43", "probe")])
+    ranked, off = rank([recipe], _profile(), {}, {})
+    assert off == [] and [h.id for h in ranked] == ["fuse-softmax"] and ranked[0].measured_share is None
