@@ -61,9 +61,9 @@ def bench_slot(root: Path, number: int, run_id: str) -> int:
     return runs.index(run_id) + 1
 
 
-def level_note(experiments: list[dict], slot: int) -> str:
+def level_note(experiments: list[api.ExperimentRecord], slot: int) -> str:
     """What the reply says about the level the bench kept at (from the run's own records)."""
-    alphas = [e.get("alpha") for e in experiments if e.get("alpha") is not None]
+    alphas = [e.alpha for e in experiments if e.alpha is not None]
     level = f"keep level {alphas[0]:.3g}" if alphas else "keep level: none measured"
     if alphas and alphas[0] == 0:
         level = "keep level 0: earlier benches of this pull request spent the run's whole alpha, so nothing can be kept"

@@ -14,7 +14,8 @@ A run:
   preparation's config (read once, narrowed once by the command's overrides) as is. When it returns
   or raises, no process the run started is alive (`jobs.run.reaper.ended_processes`). A caller
   publishes only with `start`'s summary in hand, so nothing of the target runs at that moment.
-  What it returns: `RunSummary`, `RunStopped` (`jobs.contract.runsummary`); `verdict_line`
+  What it returns: `RunSummary`, `RunStopped` (`jobs.contract.runsummary`; the summary's records are
+  `ExperimentRecord`s, `jobs.contract.model`); `verdict_line`
   (`jobs.contract.results`). What it says as it goes, to `on_event`: `events`, one type per kind,
   and their union `Event` (`jobs.contract.events`).
 - What a dead run leaves behind: `clean_worktrees(layout)` removes its worktrees, `drop_branches`
@@ -51,6 +52,7 @@ from jobs.contract.config import CONFIG_PATH, ConfigError, Overrides, TargetConf
 from jobs.contract.errors import OverrideError, RunError, Terminated, cancellation
 from jobs.contract.layout import PREPARED, RunLayout
 from jobs.contract.ledger import write_atomic
+from jobs.contract.model import ExperimentRecord
 from jobs.contract.results import verdict_line
 from jobs.contract.runsummary import RunStopped, RunSummary
 from jobs.executors.registry import DEFAULT as DEFAULT_EXECUTOR
@@ -71,7 +73,7 @@ __all__ = [
     # a run: preparing, starting, what it returns, what it leaves, reading it back
     "prepare", "load_preparation", "make_plan", "prepare_candidates", "candidates_in_repo", "Preparation",
     "PlanError", "CANDIDATES_DIR", "RunLayout", "PREPARED",
-    "start", "RunSummary", "RunStopped", "verdict_line", "events", "Event",
+    "start", "RunSummary", "RunStopped", "ExperimentRecord", "verdict_line", "events", "Event",
     "clean_worktrees", "drop_branches", "run_branch", "is_run_made", "Published",
     "RunFiles", "list_runs", "read_run", "read_records", "finished_experiments", "spent_usd", "write_atomic",
     # the config and the errors

@@ -25,7 +25,7 @@ from jobs.run.progress_view import PlainView, ProgressView  # noqa: F401  (Progr
 from jobs.contract.runstate import RunState
 from jobs.report.report_review import interval
 from jobs.contract.recipes import RecipeError
-from jobs.contract.results import metric
+from jobs.contract.model import MetricResult
 from jobs.contract.runsummary import RunStopped, RunSummary
 
 DEMO_SOURCE = Path(__file__).resolve().parent.parent / "examples" / "tinyllm"
@@ -89,7 +89,7 @@ def _print_table(summary: RunSummary) -> None:
             _platform_table(summary, platform)
 
 
-def _interval(m: dict | None) -> str:
+def _interval(m: MetricResult | None) -> str:
     return interval(m) if m else "—"
 
 
@@ -98,21 +98,20 @@ def _platform_table(summary: RunSummary, platform: str) -> None:
     table = Table(title=f"Experiments on {platform} ({summary.cpus[platform]}), primary metric {primary}")
     for col in ("experiment", "status", "Δ%", "interval (level per side)", "why"):
         table.add_column(col, overflow="fold")
-    for rec in (r for r in summary.experiments if r["platform"] == platform):
-        m = metric(rec, primary)
-        table.add_row(rec["name"], rec["status"], f"{m['delta_pct']:+.1f}" if m else "—", _interval(m), rec["reason"])
+    for rec in (r for r in summary.experiments if r.platform == platform):
+        m = rec.metric(primary)
+        table.add_row(rec.name, rec.status, f"{m.delta_pct:+.1f}" if m else "—", _interval(m), rec.reason)
     console.print(table)
     stack = summary.stacks.get(platform)
     if not stack:
         console.print(f"No stack on {platform}: nothing was kept.")
         return
     table = Table(title=f"A/B on {platform}: baseline vs stack of {', '.join(summary.stack_applied)} "
-                        f"({stack['status']})")
+                        f"({stack.status})")
     for col in ("metric", "pairs", "Δ% (paired)", "interval (level per side)", "verdict"):
         table.add_column(col, overflow="fold")
-    for m in stack.get("metrics", []):
-        table.add_row(m["name"], str(m.get("n_pairs") or m["n_base"]), f"{m['delta_pct']:+.1f}", _interval(m),
-                      m["verdict"])
+    for m in stack.metrics:
+        table.add_row(m.name, str(m.n_pairs or m.n_base), f"{m.delta_pct:+.1f}", _interval(m), m.verdict)
     console.print(table)
 
 

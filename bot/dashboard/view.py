@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from jobs.contract.results import FINAL_PHASES, experiments as experiment_records, metric
-from jobs.contract.runsummary import RunSummary
+from jobs.contract.results import FINAL_PHASES
+from jobs.contract.runsummary import ExperimentRecord, RunSummary
 
 from ..approval import FINAL
 from ..record import RunRecord
@@ -19,16 +19,16 @@ def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
-def _cell(rec: dict | None, primary: str | None) -> dict:
+def _cell(rec: ExperimentRecord | None, primary: str | None) -> dict:
     if rec is None:
         return {"status": "pending", "reason": "", "delta_pct": None}
-    m = metric(rec, primary) or {}
-    return {"status": rec.get("status", "?"), "reason": str(rec.get("reason", ""))[:300],
-            "delta_pct": _num(m.get("delta_pct")), "ci_low_pct": _num(m.get("ci_low_pct")),
-            "ci_high_pct": _num(m.get("ci_high_pct")), "p_value": _num(m.get("p_value")),
-            "base_mean": _num(m.get("base_mean")), "head_mean": _num(m.get("head_mean")),
-            "n": (m.get("n_base"), m.get("n_head")), "seconds": _num(rec.get("seconds")),
-            "cost_usd": _num(rec.get("cost_usd"))}
+    m = rec.metric(primary)
+    return {"status": rec.status or "?", "reason": str(rec.reason)[:300],
+            "delta_pct": _num(m and m.delta_pct), "ci_low_pct": _num(m and m.ci_low_pct),
+            "ci_high_pct": _num(m and m.ci_high_pct), "p_value": _num(m and m.p_value),
+            "base_mean": _num(m and m.base_mean), "head_mean": _num(m and m.head_mean),
+            "n": (m.n_base, m.n_head) if m else (None, None), "seconds": _num(rec.seconds),
+            "cost_usd": _num(rec.cost_usd)}
 
 
 def run_view(repo: str, run_id: str, state: dict, records: list[dict], summary: RunSummary | None = None,
@@ -38,17 +38,18 @@ def run_view(repo: str, run_id: str, state: dict, records: list[dict], summary: 
     calibration = state.get("calibration") or {}
     primary = (summary.primary if summary else None) or primary or next(
         (name for cal in calibration.values() for name in cal), None)
-    exps = experiment_records(records)
-    by_key = {(r["name"], r["platform"]): r for r in exps}
+    typed = [ExperimentRecord.from_summary(r) for r in records]    # ledger lines, as summary.json holds them
+    exps = [r for r in typed if r.kind == "experiment"]
+    by_key = {(r.name, r.platform): r for r in exps}
     hypotheses = [h for h in state.get("hypotheses") or [] if isinstance(h, dict) and "id" in h]
     names = [h["id"] for h in hypotheses]
     titles = {h["id"]: h.get("title", "") for h in hypotheses}
-    names += [r["name"] for r in exps if r["name"] not in names]
+    names += [r.name for r in exps if r.name not in names]
     experiments = [{"name": n, "title": titles.get(n, ""),
                     "cells": {p: _cell(by_key.get((n, p)), primary) for p in platforms}} for n in names]
     for e in experiments:
         e["done"] = "pending" not in {c["status"] for c in e["cells"].values()}
-    stacks = {r["platform"]: _cell(r, primary) for r in records if r.get("kind") == "stack"}
+    stacks = {r.platform: _cell(r, primary) for r in typed if r.kind == "stack"}
     waves = []
     for i in range(0, len(experiments), max(1, parallel)):
         chunk = experiments[i:i + max(1, parallel)]

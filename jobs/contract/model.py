@@ -87,6 +87,11 @@ class MetricResult:
     n_pairs: int = 0
 
 
+# What a metric of a summary's record that leaves a field out reads as (`ExperimentRecord.from_summary`):
+# the readers already treat None as "not measured".
+_MISSING: dict[str, Any] = {"name": "", "method": "", "verdict": "", "note": "", "n_pairs": 0}
+
+
 class SkipCause(str, Enum):
     """Why an experiment was not measured; decisions read this, never the reason's text."""
 
@@ -99,7 +104,9 @@ class SkipCause(str, Enum):
 @dataclass
 class ExperimentRecord:
     """One line of experiments.jsonl: everything the report needs about one experiment, typed
-    for the whole run (the ledger and summary.json hold its `to_dict()`)."""
+    for the whole run (the ledger holds its `to_dict()`, summary.json its `summary_dict()`). The
+    runner's own view (`runner`: its clocks, sandbox, stop reason, simulated cycles, wall-clock
+    guard) stays a mapping; `simulated` and `wall_guard` read its two parts the report asks about."""
 
     run_id: str
     name: str
@@ -123,9 +130,21 @@ class ExperimentRecord:
     skip_cause: str | None = None     # a SkipCause value when status is skipped
     regressions: list[str] = field(default_factory=list)   # metrics measured worse (verdict "loss")
     calibration: dict[str, Any] = field(default_factory=dict)   # per metric, for kind "calibration"
+    # The failed step's first lines (jobs.report.review_facts): summary.json's, never the ledger's.
+    failure_output: str | None = None
 
-    def metric(self, name: str) -> MetricResult | None:
-        return next((m for m in self.metrics if m.name == name), None)
+    def metric(self, name: str | None) -> MetricResult | None:
+        return next((m for m in self.metrics if m.name == name), None) if name else None
+
+    @property
+    def simulated(self) -> dict[str, Any] | None:
+        """The runner's simulated-cycles view (`runner.simulated`), when the yardstick measured it."""
+        return (self.runner or {}).get("simulated") or None
+
+    @property
+    def wall_guard(self) -> dict[str, Any]:
+        """The wall-clock guard beside a simulated-cycles verdict (`runner.wall_guard`; {} when none)."""
+        return (self.runner or {}).get("wall_guard") or {}
 
     @property
     def broken(self) -> bool:
@@ -134,7 +153,29 @@ class ExperimentRecord:
                                Status.TIMEOUT.value, Status.INVALID.value, Status.NOISE.value)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if out["failure_output"] is None:          # a ledger line never has one
+            del out["failure_output"]
+        return out
+
+    def summary_dict(self) -> dict[str, Any]:
+        """The record as summary.json holds it: without its full log (a failure's first lines instead)."""
+        return {k: v for k, v in self.to_dict().items() if k != "log"}
+
+    @classmethod
+    def from_summary(cls, data: dict[str, Any]) -> "ExperimentRecord":
+        """A record of summary.json back, as it was written: its metrics' nulls (a non-finite value in
+        strict JSON) stay None, and what an older or hand-made summary leaves out takes an empty
+        value. A field this version does not know is dropped."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a run's record is a JSON object, not {type(data).__name__}")
+        values = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        for name in ("run_id", "name", "hypothesis", "platform", "status", "reason"):
+            values.setdefault(name, "")
+        values["metrics"] = [m if isinstance(m, MetricResult) else
+                             MetricResult(**{f: m.get(f, _MISSING.get(f)) for f in MetricResult.__dataclass_fields__})
+                             for m in values.get("metrics") or []]
+        return cls(**values)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ExperimentRecord":

@@ -1,5 +1,5 @@
-"""Reading results back from their plain form (a ledger line, a summary's experiment or stack).
-Pure: mappings in, plain values out.
+"""Reading results back from their plain form (a ledger line as `jobs.api.read_run` returns it), and a
+summary's verdict in one line. Pure: mappings (or a `RunSummary`) in, plain values out.
 
 The status comment, the Action's outputs, the dashboard and the CLI's tables all ask the same
 question of a record: "what did it measure on this metric?". It is answered here, once.
@@ -46,13 +46,12 @@ def verdict_line(summary: RunSummary | RunStopped) -> str:
     if isinstance(summary, RunStopped):
         return f"nothing to try: {summary.why}"
     primary = summary.primary
-    exps = experiments(summary.experiments)
-    kept = sorted({e["hypothesis"] for e in exps if e.get("status") == "keep"})
-    parts = [f"kept {len(kept)} of {len({e['hypothesis'] for e in exps})} experiment(s)"
+    exps = [e for e in summary.experiments if e.kind == "experiment"]
+    kept = sorted({e.hypothesis for e in exps if e.status == "keep"})
+    parts = [f"kept {len(kept)} of {len({e.hypothesis for e in exps})} experiment(s)"
              + (f" ({', '.join(kept)})" if kept else "")]
     for platform, stack in sorted(summary.stacks.items()):
-        m = metric(stack, primary)
-        delta = f", {primary} {m['delta_pct']:+.1f}% (p={m['p_value']:.3g})" \
-            if m and m.get("delta_pct") is not None else ""
-        parts.append(f"stack on {platform}: {stack.get('status')}{delta}")
+        m = stack.metric(primary)
+        delta = f", {primary} {m.delta_pct:+.1f}% (p={m.p_value:.3g})" if m and m.delta_pct is not None else ""
+        parts.append(f"stack on {platform}: {stack.status}{delta}")
     return "; ".join(parts)

@@ -3,8 +3,9 @@
 `RunSummary.to_json()` is exactly the JSON form the pipeline has always written (same keys, same
 order; `commits` and `diffstat` only when a confirmed branch was left; keys added later come last),
 so the dashboard, the Action and older summaries read the same file; `from_json` reads one back
-(an older file without a later key gets its default). The entries of
-`experiments` and `stacks` stay in their ledger form (`jobs.contract.results` reads those).
+(an older file without a later key gets its default). The run's records (`experiments`, `stacks`,
+`attribution`) are typed `ExperimentRecord`s (the file holds each one's `summary_dict()`: no log);
+a record given as its JSON object is read with `ExperimentRecord.from_summary`.
 `RunStopped` is what a run with nothing to try ends with instead (no summary.json is written);
 `CalibrationOnly` and `ResearchOnly` what a run asked for that one step returns.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from jobs.contract.model import Hypothesis
+from jobs.contract.model import ExperimentRecord, Hypothesis
 
 Json = dict[str, Any]
 _OPTIONAL = ("commits", "diffstat")       # present only when the run left a confirmed branch
@@ -35,14 +36,14 @@ class RunSummary:
     agent: str
     primary: str
     calibration: dict[str, Json]
-    experiments: list[Json]                       # ledger records of the experiments (with failure output)
+    experiments: list[ExperimentRecord]           # the experiments' records (with failure output)
     commits: list[Json] | None = None             # the confirmed branch's commits (jobs.report.review_facts)
     diffstat: str | None = None
     hypotheses: dict[str, Json] = field(default_factory=dict)    # of the branch's commits, by id
     stack_applied: list[str] = field(default_factory=list)
     stack_dropped: list[str] = field(default_factory=list)
     stack_unattributed: list[str] = field(default_factory=list)
-    attribution: list[Json] = field(default_factory=list)
+    attribution: list[ExperimentRecord] = field(default_factory=list)   # the leave-one-out measurements
     sandboxed: bool = True
     unsandboxed_by: str = ""
     profile_missing: str = ""
@@ -50,7 +51,7 @@ class RunSummary:
     profile: Json | None = None
     simulate: dict[str, Json] | None = None
     error_control: Json = field(default_factory=dict)
-    stacks: dict[str, Json] = field(default_factory=dict)      # platform -> the stack's ledger record
+    stacks: dict[str, ExperimentRecord] = field(default_factory=dict)   # platform -> the stack's record
     cost_usd: float = 0.0
     wall_seconds: float = 0.0
     stack_confirmed: bool = False
@@ -68,10 +69,16 @@ class RunSummary:
 
     def __post_init__(self) -> None:
         self.warnings = tuple(dict.fromkeys(str(w) for w in self.warnings))   # a JSON list reads back as the tuple
+        if not isinstance(self.experiments, list) or not isinstance(self.attribution, list) \
+                or not isinstance(self.stacks, dict):
+            raise TypeError("experiments and attribution are lists of records, stacks a mapping of them")
+        self.experiments = [_record(r) for r in self.experiments]
+        self.attribution = [_record(r) for r in self.attribution]
+        self.stacks = {p: _record(r) for p, r in self.stacks.items()}
 
     def to_json(self) -> Json:
         """The summary.json object (write it with `jobs.contract.ledger.dumps(..., indent=2)`)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)
+        return {f.name: _plain(f.name, getattr(self, f.name)) for f in fields(self)
                 if not (f.name in _OPTIONAL and getattr(self, f.name) is None)
                 and not (f.name in _IF_ANY and not getattr(self, f.name))}
 
@@ -93,7 +100,20 @@ class RunSummary:
     @property
     def kept(self) -> bool:
         """The stack was kept on some platform."""
-        return any(st.get("status") == "keep" for st in self.stacks.values())
+        return any(st.status == "keep" for st in self.stacks.values())
+
+
+def _record(value: ExperimentRecord | Json) -> ExperimentRecord:
+    return value if isinstance(value, ExperimentRecord) else ExperimentRecord.from_summary(value)
+
+
+def _plain(name: str, value: Any) -> Any:
+    """A field's JSON form: the records as summary.json holds them, the rest as it is."""
+    if name == "stacks":
+        return {p: r.summary_dict() for p, r in value.items()}
+    if name in ("experiments", "attribution"):
+        return [r.summary_dict() for r in value]
+    return value
 
 
 @dataclass(frozen=True)

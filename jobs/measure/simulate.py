@@ -415,8 +415,7 @@ def render_section(summary: RunSummary) -> list:
     `jobs.guard.mdsafe.Markdown`: platform and experiment names (the repository's) escaped by `md`."""
     from jobs.guard.mdsafe import md
     cal = summary.simulate or {}
-    rows = [e for e in summary.experiments + list((summary.stacks or {}).values())
-            if (e.get("runner") or {}).get("simulated")]
+    rows = [e for e in summary.experiments + list(summary.stacks.values()) if e.simulated]
     if not cal and not rows:
         return []
     out = [md("## Deterministic yardstick (simulated cycles)"), md(""), md("Decided by: {}.", decided_by(cal)), md(""),
@@ -444,13 +443,12 @@ def render_section(summary: RunSummary) -> list:
                    "wall-clock Δ, interval (level), pairs | status |"), md("|---|---|---|---|---|---|")]
         primary = summary.primary
         for e in rows:
-            sim = e["runner"]["simulated"]
-            g = e["runner"].get("wall_guard") or {}
-            m = next((m for m in e.get("metrics", []) if m["name"] == primary), None)
-            wall = (md("{:+.1f}%, {} ({:g}), {}", m["delta_pct"], guard_interval(g), g.get("alpha", 0), g.get("pairs", 0))
+            sim, g = e.simulated or {}, e.wall_guard
+            m = e.metric(primary)
+            wall = (md("{:+.1f}%, {} ({:g}), {}", m.delta_pct, guard_interval(g), g.get("alpha", 0), g.get("pairs", 0))
                     if m else md("—"))
-            out.append(md("| {} | {} | {:,} → {:,} | {:+.3f}% ({:.2g}%) | {} | {} |", e["name"], e["platform"],
-                          sim["base_cycles"], sim["head_cycles"], sim["delta_pct"], sim["floor_pct"], wall, e["status"]))
+            out.append(md("| {} | {} | {:,} → {:,} | {:+.3f}% ({:.2g}%) | {} | {} |", e.name, e.platform,
+                          sim["base_cycles"], sim["head_cycles"], sim["delta_pct"], sim["floor_pct"], wall, e.status))
         out.append(md(""))
     return out
 
@@ -461,20 +459,20 @@ def headline(summary: RunSummary) -> list:
     from jobs.guard.mdsafe import join, md
     out = []
     kept = summary.stack_applied or []
-    for platform, st in (summary.stacks or {}).items():
-        sim = (st.get("runner") or {}).get("simulated")
-        if not sim or st.get("status") != "keep":
+    for platform, st in summary.stacks.items():
+        sim = st.simulated
+        if not sim or st.status != "keep":
             continue
-        g = st["runner"].get("wall_guard") or {}
-        m = next((m for m in st.get("metrics", []) if m["name"] == summary.primary), None)
-        wall = (md("{} {:+.1f}%, interval {} at level {:g} over {} pairs", summary.primary, m["delta_pct"],
+        g = st.wall_guard
+        m = st.metric(summary.primary)
+        wall = (md("{} {:+.1f}%, interval {} at level {:g} over {} pairs", summary.primary, m.delta_pct,
                    guard_interval(g), g.get("alpha", 0), g.get("pairs", 0)) if m else md("no pairs"))
         out.append(md("{} optimization(s) kept ({}), decided by the deterministic yardstick on {}: **simulated cycles "
                       "{:+.2f}%** (floor {:.2g}%). Wall clock beside it: {}, which {}", len(kept), join(", ", kept),
                       platform, sim["delta_pct"], sim["floor_pct"], wall,
                       "confirms it." if g.get("confirmed") else "neither confirms nor refutes it on this machine."))
     if not out and summary.simulate and not summary.stacks:
-        tried = [e for e in summary.experiments if (e.get("runner") or {}).get("simulated")]
+        tried = [e for e in summary.experiments if e.simulated]
         if tried:
             out.append(md("No optimization changed the simulated cycles by more than the floor and held on the wall "
                           "clock ({} measured; the table below gives each one's simulated change), so no stack was "

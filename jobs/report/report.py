@@ -1,4 +1,5 @@
-"""Render research.md and pr.md from plain run data. Pure: dicts in, Markdown out.
+"""Render research.md and pr.md from a run's typed data. Pure: a `RunSummary` (its records
+`ExperimentRecord`s) in, Markdown out.
 
 Numbers only ever come from the run's own records; a platform that was configured but not
 measured says so instead of showing a table. Every line is `jobs.guard.mdsafe.Markdown` made by `md`
@@ -10,10 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.guard.mdsafe import Markdown, code, details, document, join, md, spans
-from jobs.contract.model import Hypothesis
+from jobs.contract.model import ExperimentRecord, Hypothesis, MetricResult
 from jobs.measure.machine import one_line
 from jobs.report.report_review import HEAD_PATCH, commits_section, failures_section, fenced, interval, noise_section, paired_table, rule_sentence, untrusted, untrusted_code
-from jobs.contract.results import metric
 from jobs.guard import mdsafe
 from jobs.contract.runsummary import RunSummary
 
@@ -156,22 +156,18 @@ def _seconds(value: float | None) -> str:
     return "—" if value is None else f"{value:.3g} s"
 
 
-def runner_table(experiments: list[dict[str, Any]]) -> list[Markdown]:
+def runner_table(experiments: list[ExperimentRecord]) -> list[Markdown]:
     """The runner's own clocks per experiment: what the integrity check compared the claims with."""
     rows = [md("| experiment | platform | pairs | stopped | wall base → head | CPU (whole tree) base → head |"),
             md("|---|---|---|---|---|---|")]
     for e in experiments:
-        r = e.get("runner") or {}
+        r = e.runner or {}
         if not r.get("pairs"):
             continue
-        rows.append(md("| {} | {} | {} | {} | {} → {} | {} → {} |", untrusted(e["name"]), untrusted(e["platform"]),
+        rows.append(md("| {} | {} | {} | {} | {} → {} | {} → {} |", untrusted(e.name), untrusted(e.platform),
                        r["pairs"], untrusted(r.get("stopped") or "—"), _seconds(r.get("wall_base_s")),
                        _seconds(r.get("wall_head_s")), _seconds(r.get("cpu_base_s")), _seconds(r.get("cpu_head_s"))))
     return rows if len(rows) > 2 else []
-
-
-def _primary(exp: dict[str, Any], primary: str) -> dict[str, Any] | None:
-    return metric(exp, primary)
 
 
 def floor_of(summary: RunSummary, platform: str) -> float | None:
@@ -188,18 +184,18 @@ def _headline(summary: RunSummary) -> Markdown:
     kept = summary.stack_applied
     parts = []
     for platform, stack in summary.stacks.items():
-        m = _primary(stack, primary)
-        if m and stack["status"] == "keep":
-            level = f" at level {m['alpha']:.2g}" if m.get("alpha") else ""
+        m = stack.metric(primary)
+        if m and stack.status == "keep":
+            level = f" at level {m.alpha:.2g}" if m.alpha else ""
             floor = floor_of(summary, platform)
             parts.append(md("**{} {:+.1f}%** on {} (paired estimate over {} pairs; one-sided interval {}…{}{}, whose "
-                            "lower end clears the {}floor)", primary, m["delta_pct"], untrusted(platform),
-                            m.get("n_pairs") or m.get("n_base", "?"), _pct(m["ci_low_pct"]), _pct(m["ci_high_pct"]),
-                            level, f"{floor:g}% " if floor is not None else ""))
+                            "lower end clears the {}floor)", primary, m.delta_pct, untrusted(platform),
+                            m.n_pairs or (m.n_base if m.n_base is not None else "?"), _pct(m.ci_low_pct),
+                            _pct(m.ci_high_pct), level, f"{floor:g}% " if floor is not None else ""))
         else:
             parts.append(md("on {} the stack was {}: {}", untrusted(platform),
-                            STATUS_WORDS.get(stack["status"], stack["status"]), spans(stack["reason"], at_start=False)))
-    alone = sorted({e["hypothesis"] for e in summary.experiments if e["status"] == "keep"})
+                            STATUS_WORDS.get(stack.status, stack.status), spans(stack.reason, at_start=False)))
+    alone = sorted({e.hypothesis for e in summary.experiments if e.status == "keep"})
     no_branch = (md(" No branch was left{}.", md(" ({})", summary.branch_note) if summary.branch_note else md(""))
                  if summary.branch_left is False else md(" The branch equals the base commit."))
     if not alone:
@@ -215,7 +211,7 @@ def _headline(summary: RunSummary) -> Markdown:
     line = md("{} kept ({}); together: {}.", _plural(len(kept), "optimization"), untrusted(", ".join(kept)),
               join("; ", parts))
     if stacks := summary.stacks:
-        if not any(st["status"] == "keep" for st in stacks.values()):
+        if not any(st.status == "keep" for st in stacks.values()):
             line = md("{} The re-measure did not confirm the stack.{} The individual results below are leads to "
                       "re-measure, not changes to merge.", line, no_branch)
     return line
@@ -279,24 +275,23 @@ def kept_off_lines(summary: RunSummary) -> list[Markdown]:
                  spans(why.rstrip("."), 2000, at_start=False)) for name, why in off.items()], md("")]
 
 
-def _branch_line(summary: RunSummary, experiments: list[dict[str, Any]]) -> Markdown:
+def _branch_line(summary: RunSummary, experiments: list[ExperimentRecord]) -> Markdown:
     branch = (md("branch {}", code(summary.branch)) if summary.branch_left
               else md("no branch{}", md(" ({})", summary.branch_note) if summary.branch_note else md("")))
     return md("Run {}, base {}, {}, {} hypotheses tested, agent: {}.", code(summary.run_id),
-              code(summary.base_commit[:12]), branch, len({e["hypothesis"] for e in experiments}),
+              code(summary.base_commit[:12]), branch, len({e.hypothesis for e in experiments}),
               untrusted(summary.agent))
 
 
-def _interval(m: dict[str, Any] | None) -> str:
+def _interval(m: MetricResult | None) -> str:
     return interval(m) if m else "—"
 
 
-def _decided_interval(exp: dict[str, Any], m: dict[str, Any] | None) -> str:
+def _decided_interval(exp: ExperimentRecord, m: MetricResult | None) -> str:
     """The interval the experiment was decided with: for one the yardstick decided, the wall-clock
     guard's (the keep rule's own would read "too few pairs", which decided nothing)."""
-    runner = exp.get("runner") or {}
-    guard = runner.get("wall_guard")
-    if runner.get("simulated") and guard and guard.get("pairs"):
+    guard = exp.wall_guard
+    if exp.simulated and guard and guard.get("pairs"):
         from jobs.measure.simulate import guard_interval_at
         return f"guard {guard_interval_at(guard)}"
     return _interval(m)
@@ -309,21 +304,20 @@ def _yardstick_headline(summary: RunSummary) -> list[Markdown]:
     return headline(summary)
 
 
-def _leans_the_other_way(record: dict[str, Any], primary: str) -> bool:
+def _leans_the_other_way(record: ExperimentRecord, primary: str) -> bool:
     """A keep the simulated cycles decided whose wall-clock pairs lean to a loss: the guard's one
     look (`loss_p`, the signed-rank p that the candidate is slower, oriented by the metric's
     direction) below one half, though not below its level (or the keep would have been refused)."""
-    runner = record.get("runner") or {}
-    loss_p = (runner.get("wall_guard") or {}).get("loss_p")
-    if record.get("status") != "keep" or not runner.get("simulated") or loss_p is None or loss_p >= 0.5:
+    loss_p = record.wall_guard.get("loss_p")
+    if record.status != "keep" or not record.simulated or loss_p is None or loss_p >= 0.5:
         return False
     # A lean the size of the noise is not worth a sentence (a murmur3 stack kept at -11.6% simulated
     # was said to lean "the other way" at -0.4% with its interval -3.0%…+1.5% confirming it): it takes
     # a median change of LEAN_PCT or more toward a loss, or the guard's interval not excluding one.
-    guard, main = runner["wall_guard"], _primary(record, primary)
+    guard, main = record.wall_guard, record.metric(primary)
     unconfirmed = guard.get("lo_pct") is not None and guard.get("tolerance_pct") is not None and \
         guard["lo_pct"] <= -guard["tolerance_pct"]
-    return unconfirmed or (main is not None and abs(main.get("delta_pct") or 0.0) >= LEAN_PCT)
+    return unconfirmed or (main is not None and abs(main.delta_pct or 0.0) >= LEAN_PCT)
 
 
 LEAN_PCT = 1.0      # the wall clock's median change toward a loss that pr.md's summary names
@@ -334,17 +328,17 @@ def guard_leaning(summary: RunSummary) -> list[Markdown]:
     wall clock leaned the other way (within the guard's tolerance), so a reviewer reads it before
     any table. The stack's record on each platform; where no stack was kept there, the kept
     experiments'."""
-    stacked = {p for p, st in (summary.stacks or {}).items() if st.get("status") == "keep"}
-    records = [(md("the stack"), st) for p, st in (summary.stacks or {}).items() if p in stacked]
-    records += [(untrusted(e.get("name", "")), e) for e in summary.experiments if e.get("platform") not in stacked]
+    stacked = {p for p, st in summary.stacks.items() if st.status == "keep"}
+    records = [(md("the stack"), st) for p, st in summary.stacks.items() if p in stacked]
+    records += [(untrusted(e.name), e) for e in summary.experiments if e.platform not in stacked]
     out = []
     for what, r in records:
         if not _leans_the_other_way(r, summary.primary):
             continue
-        runner, sim = r["runner"], r["runner"]["simulated"]
-        g, m = runner["wall_guard"], _primary(r, summary.primary)
+        runner, sim = r.runner, r.simulated or {}
+        g, m = r.wall_guard, r.metric(summary.primary)
         from jobs.measure.simulate import guard_interval_at
-        wall = (md("{} {:+.1f}%, interval {}", summary.primary, m["delta_pct"], guard_interval_at(g)) if m
+        wall = (md("{} {:+.1f}%, interval {}", summary.primary, m.delta_pct, guard_interval_at(g)) if m
                 else md("interval {}", guard_interval_at(g)))
         base, head = runner.get("cpu_base_s"), runner.get("cpu_head_s")
         cpu = (md(", and the runner's CPU clock {:+.1f}% per process", 100 * (head / base - 1))
@@ -352,16 +346,16 @@ def guard_leaning(summary: RunSummary) -> list[Markdown]:
         tol = g.get("tolerance_pct")
         within = (md("within the {:g}% tolerance", tol) if tol is not None else md("within the guard's tolerance"))
         out += [md("**Kept on simulated cycles ({:+.1f}%); the wall clock leaned the other way** ({} on {}: {}{}), {} "
-                   "— review on your hardware before merging.", sim["delta_pct"], what, untrusted(r.get("platform", "")),
+                   "— review on your hardware before merging.", sim["delta_pct"], what, untrusted(r.platform),
                    wall, cpu, within), md("")]
     return out
 
 
-def _where(summary: RunSummary, platform: str, stack: dict[str, Any]) -> str:
+def _where(summary: RunSummary, platform: str, stack: ExperimentRecord) -> str:
     """The machine a platform's numbers come from: CPU, ISA and its flags, kernel, compiler, load."""
     facts = (summary.machines or {}).get(platform)
     if not facts:
-        return stack.get("cpu") or summary.cpus.get(platform, "")
+        return stack.cpu or summary.cpus.get(platform, "")
     return one_line(facts, facts.get("load") or None)
 
 
@@ -385,23 +379,23 @@ def render_pr(summary: RunSummary) -> Markdown:
            *(_yardstick_headline(summary) or [_headline(summary), md("")]), *guard_leaning(summary),
            *kept_off_lines(summary), _branch_line(summary, experiments), md(""),
            _how_sure(summary, ec), md("")]
-    out += [md("Measured on {}: {}.", untrusted(p), untrusted(one_line(m, m.get("load") or None)))
-            for p, m in (summary.machines or {}).items()] + ([md("")] if summary.machines else [])
+    out += [md("Measured on {}: {}.", untrusted(p), untrusted(one_line(facts, facts.get("load") or None)))
+            for p, facts in (summary.machines or {}).items()] + ([md("")] if summary.machines else [])
     out += notes_section(summary)
     out += commits_section(summary)
 
     for platform in summary.platforms:
         out += [md("## A/B on {}", untrusted(platform)), md("")]
         stack = stacks.get(platform)
-        if not stack or not stack.get("metrics"):
+        if not stack or not stack.metrics:
             why = (md("no optimization was kept, so there is no stack to measure") if platform in summary.cpus
                    else md("no {} machine was used in this run", untrusted(platform)))
             out += [md("Not measured: {}. No numbers are shown.", why), md("")]
             continue
         out += [md("Baseline {} vs stack {} on {}: coin-ordered pairs of whole benchmark processes (A B or B A) after a "
                    "discarded warm-up; each row is judged on its pairs.", code(summary.base_commit[:12]),
-                   code((stack.get("commit") or "")[:12]), untrusted(_where(summary, platform, stack))), md("")]
-        out += paired_table(stack["metrics"], floor_of(summary, platform)) + [md("")]
+                   code((stack.commit or "")[:12]), untrusted(_where(summary, platform, stack))), md("")]
+        out += paired_table(stack.metrics, floor_of(summary, platform)) + [md("")]
 
     out += _calibration(summary)
     out += profile_section(summary.profile)
@@ -411,11 +405,11 @@ def render_pr(summary: RunSummary) -> Markdown:
             md("| experiment | platform | kind | status | {} Δ | interval (level per side) | why |", primary),
             md("|---|---|---|---|---|---|---|")]
     for e in experiments:
-        m = _primary(e, primary)
-        out.append(md("| {} | {} | {} | {} | {} | {} | {} |", untrusted(e["name"]), untrusted(e["platform"]),
-                      untrusted(e.get("hypothesis_kind", "")), STATUS_WORDS.get(e["status"], e["status"]),
-                      _pct(m["delta_pct"]) if m else "—", _decided_interval(e, m),
-                      spans(e["reason"], 2000, at_start=False)))
+        m = e.metric(primary)
+        out.append(md("| {} | {} | {} | {} | {} | {} | {} |", untrusted(e.name), untrusted(e.platform),
+                      untrusted(e.hypothesis_kind), STATUS_WORDS.get(e.status, e.status),
+                      _pct(m.delta_pct) if m else "—", _decided_interval(e, m),
+                      spans(e.reason, 2000, at_start=False)))
     out.append(md(""))
     if summary.attribution:
         out += [md("## Does each commit earn its place? (leave-one-out, last-ranked first)"), md(""),
@@ -424,11 +418,11 @@ def render_pr(summary: RunSummary) -> Markdown:
                 md("| commit | platform | status | {} Δ | interval (level per side) | why |", primary),
                 md("|---|---|---|---|---|---|")]
         for a in summary.attribution:
-            m = _primary(a, primary)
-            out.append(md("| {} | {} | {} | {} | {} | {} |", untrusted(a["name"].removeprefix("attribution:")),
-                          untrusted(a["platform"]), STATUS_WORDS.get(a["status"], a["status"]),
-                          _pct(m["delta_pct"]) if m else "—", _decided_interval(a, m),
-                          spans(a["reason"], 2000, at_start=False)))
+            m = a.metric(primary)
+            out.append(md("| {} | {} | {} | {} | {} | {} |", untrusted(a.name.removeprefix("attribution:")),
+                          untrusted(a.platform), STATUS_WORDS.get(a.status, a.status),
+                          _pct(m.delta_pct) if m else "—", _decided_interval(a, m),
+                          spans(a.reason, 2000, at_start=False)))
         out.append(md(""))
     clocks = runner_table(experiments + list(stacks.values()))
     if clocks:
@@ -436,17 +430,17 @@ def render_pr(summary: RunSummary) -> Markdown:
                 md("Measured by the runner around each sandboxed benchmark process (medians); a candidate whose claimed "
                    "speed-up these clocks cannot account for is not kept."), md(""), *clocks, md("")]
     for e in experiments:
-        if e["status"] == "keep":
-            out += [details("{} on {}: all metrics", e["name"], e["platform"]), md("")]
-            out += paired_table(e["metrics"], floor_of(summary, e["platform"])) + [md(""), md("</details>"), md("")]
+        if e.status == "keep":
+            out += [details("{} on {}: all metrics", e.name, e.platform), md("")]
+            out += paired_table(e.metrics, floor_of(summary, e.platform)) + [md(""), md("</details>"), md("")]
 
-    failed = [e for e in experiments if e["status"] != "keep"]
+    failed = [e for e in experiments if e.status != "keep"]
     out += [md("## What did not work, and why"), md("")]
     out += [md("- **{}** won on its own but its commit conflicts with the ones stacked before it, so it is not in this "
                "branch; it needs rebasing onto the stack and a measurement of its own.", untrusted(name))
             for name in summary.stack_dropped]
-    out += [md("- **{}** on {} ({}): {}", untrusted(e["name"]), untrusted(e["platform"]),
-               STATUS_WORDS.get(e["status"], e["status"]), spans(e["reason"], 2000, at_start=False))
+    out += [md("- **{}** on {} ({}): {}", untrusted(e.name), untrusted(e.platform),
+               STATUS_WORDS.get(e.status, e.status), spans(e.reason, 2000, at_start=False))
             for e in failed] or [md("- Everything tried was kept.")]
     out += [md("- **{}** was kept alone but showed no contribution of its own inside the stack (leave-one-out), so it "
                "is not in this branch.", untrusted(name)) for name in summary.stack_unattributed]

@@ -1,6 +1,6 @@
 """The parts of pr.md a reviewer reads first: what each kept commit touches, how sure the
 result is (in the keep rule's own one-sided terms), what failed and why, and one command that
-measures base against head again from scratch. Pure: plain data in, Markdown lines out.
+measures base against head again from scratch. Pure: a run's typed records in, Markdown lines out.
 
 Every line is `jobs.guard.mdsafe.Markdown`, built with `md(template, *values)`: a string that comes
 from the target repository (paths, commit subjects, hypothesis text from its code, evidence,
@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from jobs.contract.model import ExperimentRecord, MetricResult
 from jobs.guard import mdsafe
 from jobs.guard.mdsafe import Markdown, code, details, indent, join, md, spans
 from jobs.contract.runsummary import RunSummary
@@ -46,19 +47,19 @@ def fenced(text: str, info: str = "") -> list[Markdown]:
 
 # -- how sure: the keep's own rule -------------------------------------------------------------
 
-def interval(m: dict[str, Any]) -> str:
+def interval(m: MetricResult) -> str:
     """`+1.2%…+8.0% (0.018)`: the interval at the level per side it was decided at."""
-    at = f" ({m['alpha']:.2g})" if m.get("alpha") else ""
-    lo, hi = m.get("ci_low_pct"), m.get("ci_high_pct")
+    at = f" ({m.alpha:.2g})" if m.alpha else ""
+    lo, hi = m.ci_low_pct, m.ci_high_pct
     if (lo is None or lo <= -99.95) and hi is None:
         return f"unbounded{at}: too few pairs at this level"    # e.g. a futility stop after a few pairs
     return f"{pct(lo)}…{pct(hi)}{at}"
 
 
-def decision(m: dict[str, Any], floor_pct: float | None) -> str:
+def decision(m: MetricResult, floor_pct: float | None) -> str:
     """The verdict of one metric in the words of the rule that made it: a one-sided interval
     at the experiment's level against the floor."""
-    lo, hi, verdict = m.get("ci_low_pct"), m.get("ci_high_pct"), m.get("verdict", "")
+    lo, hi, verdict = m.ci_low_pct, m.ci_high_pct, m.verdict
     floor = f"{floor_pct:.3g}%" if floor_pct is not None else "run's"     # a raised floor: 9.90679 → 9.91%
     if verdict == "win":
         return f"win: interval clears the {floor} floor"
@@ -71,15 +72,15 @@ def decision(m: dict[str, Any], floor_pct: float | None) -> str:
     return "no detectable difference"
 
 
-def paired_table(metrics: list[dict[str, Any]], floor_pct: float | None) -> list[Markdown]:
+def paired_table(metrics: list[MetricResult], floor_pct: float | None) -> list[Markdown]:
     """One row per metric, the numbers the verdict used: the paired estimate over n pairs and its
     interval at the level per side. Arm means are context only (the test uses the pairs)."""
     rows = [md("| metric | pairs | Δ (paired estimate) | interval (level per side) | decision | "
                "base → head mean (context) |"), md("|---|---|---|---|---|---|")]
     for m in metrics:
-        pairs = m.get("n_pairs") or min(m.get("n_base", 0), m.get("n_head", 0))
-        rows.append(md("| {} | {} | {} | {} | {} | {} → {} |", m["name"], pairs, pct(m.get("delta_pct")), interval(m),
-                       decision(m, floor_pct), _num(m.get("base_mean")), _num(m.get("head_mean"))))
+        pairs = m.n_pairs or min(m.n_base or 0, m.n_head or 0)
+        rows.append(md("| {} | {} | {} | {} | {} | {} → {} |", m.name, pairs, pct(m.delta_pct), interval(m),
+                       decision(m, floor_pct), _num(m.base_mean), _num(m.head_mean)))
     return rows
 
 
@@ -103,7 +104,7 @@ def rule_sentence(floor_pct: float | None, alpha: float | None, simulated: bool 
 
 # -- what each kept commit touches ----------------------------------------------------------------
 
-def hypothesis_line(h: dict[str, Any] | None, alone: dict[str, Any] | None, primary: str) -> Markdown:
+def hypothesis_line(h: dict[str, Any] | None, alone: ExperimentRecord | None, primary: str) -> Markdown:
     """One line: the hypothesis, its first piece of evidence, and what it measured on its own."""
     parts = []
     if h:
@@ -115,19 +116,18 @@ def hypothesis_line(h: dict[str, Any] | None, alone: dict[str, Any] | None, prim
             parts.append(md("evidence: {} {}{}", untrusted_code(first["where"]), spans(first.get("note", ""), 2000,
                                                                                        at_start=False), more))
     if alone:
-        m = next((x for x in alone.get("metrics", []) if x.get("name") == primary), None)
-        runner = alone.get("runner") or {}
-        sim, guard = runner.get("simulated"), runner.get("wall_guard") or {}
+        m = alone.metric(primary)
+        sim, guard = alone.simulated, alone.wall_guard
         if sim:
             # the yardstick decided it: its number first, then the wall clock's guard interval (the
             # wall-clock keep rule's own interval would read "too few pairs", which decided nothing)
             parts.append(md("alone: simulated cycles {:+.2f}% (floor {:.2g}%)", sim["delta_pct"], sim["floor_pct"]))
             if m and guard:
                 from jobs.measure.simulate import guard_interval_at
-                parts.append(md("wall clock beside it {} {}, interval {}", primary, pct(m.get("delta_pct")),
+                parts.append(md("wall clock beside it {} {}, interval {}", primary, pct(m.delta_pct),
                                 guard_interval_at(guard)))
         elif m:
-            parts.append(md("alone: {} {}, interval {}", primary, pct(m.get("delta_pct")), interval(m)))
+            parts.append(md("alone: {} {}, interval {}", primary, pct(m.delta_pct), interval(m)))
     return join("; ", parts) if parts else md("no hypothesis on record")
 
 
@@ -146,7 +146,7 @@ def commits_section(summary: RunSummary) -> list[Markdown]:
     if not commits:
         return []
     hyps = summary.hypotheses or {}
-    alone = {e["hypothesis"]: e for e in summary.experiments if e.get("status") == "keep"}
+    alone = {e.hypothesis: e for e in summary.experiments if e.status == "keep"}
     out = [md("## What each commit changes"), md("")]
     for i, c in enumerate(commits, start=1):
         name = c.get("hypothesis", "")
@@ -179,21 +179,21 @@ def failure_excerpt(log: str, status: str, lines: int = FAILURE_LINES) -> str:
     return "\n".join(body[:lines])
 
 
-def failures_section(experiments: list[dict[str, Any]]) -> list[Markdown]:
+def failures_section(experiments: list[ExperimentRecord]) -> list[Markdown]:
     """Failed steps with the first lines of their output, folded."""
     out = []
     for e in experiments:
-        excerpt = e.get("failure_output")
-        if e.get("status") in FAILED_STEPS and excerpt:
-            out += [details("{} on {}: {}: first lines of its output", e["name"], e["platform"], e["reason"]), md("")]
+        excerpt = e.failure_output
+        if e.status in FAILED_STEPS and excerpt:
+            out += [details("{} on {}: {}: first lines of its output", e.name, e.platform, e.reason), md("")]
             out += fenced(excerpt) + [md(""), md("</details>"), md("")]
     return out
 
 
 # -- noise warnings: one folded table ------------------------------------------------------------------
 
-def noise_section(records: list[dict[str, Any]]) -> list[Markdown]:
-    flagged = [(r, r.get("flags") or []) for r in records if r.get("flags")]
+def noise_section(records: list[ExperimentRecord]) -> list[Markdown]:
+    flagged = [(r, r.flags) for r in records if r.flags]
     if not flagged:
         return []
     total = sum(len(f) for _, f in flagged)
@@ -201,7 +201,7 @@ def noise_section(records: list[dict[str, Any]]) -> list[Markdown]:
                    "samples more pairs instead)", total, len(flagged)), md(""),
            md("| measurement | platform | warnings |"), md("|---|---|---|")]
     for r, flags in flagged:
-        out.append(md("| {} | {} | {} |", untrusted(r["name"]), untrusted(r["platform"]),
+        out.append(md("| {} | {} | {} |", untrusted(r.name), untrusted(r.platform),
                       join("<br>", [untrusted(f) for f in flags])))
     return out + [md(""), md("</details>"), md("")]
 

@@ -3,9 +3,11 @@ changes (`git diff --stat`), the branch's whole diffstat, and the first lines of
 step's output. Read once when the report is written; the renderer (jobs.report.report) stays pure."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from jobs.contract.model import ExperimentRecord
 from jobs.guard import gitops
 from jobs.report.report_review import FAILED_STEPS, failure_excerpt
 
@@ -36,9 +38,8 @@ def _stat(repo: Path, a: str, b: str) -> str:
     return " " + text if text else ""
 
 
-def with_failure_output(record: dict[str, Any], log: str) -> dict[str, Any]:
-    """The record for the summary (without its full log), with the failed step's first lines."""
-    out = {k: v for k, v in record.items() if k != "log"}
-    if record.get("status") in FAILED_STEPS and log:
-        out["failure_output"] = failure_excerpt(log, record["status"])
-    return out
+def with_failure_output(record: ExperimentRecord) -> ExperimentRecord:
+    """The record for the summary (summary.json leaves its full log out), with the failed step's first lines."""
+    if record.status in FAILED_STEPS and record.log:
+        return replace(record, failure_output=failure_excerpt(record.log, record.status))
+    return record

@@ -53,8 +53,8 @@ class Reporting:
             agent=self.agent, primary=self.config.primary.name, calibration=state.calibration, **facts,
             stack_applied=state.stack_applied if state.stack_survivors is None else state.stack_survivors,
             stack_dropped=state.stack_dropped, stack_unattributed=state.stack_unattributed,
-            attribution=[{k: v for k, v in r.items() if k != "log"}
-                         for r in ledger.read(self.out) if r.get("kind") == "attribution"],
+            attribution=[ExperimentRecord.from_summary(r) for r in ledger.read(self.out)
+                         if r.get("kind") == "attribution"],
             sandboxed=state.sandboxed, unsandboxed_by=state.unsandboxed_by,
             profile_missing=state.profile_missing,
             noise={p: {"history": n.get("history", []), "pool_pairs": len(n.get("pool", []))}
@@ -62,7 +62,7 @@ class Reporting:
             profile=state.profile, simulate=state.simulate,
             error_control={"alpha": self.config.thresholds.alpha, "family": self.config.budget.max_experiments,
                            "platforms": len(measured)},
-            stacks={p: {k: v for k, v in s.to_dict().items() if k != "log"} for p, s in stacks.items()},
+            stacks=dict(stacks),
             cost_usd=state.cost_usd, wall_seconds=round(wall_seconds, 1),
             stack_confirmed=state.stack_confirmed,
             branch_left=state.branch_left, branch_note=state.branch_note,
@@ -105,7 +105,7 @@ class Reporting:
         """What each kept commit touches, and the failed steps' first lines (jobs.report.review_facts)."""
         from jobs.report.review_facts import branch_diffstat, commit_facts, with_failure_output
         base, facts = self.state.base_commit, {}
-        facts["experiments"] = [with_failure_output(r.to_dict(), r.log) for r in results]
+        facts["experiments"] = [with_failure_output(r) for r in results]
         if confirmed:
             head = self.state.stack_final
             facts["commits"] = commit_facts(self.repo, base, head, self.state.stack_survivors or [])

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from bot.bench import bench_slot, level_note
+from jobs.contract.model import ExperimentRecord
 from jobs.stats import power as pw
 from jobs.stats import sequential as sq
 from jobs.run.pipeline import Run
@@ -70,6 +71,6 @@ def test_repeated_benches_of_a_no_change_candidate_keep_it_at_most_alpha_in_tota
 
 
 def test_the_reply_says_which_level_the_bench_kept_at():
-    said = level_note([{"alpha": sq.slot_alpha(ALPHA, 3, FAMILY)}], 3)
+    said = level_note([ExperimentRecord.from_summary({"alpha": sq.slot_alpha(ALPHA, 3, FAMILY)})], 3)
     assert "bench 3" in said and f"{sq.slot_alpha(ALPHA, 3, FAMILY):.3g}" in said
-    assert "nothing can be kept" in level_note([{"alpha": 0.0}], FAMILY + 1)
+    assert "nothing can be kept" in level_note([ExperimentRecord.from_summary({"alpha": 0.0})], FAMILY + 1)

@@ -6,6 +6,7 @@ import pytest
 
 from jobs.contract import ledger
 from jobs.contract.results import verdict_line
+from jobs.contract.model import ExperimentRecord, MetricResult
 from jobs.contract.runsummary import RunStopped, RunSummary
 
 # summary.json's keys in the order the pipeline has always written them (the file's contract).
@@ -16,15 +17,30 @@ KEYS = ["run_id", "target", "repo", "base_commit", "branch", "platform", "platfo
         "branch_left", "branch_note", "floor_pct", "reproduce", "resume", "warnings"]
 
 
+# A record's keys in summary.json: the ledger line's without its log, a failed step's first lines last.
+RECORD_KEYS = ["run_id", "name", "hypothesis", "platform", "status", "reason", "commit", "base_commit", "metrics",
+               "seconds", "cost_usd", "cpu", "kind", "flags", "alpha", "slot", "runner", "hypothesis_kind",
+               "skip_cause", "regressions", "calibration"]
+SCORE = MetricResult(name="score", base_mean=10.0, base_sd=1.0, head_mean=11.2, head_sd=1.0, n_base=12, n_head=12,
+                     delta_pct=12.0, p_value=0.01, ci_low_pct=8.0, ci_high_pct=16.0, mde_pct=3.0, method="paired",
+                     verdict="win", n_pairs=12)
+
+
+def _record(**fields):
+    return ExperimentRecord(**{"run_id": "r1", "platform": "local", "reason": "score +12.0%", "log": "all of it",
+                               **fields}).summary_dict()
+
+
 def _data(**changes):
     data = {k: None for k in KEYS}
     data.update(run_id="r1", target="t", repo="/r", base_commit="a" * 40, branch="autoresearch/r1", platform="local",
                 platforms=["local"], cpus={"local": "Xeon"}, cpu="Xeon", machines={}, agent="none", primary="score",
-                calibration={"local": {}}, experiments=[{"name": "c", "hypothesis": "c", "status": "keep"}],
+                calibration={"local": {}}, experiments=[_record(name="c", hypothesis="c", status="keep")],
                 commits=[{"hypothesis": "c"}], diffstat="", hypotheses={}, stack_applied=["c"], stack_dropped=[],
                 stack_unattributed=[], attribution=[], sandboxed=True, unsandboxed_by="", profile_missing="",
                 noise={}, error_control={"alpha": 0.05}, cost_usd=0.0, wall_seconds=1.5,
-                stacks={"local": {"status": "keep", "metrics": [{"name": "score", "delta_pct": 12.0, "p_value": 0.01}]}},
+                stacks={"local": _record(name="stack", hypothesis="stack", status="keep", kind="stack",
+                                         metrics=[SCORE])},
                 stack_confirmed=True, branch_left=True, branch_note="", floor_pct={"local": 1.0}, reproduce=["x"],
                 resume="autoresearch run /r", warnings=["the config's sandbox.env asks for X, which the operator "
                                                         "does not allow"])
@@ -38,7 +54,28 @@ def test_the_json_form_reads_back_byte_for_byte():
     summary = RunSummary.from_json(data)
     assert ledger.dumps(summary.to_json(), indent=2) == text
     assert list(summary.to_json()) == KEYS
-    assert summary.kept and summary.stacks["local"]["status"] == "keep"
+    assert summary.kept and summary.stacks["local"].status == "keep"
+    assert isinstance(summary.experiments[0], ExperimentRecord) and summary.stacks["local"].metric("score") == SCORE
+
+
+def test_a_record_is_written_as_the_ledger_holds_it_without_its_log():
+    failed = ExperimentRecord("r1", "b", "b", "local", "checks_failed", "checks failed (exit 1)", log="x" * 100,
+                              failure_output="case 1: FAIL")
+    data = RunSummary.from_json(_data(experiments=[failed], attribution=[failed])).to_json()
+    assert list(data["experiments"][0]) == RECORD_KEYS + ["failure_output"]
+    assert data["experiments"][0]["failure_output"] == "case 1: FAIL" and "log" not in data["attribution"][0]
+    assert list(data["stacks"]["local"]) == RECORD_KEYS
+    assert failed.to_dict()["failure_output"] == "case 1: FAIL"
+    assert "failure_output" not in ExperimentRecord("r1", "b", "b", "local", "keep", "").to_dict()   # the ledger's
+
+
+def test_a_metric_a_strict_file_wrote_as_null_reads_back_as_none():
+    data = _data()
+    data["stacks"]["local"]["metrics"][0].update(ci_high_pct=None, mde_pct=None)
+    summary = RunSummary.from_json(data)
+    m = summary.stacks["local"].metric("score")
+    assert m is not None and m.ci_high_pct is None and m.mde_pct is None
+    assert ledger.dumps(summary.to_json(), indent=2) == ledger.dumps(data, indent=2)
 
 
 def test_a_summary_written_before_warnings_were_kept_reads_back_without_any():

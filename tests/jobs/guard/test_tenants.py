@@ -293,6 +293,6 @@ def test_two_repositories_at_once_one_forking_to_its_limit_leave_the_others_verd
         hog.join(timeout=30)
     assert summary.sandboxed is True
     [experiment] = summary.experiments
-    assert experiment["status"] not in ("build_failed", "checks_failed", "crash", "timeout"), experiment
+    assert experiment.status not in ("build_failed", "checks_failed", "crash", "timeout"), experiment
     assert "Resource temporarily unavailable" not in str(experiment), experiment
-    assert experiment["status"] == "keep", experiment      # the 2x candidate, as without a neighbour
+    assert experiment.status == "keep", experiment      # the 2x candidate, as without a neighbour

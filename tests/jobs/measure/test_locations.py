@@ -95,9 +95,9 @@ def test_an_identical_binary_under_a_location_bias_larger_than_the_floor_is_neve
                             {"src/code.c": FILES["src/code.c"] + f"/* a comment only: {k} */\n"}) for k in range(2)]
     summary = Run(RunOptions(target=repo, out=tmp_path / "out", run_id="where", agent="none",
                              candidates=candidates, repeats=20)).execute()
-    nulls = [e for e in summary.experiments if e["name"].startswith("null")]
-    reasons = [e["reason"] for e in nulls]
-    assert [e["status"] for e in nulls] == ["discard"] * len(candidates), reasons
+    nulls = [e for e in summary.experiments if e.name.startswith("null")]
+    reasons = [e.reason for e in nulls]
+    assert [e.status for e in nulls] == ["discard"] * len(candidates), reasons
     assert all("no detectable difference" in r for r in reasons), reasons
     assert summary.calibration["local"]["score"]["floor_pct"] < 100 * (LOCATION_BIAS - 1)
     assert not list((tmp_path / "out" / "work").glob("*.[AB]"))

@@ -339,18 +339,18 @@ def test_tiny_c_target_end_to_end(tmp_path):
     ]
     out = tmp_path / "out"
     summary = Run(RunOptions(target=target, out=out, run_id="t1", agent="none", candidates=patches)).execute()
-    by = {e["name"]: e for e in summary.experiments}
+    by = {e.name: e for e in summary.experiments}
     drop = by["drop_redundant"]
-    assert "simulated" in drop["runner"], (drop["status"], drop["reason"])     # say why, when it never got there
-    sim = drop["runner"]["simulated"]
+    assert "simulated" in drop.runner, (drop.status, drop.reason)     # say why, when it never got there
+    sim = drop.runner["simulated"]
     # deterministic: the removed loop is 1/25 of the loops, diluted by process start-up (~2M instructions)
     assert -2.5 < sim["delta_pct"] < -1.0, sim
-    assert drop["status"] == "keep", drop["reason"]
-    assert by["comment"]["status"] == "discard" and "no change in the binary" in by["comment"]["reason"], by["comment"]["reason"]
-    assert by["comment"]["runner"]["pairs"] == 0
+    assert drop.status == "keep", drop.reason
+    assert by["comment"].status == "discard" and "no change in the binary" in by["comment"].reason, by["comment"].reason
+    assert by["comment"].runner["pairs"] == 0
     skip = by["skip_where_counted"]
-    assert skip["status"] == "invalid" and "the simulated workload: DIGEST h is" in skip["reason"], skip["reason"]
-    assert skip["runner"]["pairs"] == 0
+    assert skip.status == "invalid" and "the simulated workload: DIGEST h is" in skip.reason, skip.reason
+    assert skip.runner["pairs"] == 0
     cal = summary.simulate["local"]
     # two builds of one commit differ by ~0.003-0.012% (seen here: the build folder's path length
     # reaches the binary and its start-up); far below the 0.5% floor and the -1.8% above

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -98,11 +99,11 @@ def variants(evil: str) -> list:
     """The run's headline in each of its shapes: the yardstick's, the wall clock's, a stack the
     re-measure did not confirm, nothing kept at all."""
     s = hostile_summary(evil)
-    unconfirmed = {evil: {**s.stacks[evil], "status": "discard", "runner": {}}}
+    unconfirmed = {evil: replace(s.stacks[evil], status="discard", runner={})}
     return [s, hostile_summary(evil, simulate=None),
             hostile_summary(evil, simulate=None, stacks=unconfirmed, branch_left=False),
             hostile_summary(evil, simulate=None, stacks={}, stack_applied=[], branch_left=False,
-                            experiments=[{**s.experiments[1]}])]
+                            experiments=[replace(s.experiments[1])])]
 
 
 def hostile_research(evil: str, tmp_path: Path) -> Markdown:

@@ -1,4 +1,4 @@
-from jobs.contract.model import Evidence, Hypothesis
+from jobs.contract.model import Evidence, ExperimentRecord, Hypothesis
 from jobs.report.report import render_pr, render_research
 from summaries import run_summary
 
@@ -7,6 +7,11 @@ def metric(name, delta, p, verdict="win"):
     return dict(name=name, base_mean=100.0, base_sd=2.0, head_mean=100 + delta, head_sd=2.5, n_base=10, n_head=10,
                 delta_pct=delta, p_value=p, ci_low_pct=delta - 3, ci_high_pct=delta + 3, mde_pct=4.2,
                 method="welch", verdict=verdict, note="")
+
+
+def result(**fields):
+    """A `MetricResult` as a summary holds it, of the fields given (the others not measured)."""
+    return ExperimentRecord.from_summary({"metrics": [fields]}).metrics[0]
 
 
 def summary(**kw):
@@ -89,11 +94,11 @@ def test_a_commit_the_yardstick_decided_shows_its_simulated_change_not_too_few_p
     alone = {"metrics": [dict(name="pp512", delta_pct=4.6, ci_low_pct=None, ci_high_pct=None, alpha=0.0081)],
              "runner": {"simulated": {"delta_pct": -0.6, "floor_pct": 0.5},
                         "wall_guard": {"lo_pct": -3.7, "hi_pct": 6.8, "alpha": 0.05, "pairs": 7}}}
-    line = hypothesis_line(None, alone, "pp512")
+    line = hypothesis_line(None, ExperimentRecord.from_summary(alone), "pp512")
     assert line == ("alone: simulated cycles -0.60% (floor 0.5%); wall clock beside it pp512 +4.6%, interval "
                     "-3.7%…+6.8% (0.05, 7 pairs)"), line
     assert "too few pairs" not in line
-    plain = hypothesis_line(None, {"metrics": alone["metrics"]}, "pp512")
+    plain = hypothesis_line(None, ExperimentRecord.from_summary({"metrics": alone["metrics"]}), "pp512")
     assert plain == "alone: pp512 +4.6%, interval unbounded (0.0081): too few pairs at this level"
 
 
@@ -101,7 +106,7 @@ def test_the_per_optimization_table_shows_the_guard_interval_a_yardstick_keep_wa
     exps = summary().experiments
     m = metric("tg", 4.6, 0.3, "no detectable difference")
     m.update(ci_low_pct=None, ci_high_pct=None, alpha=0.0081)
-    exps[0] = {**exps[0], "metrics": [m], "runner": {
+    exps[0] = {**exps[0].summary_dict(), "metrics": [m], "runner": {
         "pairs": 7, "simulated": {"delta_pct": -0.6, "floor_pct": 0.5, "base_cycles": 1000, "head_cycles": 994},
         "wall_guard": {"lo_pct": -3.7, "hi_pct": 6.8, "alpha": 0.05, "pairs": 7}}}
     md = render_pr(summary(experiments=exps))
@@ -123,7 +128,7 @@ def test_yardstick_like_paths():
 
 def test_failures_are_folded_with_the_first_lines_of_their_output():
     exps = summary().experiments
-    exps[3]["failure_output"] = "case 1: FAIL\ncase 2: FAIL\n```\nnot a fence"
+    exps[3].failure_output = "case 1: FAIL\ncase 2: FAIL\n```\nnot a fence"
     md = render_pr(summary(experiments=exps))
     block = md.split("<summary>broken on x86: checks failed (exit 1): first lines of its output</summary>")[1]
     block = block.split("</details>")[0]
@@ -166,7 +171,7 @@ def test_untrusted_metric_with_unknown_bounds_renders():
     m = metric("tg", 0.0, 1.0, "untrusted")
     m.update(ci_high_pct=float("inf"), mde_pct=float("inf"))
     s = summary()
-    s.stacks["x86"]["metrics"] = [strict_json(m)]
+    s.stacks["x86"].metrics = ExperimentRecord.from_summary({"metrics": [strict_json(m)]}).metrics
     md = render_pr(s)
     assert "| tg | 10 | +0.0% | -3.0%…? | untrusted: too few complete pairs |" in md
 
@@ -178,9 +183,9 @@ def test_dropped_winner_is_reported_not_silent():
 
 def test_an_interval_open_at_both_ends_says_so():
     from jobs.report.report_review import interval
-    assert interval(dict(ci_low_pct=-100.0, ci_high_pct=None, alpha=0.0092)) == \
+    assert interval(result(ci_low_pct=-100.0, ci_high_pct=None, alpha=0.0092)) == \
         "unbounded (0.0092): too few pairs at this level"
-    assert interval(dict(ci_low_pct=-3.0, ci_high_pct=None)) == "-3.0%…?"
+    assert interval(result(ci_low_pct=-3.0, ci_high_pct=None)) == "-3.0%…?"
 
 
 def test_how_sure_names_the_yardstick_when_simulated_cycles_decided():
@@ -259,8 +264,8 @@ def test_a_run_without_warnings_has_no_notes_section():
 
 def test_a_floor_the_calibration_raised_is_printed_to_three_digits_as_elsewhere_in_the_report():
     from jobs.report.report_review import decision
-    assert decision({"verdict": "win"}, 9.906790173) == "win: interval clears the 9.91% floor"
-    assert decision({"verdict": "", "ci_low_pct": 0.4, "ci_high_pct": 3.0}, 1.0) == "real but inside the 1% floor"
+    assert decision(result(verdict="win"), 9.906790173) == "win: interval clears the 9.91% floor"
+    assert decision(result(verdict="", ci_low_pct=0.4, ci_high_pct=3.0), 1.0) == "real but inside the 1% floor"
 
 
 def test_the_pr_says_who_switched_the_sandbox_off():

@@ -52,7 +52,7 @@ def test_pr_names_files_shows_failures_and_its_reproduce_block_re_measures(tmp_p
 
     # The honest large candidate is kept, and confirmed with the stack (the branch-less path is
     # the next test's): everything below is checked on every host, never skipped.
-    assert [e["name"] for e in summary.experiments if e["status"] == "keep"] == ["faster"], summary.experiments
+    assert [e.name for e in summary.experiments if e.status == "keep"] == ["faster"], summary.experiments
     assert summary.stack_confirmed and summary.branch_left, summary.stacks
     # What the kept commit touches, from git itself.
     changes = md.split("## What each commit changes")[1].split("\n## ")[0]

@@ -58,9 +58,9 @@ def test_claude_agent_runs_a_full_local_experiment(tmp_path):
         out = tmp_path / "out"
         summary = Run(RunOptions(target=target, out=out, run_id="c1", agent="claude"), agent=agent).execute()
     assert not fake.errors and not fake.script, (fake.errors, fake.script)
-    by = {e["hypothesis"]: e for e in summary.experiments}
-    assert by["raise-speed"]["status"] == "keep", by["raise-speed"]["reason"]
-    assert by["tidy-code"]["status"] == "skipped" and "no edit" in by["tidy-code"]["reason"]
+    by = {e.hypothesis: e for e in summary.experiments}
+    assert by["raise-speed"].status == "keep", by["raise-speed"].reason
+    assert by["tidy-code"].status == "skipped" and "no edit" in by["tidy-code"].reason
     assert summary.stack_applied == ["raise-speed"]
     assert summary.agent == "claude"
     research = (out / "research.md").read_text()

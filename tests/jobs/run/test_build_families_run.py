@@ -93,12 +93,12 @@ def run(tmp_path_factory):
 
 def test_two_kept_options_of_one_line_are_measured_together_and_only_the_best_stacks(run):
     target, out, summary = run
-    status = {e["hypothesis"]: e["status"] for e in summary.experiments}
+    status = {e.hypothesis: e.status for e in summary.experiments}
     both = "combined-skip1+skip2"
     # each kept alone; their combination measured as one more experiment, through the same verdicts
     assert status == {"skip1": "keep", "skip2": "keep", "march": "keep", both: "keep"}, summary.experiments
-    combined = next(e for e in summary.experiments if e["hypothesis"] == both)
-    assert combined["slot"] == 4 and combined["hypothesis_kind"] == "build"
+    combined = next(e for e in summary.experiments if e.hypothesis == both)
+    assert combined.slot == 4 and combined.hypothesis_kind == "build"
     # the branch holds one build-option commit: the combination's, which edits the line with both flags
     assert summary.stack_applied == [both] and summary.stack_dropped == [], summary
     assert summary.stack_confirmed and summary.branch_left
@@ -112,7 +112,7 @@ def test_two_kept_options_of_one_line_are_measured_together_and_only_the_best_st
 
 def test_a_kept_march_build_stays_off_the_branch_and_pr_md_says_why(run):
     target, out, summary = run
-    assert next(e for e in summary.experiments if e["hypothesis"] == "march")["status"] == "keep"
+    assert next(e for e in summary.experiments if e.hypothesis == "march").status == "keep"
     assert "march" not in summary.stack_applied
     assert "march" not in git(target, "log", "--format=%s", f"{summary.base_commit}..{summary.branch}")
     assert "-march" not in git(target, "show", f"{summary.branch}:Makefile")
@@ -136,8 +136,8 @@ def test_a_combination_the_budget_refuses_is_said_and_the_best_single_option_sta
     summary = Run(RunOptions(target=target, out=tmp_path / "out", run_id="fb", agent="none", candidates=candidates,
                              profile="off")).execute()
     both = "combined-skip1+skip2"
-    refused = next(e for e in summary.experiments if e["hypothesis"] == both)
-    assert (refused["status"], refused["reason"]) == ("skipped", "budget: max_experiments=2 reached")
+    refused = next(e for e in summary.experiments if e.hypothesis == both)
+    assert (refused.status, refused.reason) == ("skipped", "budget: max_experiments=2 reached")
     assert summary.stack_applied == ["skip2"], summary        # the best alone: two passes less than skip1's one
     md = (tmp_path / "out" / "pr.md").read_text()
     assert (f"- **skip1** was kept alone but is kept off the branch: superseded by skip2 (same line; their "

@@ -32,7 +32,7 @@ def caught_by_the_runners_clock(experiment: dict) -> bool:
     23.3% floor" after a noisy calibration; "no detectable difference" at 12 pairs under two hogs):
     then the cheat is discarded before the clock is asked, and only "never kept" can be asserted. A
     quiet host's run gets the claim, so a clock that stopped looking still fails this test there."""
-    status, reason = experiment["status"], experiment["reason"]
+    status, reason = experiment.status, experiment.reason
     if status == "invalid":
         return "clock does not see" in reason
     if status != "discard":
@@ -75,23 +75,23 @@ def test_cheats_that_pass_the_checks_are_never_kept_and_an_honest_fusion_is(tmp_
     ]
     summary = Run(RunOptions(target=repo, out=tmp_path / "out", run_id="cheats", agent="none",
                              candidates=candidates, repeats=20)).execute()
-    status = {e["name"]: e for e in summary.experiments}
+    status = {e.name: e for e in summary.experiments}
 
     # Work skipped where the checks do not look: the tokens it generates differ from the baseline's.
-    assert status["skip-layers"]["status"] == "invalid", status["skip-layers"]["reason"]
-    assert "DIGEST tokens" in status["skip-layers"]["reason"]
+    assert status["skip-layers"].status == "invalid", status["skip-layers"].reason
+    assert "DIGEST tokens" in status["skip-layers"].reason
     # Work moved into child processes the benchmark's CPU clock does not charge.
-    assert caught_by_the_runners_clock(status["fork-work"]), status["fork-work"]["reason"]
+    assert caught_by_the_runners_clock(status["fork-work"]), status["fork-work"].reason
     # State cached in /tmp, $HOME or the tree: every process starts from nothing, so nothing is gained.
     cache = status["cache-in-tmp"]
-    assert cache["status"] == "discard", cache["reason"]
-    tg = next(m for m in cache["metrics"] if m["name"] == "tg_tps")
-    assert tg["delta_pct"] < 5.0
+    assert cache.status == "discard", cache.reason
+    tg = next(m for m in cache.metrics if m.name == "tg_tps")
+    assert tg.delta_pct < 5.0
     assert not (Path.home() / ".tinyllm-cache").exists()
 
     # The honest fusion passes the same integrity checks (whether it is kept depends on this
     # machine's noise today, which a test must not assert); nothing else can reach the branch.
-    assert status["fuse-softmax"]["status"] in ("keep", "discard"), status["fuse-softmax"]["reason"]
+    assert status["fuse-softmax"].status in ("keep", "discard"), status["fuse-softmax"].reason
     log = git(repo, "log", "--format=%s", f"{summary.base_commit}..{summary.branch}").splitlines() \
         if summary.branch_left else []       # no branch is left when nothing is kept
     assert log in ([], ["fuse-softmax: maintainer candidate"])
@@ -114,12 +114,12 @@ def test_the_real_library_cheat_is_refused_and_hidden_in_the_library_it_is_inval
     ]
     summary = Run(RunOptions(target=repo, out=tmp_path / "out", run_id="lib", agent="none",
                              candidates=candidates)).execute()
-    status = {e["name"]: e for e in summary.experiments}
+    status = {e.name: e for e in summary.experiments}
     scaled = status["scaled-print"]
-    assert scaled["status"] == "skipped" and "part of the yardstick (bench/**" in scaled["reason"], scaled["reason"]
+    assert scaled.status == "skipped" and "part of the yardstick (bench/**" in scaled.reason, scaled.reason
     hidden = status["slow-clock"]
-    assert caught_by_the_runners_clock(hidden), hidden["reason"]
+    assert caught_by_the_runners_clock(hidden), hidden.reason
     honest = status["one-pass"]
-    assert honest["status"] in ("keep", "discard"), honest["reason"]
+    assert honest.status in ("keep", "discard"), honest.reason
     log = git(repo, "log", "--format=%s", f"{summary.base_commit}..{summary.branch}").splitlines()
     assert log in ([], ["one-pass: maintainer candidate"])

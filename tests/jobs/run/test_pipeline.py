@@ -45,22 +45,22 @@ def test_every_status_from_maintainer_candidates(target, tmp_path):
     ]
     out = tmp_path / "out"
     summary = run(target, out, patches)
-    status = {e["name"]: e for e in summary.experiments}
-    assert status["faster"]["status"] == "keep", status["faster"]["reason"]
-    assert status["same"]["status"] == "discard"
+    status = {e.name: e for e in summary.experiments}
+    assert status["faster"].status == "keep", status["faster"].reason
+    assert status["same"].status == "discard"
     # An identical candidate: no difference, or (at most the run's level of the time) a "real" one
     # inside the floor; never a keep.
-    same = status["same"]["reason"]
+    same = status["same"].reason
     assert ("no detectable difference" in same and "MDE" in same) or ("is real" in same and "floor" in same), same
-    assert status["nobuild"]["status"] == "build_failed"
-    assert status["wrong"]["status"] == "checks_failed"
-    assert status["crashes"]["status"] == "crash" and "status 3" in status["crashes"]["reason"]
-    assert status["hangs"]["status"] == "timeout"
-    assert status["nan"]["status"] == "crash" and "not finite" in status["nan"]["reason"]
+    assert status["nobuild"].status == "build_failed"
+    assert status["wrong"].status == "checks_failed"
+    assert status["crashes"].status == "crash" and "status 3" in status["crashes"].reason
+    assert status["hangs"].status == "timeout"
+    assert status["nan"].status == "crash" and "not finite" in status["nan"].reason
 
     # The win is measured, not assumed: ~+100% on score (speed 100 -> 200), and ms (lower is better) improves too.
-    score = next(m for m in status["faster"]["metrics"] if m["name"] == "score")
-    assert 90 < score["delta_pct"] < 110 and score["p_value"] < 0.05 and score["n_base"] >= 6
+    score = next(m for m in status["faster"].metrics if m.name == "score")
+    assert 90 < score.delta_pct < 110 and score.p_value < 0.05 and score.n_base >= 6
 
     for name in ("research.md", "experiments.jsonl", "pr.md", "summary.json", "hypotheses.json"):
         assert (out / name).is_file(), name
@@ -76,7 +76,7 @@ def test_every_status_from_maintainer_candidates(target, tmp_path):
     # The stack holds exactly the one winner, as one commit on the run's branch.
     log = git(target, "log", "--format=%s", f"{summary.base_commit}..autoresearch/t1").splitlines()
     assert log == ["faster: maintainer candidate"]
-    assert summary.stacks["local"]["status"] == "keep"
+    assert summary.stacks["local"].status == "keep"
     pr = (out / "pr.md").read_text()
     assert "| score |" in pr and "faster" in pr and "What did not work" in pr
     assert "did not build" in pr and "failed correctness checks" in pr
@@ -90,7 +90,7 @@ def test_every_status_from_maintainer_candidates(target, tmp_path):
     assert f"Measured on local: " in pr and here["isa"].upper() in pr
     # The noise as the run went: each measured experiment's own pairs, shown beside the calibration.
     seen = {h["name"]: h for h in summary.noise["local"]["history"]}
-    assert {"faster", "same"} <= set(seen) and seen["faster"]["pairs"] == status["faster"]["runner"]["pairs"]
+    assert {"faster", "same"} <= set(seen) and seen["faster"]["pairs"] == status["faster"].runner["pairs"]
     assert "Noise as the run went (score, per pair" in pr
 
 
@@ -106,9 +106,9 @@ def test_out_of_path_edit_is_refused(target, tmp_path, monkeypatch):
     bad = patch_for(target, tmp_path / "cheat.patch", {"bench.sh": "#!/bin/sh\necho 'METRIC score=1e9'\n"})
     outside = patch_for(target, tmp_path / "outside.patch", {"README": "hi\n"})
     summary = run(target, tmp_path / "out", [bad, outside])
-    status = {e["name"]: e for e in summary.experiments}
-    assert status["cheat"]["status"] == "skipped" and "yardstick" in status["cheat"]["reason"]
-    assert status["outside"]["status"] == "skipped" and "outside the editable paths" in status["outside"]["reason"]
+    status = {e.name: e for e in summary.experiments}
+    assert status["cheat"].status == "skipped" and "yardstick" in status["cheat"].reason
+    assert status["outside"].status == "skipped" and "outside the editable paths" in status["outside"].reason
     assert summary.stacks == {}
     # Reproduce names the variables, never their values (issue 20, N8).
     assert any(line.startswith('SYN_MODEL="$SYN_MODEL" SYN_THREADS="$SYN_THREADS" .venv/bin/autoresearch run ')
@@ -239,10 +239,10 @@ def test_a_commit_that_breaks_the_stack_leaves_it(tmp_path):
     a = patch_for(repo, tmp_path / "a.patch", {"src/a": "1\n"})
     b = patch_for(repo, tmp_path / "b.patch", {"src/b": "1\n"})
     summary = run(repo, tmp_path / "out", [a, b])
-    assert [e["status"] for e in summary.experiments] == ["keep", "keep"]
-    assert [(a["name"], a["status"]) for a in summary.attribution] == [("attribution:b", "checks_failed")]
+    assert [e.status for e in summary.experiments] == ["keep", "keep"]
+    assert [(a.name, a.status) for a in summary.attribution] == [("attribution:b", "checks_failed")]
     assert summary.stack_applied == ["a"] and summary.stack_unattributed == ["b"]
-    assert summary.stacks["local"]["status"] == "keep" and summary.stack_confirmed is True
+    assert summary.stacks["local"].status == "keep" and summary.stack_confirmed is True
     log = git(repo, "log", "--format=%s", f"{summary.base_commit}..{summary.branch}").splitlines() \
         if summary.branch_left else []       # no branch is left when nothing is kept
     assert log == ["a: maintainer candidate"]
@@ -268,9 +268,9 @@ def test_a_commit_that_adds_nothing_to_the_stack_is_dropped_from_the_branch(tmp_
     real = patch_for(repo, tmp_path / "real.patch", {"src/real": "1\n"})
     lucky = patch_for(repo, tmp_path / "lucky.patch", {"src/lucky": "1\n"})
     summary = run(repo, tmp_path / "out", [real, lucky])
-    assert [e["status"] for e in summary.experiments] == ["keep", "keep"]
+    assert [e.status for e in summary.experiments] == ["keep", "keep"]
     (attribution,) = summary.attribution
-    assert attribution["name"] == "attribution:lucky" and attribution["status"] == "discard"
+    assert attribution.name == "attribution:lucky" and attribution.status == "discard"
     assert summary.stack_applied == ["real"] and summary.stack_unattributed == ["lucky"]
     log = git(repo, "log", "--format=%s", f"{summary.base_commit}..{summary.branch}").splitlines() \
         if summary.branch_left else []       # no branch is left when nothing is kept

@@ -56,9 +56,9 @@ def test_x86_and_arm_results_land_in_their_own_tables(tmp_path):
 
     assert fake.up() == []                                      # every VM torn down
     assert sorted(summary.stacks) == ["arm", "x86"]
-    by = {(e["name"], e["platform"]): e for e in summary.experiments}
-    assert by[("faster", "x86")]["status"] == by[("faster", "arm")]["status"] == "keep"
-    assert by[("same", "x86")]["status"] == "discard"
+    by = {(e.name, e.platform): e for e in summary.experiments}
+    assert by[("faster", "x86")].status == by[("faster", "arm")].status == "keep"
+    assert by[("same", "x86")].status == "discard"
     pr = (out / "pr.md").read_text()
     x86, arm = pr.index("## A/B on x86"), pr.index("## A/B on arm")
     x86_section, arm_section = pr[x86:arm], pr[arm:pr.index("\n## ", arm + 1)]
@@ -101,10 +101,10 @@ def test_budget_stops_launching_before_it_would_be_exceeded(tmp_path):
     x86.budget.reserve = watched
     summary = run.execute()
 
-    status = {e["name"]: (e["status"], e["reason"]) for e in summary.experiments}
+    status = {e.name: (e.status, e.reason) for e in summary.experiments}
     assert status["p0"][0] == status["p1"][0] == "keep"
     assert status["p2"][0] == "skipped" and status["p2"][1].startswith("budget:")
-    assert summary.stacks["x86"]["status"] == "skipped" and "budget:" in summary.stacks["x86"]["reason"]
+    assert summary.stacks["x86"].status == "skipped" and "budget:" in summary.stacks["x86"].reason
     assert len(fake.launched) == 3                              # calibration, p0, p1: nothing more
     assert max(held) <= 0.22                                     # reservations never passed the cap
     assert load_state(out)["cost_usd"] == pytest.approx(3 * 300 / 3600 * 0.34, abs=5e-4)
