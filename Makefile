@@ -23,8 +23,9 @@ $(STAMP): $(CORE)
 	$(PY) -m pip install -q -e '.[bot,llm,cloud,test]'
 	@rm -f $(VENV)/.installed-*; touch $@
 
-# The sandbox every step that runs target code uses (Debian's bubblewrap): the only system
-# package the demo needs, installed when missing so `make demo` works on a fresh machine.
+# The sandbox every step that runs target code uses (Debian's bubblewrap) and the demo's yardstick
+# (valgrind: its `simulate:` workload): the system packages the demo needs, installed when missing
+# so `make demo` works on a fresh machine.
 sandbox-deps:
 	@bash tests/system-deps.sh --sandbox-only
 

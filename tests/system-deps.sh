@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the test suite needs, only those missing. Safe to re-run.
-# `--sandbox-only` (make demo): only bubblewrap, the one system package a run itself needs.
+# `--sandbox-only` (make demo): only what a demo run itself needs: bubblewrap (the sandbox) and
+# valgrind (the demo's yardstick, its `simulate:` workload).
 # `--slow` (make test-slow): also what the slow set's llama.cpp build needs.
 set -euo pipefail
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
@@ -13,6 +14,7 @@ need=()
 # bubblewrap: every step that runs target code runs in its sandbox.
 command -v bwrap >/dev/null || need+=(bubblewrap)
 if [ "${1:-}" = --sandbox-only ]; then
+  command -v valgrind >/dev/null || need+=(valgrind)
   if ((${#need[@]})); then apt_install "${need[@]}"; fi
   exit 0
 fi
