@@ -27,7 +27,7 @@ from jobs.guard import gitops, safefs
 from jobs.research.callgrind import CallProfile
 from jobs.agent.transforms.rewrite import HEADERS, Transform, plan
 
-MOST = 8                    # rewrites built and checked per research
+MOST = 10                   # rewrites built and checked per research (two unroll factors per hot loop)
 MOST_FUNCTIONS = 3          # hot editable functions transformed
 MIN_SHARE = 0.03
 SOURCE_LIMIT = 2 << 20

@@ -325,7 +325,7 @@ def _bound(fn, also: str = "") -> Evidence:
                     f"transformation saves at most {pct:.1f}%")
 
 
-def plan(prof, hot: list, sources: dict[str, str], x86_64: bool = True, most: int = 8) -> tuple[list[Transform], list[str]]:
+def plan(prof, hot: list, sources: dict[str, str], x86_64: bool = True, most: int = 10) -> tuple[list[Transform], list[str]]:
     """What to try, best first, at most `most`: for each hot function (`hot`: spots of the profile's
     editable functions, hottest first) whose definition is in `sources` (rel -> text), dispatch,
     the unroll/ivdep pragmas at its hottest line's loop, prefetches at its miss lines; then `hot`
@@ -368,7 +368,9 @@ def plan(prof, hot: list, sources: dict[str, str], x86_64: bool = True, most: in
             top, holder = looped[0]
             n = int(top.where.rsplit(":", 1)[1])
             remarks = [r for r in prof.remarks if r.file == rel and abs(r.line - n) <= 3]
-            for what, pragma, weight in (("unroll", "GCC unroll 4", 0.9), ("ivdep", "GCC ivdep", 0.9)):
+            for key, what, pragma, weight in (("unroll", "unroll", "GCC unroll 4", 0.9),
+                                              ("unroll8", "unroll", "GCC unroll 8", 0.85),
+                                              ("ivdep", "ivdep", "GCC ivdep", 0.9)):
                 blocked = [r for r in remarks if ALIAS.search(r.message)]
                 if what == "ivdep" and not blocked:
                     continue
@@ -381,13 +383,15 @@ def plan(prof, hot: list, sources: dict[str, str], x86_64: bool = True, most: in
                 ev += [Evidence(r.where, f"compiler: {r.message}") for r in (blocked if what == "ivdep" else remarks)[:2]]
                 inlined = f" (in {holder}(), inlined there)" if holder != name else ""
                 why = (f"`#pragma {pragma}` on the loop around {top.where}{inlined}, the hottest line of {name}(): "
-                       + ("unrolled four times, the loop runs a quarter of its compare-and-branch steps and the "
-                          "compiler can schedule four iterations' loads together." if what == "unroll" else
+                       + (f"unrolled {pragma.rsplit(' ', 1)[1]} times, the loop runs that fraction of its "
+                          "compare-and-branch steps and the compiler can schedule that many iterations' loads "
+                          "together (gcc's own heuristics unroll little at -O2)." if what == "unroll" else
                           "tells the compiler the loop carries no dependence through memory, so it may vectorise "
                           "it without the aliasing check its remark names. Correct only if no iteration writes "
                           "what another reads: review the callers before merging."))
-                out.append(Transform(f"{what}-{_slug(name)}", what, {rel: new}, [name],
-                                     f"{'unroll' if what == 'unroll' else 'ivdep on'} the hot loop of {name}() at "
+                out.append(Transform(f"{key}-{_slug(name)}", what, {rel: new}, [name],
+                                     f"{'unroll ' + pragma.rsplit(' ', 1)[1] + 'x' if what == 'unroll' else 'ivdep on'} "
+                                     f"the hot loop of {name}() at "
                                      f"{top.where} ({pct:.1f}%)", why, ev + [_bound(fn)], fn.share, weight))
         for miss in [s for s in prof.misses if s.function == fn.function and s.where.rsplit(":", 1)[0] == rel][:1]:
             at = int(miss.where.rsplit(":", 1)[1])
