@@ -1,8 +1,10 @@
 """Pure: the changed lines of a unified diff (`git diff`, a `--candidate` patch), with the line
 numbers of the old side, for the checks that read what a patch does (`jobs.contract.portability`,
-`jobs.run.families`)."""
+`jobs.run.families`); and `unified_patch`, the one writer of the patches research makes.
+"""
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 
@@ -77,3 +79,11 @@ def parse(patch: str) -> list[FileDiff]:
             left, change = 0, None
         i += 1
     return files
+
+
+def unified_patch(rel: str, old: str, new: str) -> str:
+    """`git apply`'s form of the change from `old` to `new` in file `rel` (a text without a final
+    newline gets git's marker, or the patch would not apply)."""
+    diff = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{rel}", f"b/{rel}", n=3)
+    return f"diff --git a/{rel} b/{rel}\n" + "".join(
+        d if d.endswith("\n") else d + "\n\\ No newline at end of file\n" for d in diff)

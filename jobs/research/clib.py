@@ -17,12 +17,12 @@ Two kinds, each only where it can be made honestly:
 """
 from __future__ import annotations
 
-import difflib
 import re
 from pathlib import Path
 
 from jobs.guard import safefs
 from jobs.guard.mdsafe import Markdown, code, join, md
+from jobs.contract.diffs import unified_patch
 from jobs.contract.model import Evidence, Hypothesis
 from jobs.contract.recipes import matches_any
 from .callgrind import CallProfile
@@ -68,12 +68,6 @@ def _with_flag(line: str, flag: str) -> str:
             cut = body.rstrip()
             return cut[: -len(end)] + f" {flag}" + end + "\n"
     return body + f" {flag}\n"
-
-
-def unified_patch(rel: str, old: str, new: str) -> str:
-    diff = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                f"a/{rel}", f"b/{rel}", n=3)
-    return f"diff --git a/{rel} b/{rel}\n" + "".join(diff)
 
 
 def flag_line(text: str) -> int | None:

@@ -135,8 +135,7 @@ def combined_patch(path: str, text: str, line: int, new_line: str) -> str:
     lines = text.splitlines(keepends=True)
     ending = lines[line - 1][len(lines[line - 1].rstrip("\r\n")):] or ""
     new = lines[:line - 1] + [new_line + ending] + lines[line:]
-    body = "".join(difflib.unified_diff(lines, new, f"a/{path}", f"b/{path}", n=3))
-    return f"diff --git a/{path} b/{path}\n{body}"
+    return diffs.unified_patch(path, text, "".join(new))
 
 
 def best(members: list[str], gain: dict[str, float]) -> str:

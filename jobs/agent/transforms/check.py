@@ -11,7 +11,6 @@ the baseline's; the others are dropped with a note saying why. ELF files are rea
 """
 from __future__ import annotations
 
-import difflib
 import os
 import platform
 import re
@@ -21,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from jobs.contract import diffs
 from jobs.contract.model import Hypothesis
 from jobs.contract.recipes import matches_any
 from jobs.guard import gitops, safefs
@@ -41,13 +41,8 @@ SOURCES = (".c", ".cc", ".cpp", ".cxx", ".C", *HEADERS)   # a header-only librar
 
 
 def unified_patch(files: dict[str, tuple[str, str]]) -> str:
-    out = []
-    for rel, (old, new) in sorted(files.items()):
-        diff = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                    f"a/{rel}", f"b/{rel}", n=3)
-        out.append(f"diff --git a/{rel} b/{rel}\n" + "".join(
-            d if d.endswith("\n") else d + "\n\\ No newline at end of file\n" for d in diff))
-    return "".join(out)
+    """One patch of several files' changes (rel -> (old, new))."""
+    return "".join(diffs.unified_patch(rel, old, new) for rel, (old, new) in sorted(files.items()))
 
 
 def _files(tree: Path) -> list[str]:
