@@ -88,14 +88,18 @@ def fitted(state_simulate: dict | None, platforms) -> bool:
                                    is not None for p in platforms)
 
 
+def tried(config):
+    """`config` with the derived yardstick in `simulate` (what calibration tries and research
+    profiles), or `config` as is when it has none to try."""
+    candidate = derived(config)
+    return config if candidate is None else config.model_copy(update={"simulate": candidate})
+
+
 def in_use(config, state_simulate: dict | None, platforms):
     """The config the experiments measure by: with the derived yardstick in `simulate` once the
     calibration of every platform found it fits, else the config as is. A run resumed after its
     calibration gets the same from state.json."""
-    candidate = derived(config)
-    if candidate is None or not fitted(state_simulate, platforms):
-        return config
-    return config.model_copy(update={"simulate": candidate})
+    return tried(config) if fitted(state_simulate, platforms) else config
 
 
 def decided_by(state_simulate: dict | None) -> str:

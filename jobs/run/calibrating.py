@@ -50,7 +50,7 @@ class Calibrating:
                                f"first.\n{raw.log}")
             derived = spec.simulate_derived and bool(raw.simulated)
             if derived:               # the benchmark itself fit under cachegrind: judged as a declared yardstick is
-                capped = capped.model_copy(update={"simulate": simulate.derived(config)})
+                capped = simulate.tried(capped)
             elif spec.simulate_derived:
                 self.bench.emit(events.RunWarning(
                     f"{ex.platform}: no derived yardstick ({raw.simulate_problem}); the wall clock decides alone"))

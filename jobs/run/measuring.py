@@ -81,14 +81,12 @@ class Measurer:
         if plan is not None:
             stop = replace(plan.rule(), max_pairs=n)      # the verdict's own rule, capped at this spec's pairs
             prior = [list(p) for p in plan.priors.get(self.config.primary.name, ())]
-        config, derived = self.config, None
+        config = self.config
         if kind == "calibration":      # the A/A tries the derived yardstick (jobs.measure.simulate.derived)
-            from jobs.measure.simulate import derived
-            derived = derived(config)
-            if derived is not None:
-                config = config.model_copy(update={"simulate": derived})
+            from jobs.measure.simulate import tried
+            config = tried(config)
         return ExperimentSpec.from_config(
-            config, simulate_derived=derived is not None, run_id=self.run_id, name=name, platform=ex.platform,
+            config, simulate_derived=config is not self.config, run_id=self.run_id, name=name, platform=ex.platform,
             base_commit=base, head_commit=head, n_per_arm=n, kind=kind, seed=seed, stop=stop, prior=prior,
             adjust=list(plan.adjust.get(self.config.primary.name, ())) if plan else [],
             clock=self.config.primary.clock, timed_share=self.config.integrity.timed_share,

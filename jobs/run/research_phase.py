@@ -84,19 +84,19 @@ class Researching:
         from jobs.research.offline import merge_sources, model_research
         from jobs.research.sources import gather
         config, cache = self._profile_choice()
-        from jobs.measure.simulate import derived
-        workload = derived(self.config)      # no `simulate:`: the benchmark command itself, if it fits
-        if self.config.simulate is not None or workload is not None:
-            self._step("callgrind profile (" + ("simulate: workload" if workload is None else
-                                                 "the benchmark command: no simulate: workload") + ")")
-        profiled = self.config if workload is None else self.config.model_copy(update={"simulate": workload})
+        from jobs.measure.simulate import tried
+        profiled = tried(self.config)        # no `simulate:`: the benchmark command itself, if it fits
+        derived = profiled is not self.config
+        if profiled.simulate is not None:
+            self._step("callgrind profile (" + ("the benchmark command: no simulate: workload" if derived else
+                                                 "simulate: workload") + ")")
         cache = None
         if profiled.simulate is not None and self.profile != "fresh":   # `--profile fresh` measures again
             from jobs.research.callgrind import cache_file
             cache = cache_file(self._profiles_dir(), self.state.base_commit, profiled, self.state.bench_env_digest)
         extra, cnotes, callprof = research_c(tree, profiled, self.out / "patches", lambda c, cwd, timeout, **kw:
                                              run_step(c, cwd, timeout, isolation=self.isolation, **kw),
-                                             derived=workload is not None, cache=cache)
+                                             derived=derived, cache=cache)
         if callprof is not None:      # the hot code itself: each rewrite of the catalogue built and checked
             from jobs.agent.transforms.check import transform_hypotheses
             changed, tnotes = transform_hypotheses(tree, callprof, list(profiled.editable), self.out / "patches",
