@@ -25,6 +25,8 @@ from jobs.measure.simulate import CACHES, L1_WEIGHT, LL_WEIGHT
 from . import cgformat
 
 TOP = 12
+EDGES = 60          # call-graph edges kept, the heaviest
+FORMAT = "calls"    # what a kept profile holds: one kept before its call edges is measured again
 
 
 def _cycles(ev: dict[str, int]) -> int:
@@ -73,6 +75,9 @@ class CallProfile:
     # Empty in a profile kept before they existed: then nothing is called unexecuted.
     coverage: dict[str, list[list[int]]] = field(default_factory=dict)
     extents: list[list] = field(default_factory=list)
+    # The call graph's heaviest edges: [caller, callee, calls, inclusive cycles of those calls], the
+    # heaviest first (what the inlining transformation reads: a hot callee called often for little work).
+    calls: list[list] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -84,14 +89,16 @@ class CallProfile:
                    remarks=[Remark(**r) for r in data.get("remarks", [])], command=data.get("command", ""),
                    flags=data.get("flags", ""), notes=list(data.get("notes", [])),
                    coverage={str(f): [[int(n), int(c)] for n, c in v] for f, v in (data.get("coverage") or {}).items()},
-                   extents=[list(e) for e in data.get("extents") or []])
+                   extents=[list(e) for e in data.get("extents") or []],
+                   calls=[[str(a), str(b), int(n), int(c)] for a, b, n, c in data.get("calls") or []])
 
 
 def cache_file(folder: Path, commit: str, config, env_digest: str = "") -> Path:
     """Where the profile of one commit, build, workload and flags is kept (beside the op profiles):
     `research` then `run` of the same commit profile once."""
     sim = config.simulate
-    key = "\0".join([commit, config.build, sim.command, sim.profile_flags, str(sim.timeout), env_digest])
+    key = "\0".join([commit, config.build, sim.command, sim.profile_flags, str(sim.timeout), env_digest,
+                     FORMAT])
     return Path(folder) / f"callgrind-{hashlib.sha256(key.encode('utf-8', 'replace')).hexdigest()[:24]}.json"
 
 
@@ -125,11 +132,15 @@ def parse(text: str, root: str = "") -> CallProfile:
     first: dict[str, tuple[str, int]] = {}
     called: dict[tuple[str, int], int] = {}              # inclusive cycles of the calls made from a line
     extent: dict[tuple[str, str], list[int]] = {}         # (function, file) -> [first, last, self cycles]
+    edges: dict[tuple[str, str], list[int]] = {}          # (caller, callee) -> [calls, inclusive cycles]
     prefix = root.rstrip("/") + "/" if root else ""
     for cost in cgformat.costs(text):
         fn, line = cost.fn, cost.positions.get("line", 0)
         f = cost.file.removeprefix(prefix)
         if cost.callee is not None:
+            if cost.callee != fn:
+                edge = edges.setdefault((fn, cost.callee), [0, 0])
+                edge[0], edge[1] = edge[0] + cost.calls, edge[1] + _cycles(cost.costs)
             if line > 0:
                 called[(f, line)] = called.get((f, line), 0) + _cycles(cost.costs)
             continue
@@ -164,6 +175,8 @@ def parse(text: str, root: str = "") -> CallProfile:
             coverage.setdefault(key[0], {})[key[1]] = own + called.get(key, 0)
     prof.coverage = {f: [[n, c] for n, c in sorted(v.items())] for f, v in sorted(coverage.items())}
     prof.extents = [[fn, f, a, b, c] for (fn, f), (a, b, c) in sorted(extent.items()) if _in_tree(f)]
+    heaviest = sorted(edges.items(), key=lambda kv: -kv[1][1])[:EDGES]
+    prof.calls = [[a, b, n, c] for (a, b), (n, c) in heaviest]
     return prof
 
 

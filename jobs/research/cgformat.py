@@ -12,7 +12,7 @@ script (`tests/kernels/callgrind_mm.py`). It follows the format's rules
 - `fi=`/`fe=` switch the source file of the following cost lines (inlined code) until the next
   `fn=` or `fl=`;
 - the cost line after `calls=` is the inclusive cost of that call (`Cost.callee` names the
-  callee), not the caller's own cost;
+  callee, `Cost.calls` how many calls it sums), not the caller's own cost;
 - files can be concatenated (one per process): each `version:` or `events:` header starts a new
   name table and new positions.
 """
@@ -32,6 +32,7 @@ class Cost:
     positions: dict[str, int]       # e.g. {"line": 42} or {"instr": 0x401a2c, "line": 42}
     costs: dict[str, int]           # by event name; events a line omits are 0
     callee: str | None = None       # set for the inclusive cost of a call from `fn`
+    calls: int = 0                  # with `callee`: how many calls that cost line sums
 
 
 def _position(token: str, previous: int) -> int:
@@ -50,7 +51,7 @@ def costs(text: str) -> Iterator[Cost]:
     positions = ["line"]
     last = [0]
     fn = fl = fi = callee = ""
-    in_call = False
+    in_call, count = False, 0
 
     def name(table: str, raw: str) -> str:
         m = _NAMED.match(raw.strip())
@@ -74,7 +75,7 @@ def costs(text: str) -> Iterator[Cost]:
                 continue
             last = pos
             cost = Cost(fn, fi or fl, dict(zip(positions, pos)), dict(zip(events, values)),
-                        callee if in_call else None)
+                        callee if in_call else None, count if in_call else 0)
             in_call = False
             yield cost
             continue
@@ -106,6 +107,10 @@ def costs(text: str) -> Iterator[Cost]:
             name("fn", value)
         elif key == "calls":
             in_call = True
+            try:                        # `calls=<count> <target position>`
+                count = int(value.split()[0])
+            except (ValueError, IndexError):
+                count = 0
 
 
 def header(text: str, *keys: str) -> list[str]:

@@ -228,13 +228,17 @@ def transform_hypotheses(tree: Path, prof: CallProfile, editable: list[str], pat
     hot = hot[:MOST_FUNCTIONS]
     if not hot:
         return [], ["transformations: no hot function (3% or more) defined in an editable C/C++ file"]
+    # Any editable function the call graph may show called often for little work (the inline transformation)
+    callees = [s for s in prof.functions if s.first_line and s.first_line.rsplit(":", 1)[0].endswith(SOURCES)
+               and matches_any(s.first_line.rsplit(":", 1)[0], editable)]
     sources: dict[str, str] = {}
-    for rel in {s.first_line.rsplit(":", 1)[0] for s in hot}:
+    for rel in {s.first_line.rsplit(":", 1)[0] for s in hot + callees}:
         try:
             sources[rel] = safefs.read_text(tree, rel, SOURCE_LIMIT)
         except (OSError, UnicodeDecodeError):
             continue
-    planned, notes = plan(prof, hot, sources, x86_64=platform.machine() in ("x86_64", "AMD64"), most=MOST)
+    planned, notes = plan(prof, hot, sources, x86_64=platform.machine() in ("x86_64", "AMD64"), most=MOST,
+                          callees=callees)
     if planned and shutil.which("objdump") is None:
         return [], notes + ["transformations: not proposed: objdump (binutils) is not installed, so no rewrite could "
                             "be shown to change the code"]

@@ -14,6 +14,9 @@ cannot parse confidently:
 * **prefetch**: `__builtin_prefetch(&a[i + D])` before a data-cache-miss line of a braced loop
   whose induction variable indexes a plain array on that line (`a[i]`, `p[i + k]`), one patch per
   distance D.
+* **inline**: `__attribute__((always_inline))` on the static functions the call graph shows called
+  often for little work a call (`inline_callees`), one patch for up to four of them; a library's own
+  noinline macro on one is replaced by `static`.
 * **hot** / **flatten**: `__attribute__((hot))` on the hot functions, `__attribute__((flatten))`
   on the hottest one.
 
@@ -31,6 +34,10 @@ IDENT = re.compile(r"[A-Za-z_]\w*")
 HEADERS = (".h", ".hh", ".hpp", ".hxx", ".inl")
 CXX = (".cc", ".cpp", ".cxx", ".C")
 DISTANCES = (8, 32)
+MIN_CALLS = 1000        # a callee called fewer times in the workload saves too little by inlining
+MOST_PER_CALL = 1000    # simulated cycles per call above which a call's own overhead is under ~1% of it
+MOST_INLINED = 4        # callees forced inline in one patch
+MIN_TAKEN = 0.25        # of its caller's calls that reach a callee: inlined where rarely reached, its frame costs every call
 LINES_TRIED = 8         # a hot function's hottest lines looked at for a loop to put a pragma on
 ALIAS = re.compile(r"alias|dependence", re.I)
 _DIRECTIVE = re.compile(r"(?m)^[ \t]*#(?:[^\n]*\\\n)*[^\n]*")
@@ -129,6 +136,46 @@ def with_attribute(source: str, function: str, attribute: str, refuse_inline: bo
         return None
     lines = source.splitlines(keepends=True)
     return "".join(lines[:d.start_line] + [f"__attribute__(({attribute}))\n"] + lines[d.start_line:])
+
+
+def _expansions(source: str, macro: str) -> list[str]:
+    """What each `#define macro ...` (an object-like macro) in `source` expands to."""
+    return [m[1] for m in re.finditer(rf"(?m)^[ \t]*#[ \t]*define[ \t]+{re.escape(macro)}(?![\w(])[ \t]*(.*)$", source)]
+
+
+def always_inline(source: str, function: str) -> str | None:
+    """`source` with `function` forced inline into its callers: `__attribute__((always_inline))` on
+    its own line before the definition, and `static inline` for its `static`. Only a function of
+    internal linkage (in C an `inline` function without `static` emits no copy for other files to
+    call); a specifier macro that every `#define` of it in the file expands to `static` with a
+    noinline attribute (the library's own "do not inline", e.g. for code size) is written as plain
+    `static`. None where it does not apply (already forced, not static, not read confidently)."""
+    d = find_definition(source, function)
+    if d is None:
+        return None
+    code = blank(source)
+    start = sum(len(x) for x in source.splitlines(keepends=True)[:d.start_line])
+    words = list(IDENT.finditer(code, start, d.name_at))
+    edits: list[tuple[int, int, str]] = []          # (from, to, text) in `source`, applied right to left
+    static = next((w for w in words if w[0] == "static"), None)
+    inline = any(w[0] == "inline" for w in words)
+    for w in words:
+        expansions = _expansions(source, w[0])
+        if any(re.search(r"always_inline|__forceinline", e) for e in expansions):
+            return None
+        if static is None and expansions and all(re.search(r"\bstatic\b", e) for e in expansions):
+            static = w
+            if any("noinline" in e for e in expansions):
+                edits.append((w.start(), w.end(), "static" if inline else "static inline"))
+                inline = True
+    if static is None or re.search(r"always_inline|noinline", code[start:d.name_at]):
+        return None
+    if static[0] == "static" and not inline:
+        edits.append((static.start(), static.end(), "static inline"))
+    edits.append((start, start, "__attribute__((always_inline))\n"))
+    for a, b, text in sorted(edits, key=lambda e: -e[0]):
+        source = source[:a] + text + source[b:]
+    return source
 
 
 def address_taken(source: str, function: str, d: Definition) -> bool:
@@ -291,7 +338,7 @@ class Transform:
     """One proposed rewrite: the new text of each file it changes, the functions whose machine code
     must change for it to count as applied, and what research.md and the PR say about it."""
     key: str
-    what: str                   # dispatch | unroll | ivdep | prefetch | hot | flatten
+    what: str                   # dispatch | unroll | ivdep | prefetch | inline | hot | flatten
     files: dict[str, str]       # rel -> new source
     functions: list[str]
     title: str
@@ -311,8 +358,9 @@ class Transform:
 
 
 def bare(function: str) -> str:
-    """A profile's function name without a C++ argument list (`dot(int const*, int)` -> `dot`)."""
-    return function.split("(", 1)[0].strip()
+    """A profile's function name without a C++ argument list (`dot(int const*, int)` -> `dot`) or a
+    suffix gcc gives its clones of it (`finalize.constprop.0` -> `finalize`)."""
+    return re.sub(r"\.(?:constprop|isra|part|cold|lto_priv|avx2|default)\b.*$", "", function.split("(", 1)[0].strip())
 
 
 def _slug(text: str) -> str:
@@ -325,7 +373,65 @@ def _bound(fn, also: str = "") -> Evidence:
                     f"transformation saves at most {pct:.1f}%")
 
 
-def plan(prof, hot: list, sources: dict[str, str], x86_64: bool = True, most: int = 10) -> tuple[list[Transform], list[str]]:
+def inline_callees(prof, callees: list, sources: dict[str, str]) -> tuple[Transform | None, list[str]]:
+    """One patch forcing inline the functions (`callees`: spots of editable functions defined in
+    `sources`) that the profile's call graph shows called at least MIN_CALLS times for at most
+    MOST_PER_CALL simulated cycles a call: the work per call is small, so the call itself (argument
+    moves, saved registers, a jump out of the loop and back, and no optimisation across it) is a
+    measurable part of it. Only from a caller that reaches it on at least MIN_TAKEN of its own calls:
+    a rarely taken path inlined into a hot function (a long-input branch of a hash) makes its frame
+    and register saves cost every call. At most MOST_INLINED, the heaviest first."""
+    spots = {bare(s.function): s for s in callees}
+    entered: dict[str, int] = {}                 # function -> calls into it
+    for _, callee, n, _ in prof.calls:
+        entered[bare(callee)] = entered.get(bare(callee), 0) + n
+    into: dict[str, list] = {}                   # callee -> [calls, inclusive cycles, callers]
+    for caller, callee, n, cycles in prof.calls:
+        name, by = bare(callee), bare(caller)
+        if name in spots and by != name and n >= MIN_TAKEN * entered.get(by, n):
+            e = into.setdefault(name, [0, 0, []])
+            e[0], e[1] = e[0] + n, e[1] + cycles
+            if by not in e[2]:
+                e[2].append(by)
+    files: dict[str, str] = {}
+    chosen: list[tuple[str, list]] = []
+    notes: list[str] = []
+    for name, e in sorted(into.items(), key=lambda kv: -kv[1][1]):
+        calls, cycles, _ = e
+        if calls < MIN_CALLS or cycles > MOST_PER_CALL * calls or len(chosen) == MOST_INLINED:
+            continue
+        rel = spots[name].first_line.rsplit(":", 1)[0]
+        new = always_inline(files.get(rel, sources[rel]), name)
+        if new is None:
+            notes.append(f"transformations: {name}() is called {calls:,} times for {cycles // calls:,} simulated "
+                         "cycles a call, but is not forced inline (not static, already forced, or not read confidently)")
+            continue
+        files[rel] = new
+        chosen.append((name, e))
+    if not chosen:
+        return None, notes
+    share = sum(e[1] for _, e in chosen) / max(1, prof.total_cycles)
+    names = ", ".join(f"{n}()" for n, _ in chosen)
+    callers = sorted({c for _, e in chosen for c in e[2]})
+    evidence = [Evidence(spots[n].first_line, f"{n}() is called {e[0]:,} times from "
+                         + ", ".join(f"{c}()" for c in e[2][:3]) + f" for {e[1] // e[0]:,} simulated cycles a call "
+                         f"({100 * e[1] / max(1, prof.total_cycles):.1f}% of all, inclusive)") for n, e in chosen]
+    evidence.append(Evidence("profile:simulated", f"the calls to {names} are {100 * share:.1f}% of the simulated "
+                             f"cycles: inlining saves a part of that, at most {100 * share:.1f}%"))
+    return Transform(
+        f"inline-{_slug(chosen[0][0])}" + (f"-and-{len(chosen) - 1}" if len(chosen) > 1 else ""), "inline", files,
+        callers,
+        f"inline {names} into their callers (always_inline) ({100 * share:.1f}%)",
+        f"`__attribute__((always_inline))` (and `static inline`) on {names}: the call graph of the profile "
+        "shows each called many times for little work a call, so the call itself (argument set-up, saved "
+        "registers, a jump out of the caller's loop and back) is a measurable part of it, and inlined the "
+        "compiler optimises callee and caller together. Where the library marked one noinline (its own "
+        "macro), that choice, usually made for code size, is what this patch reverses: code size grows.",
+        evidence, share, 0.95), notes
+
+
+def plan(prof, hot: list, sources: dict[str, str], x86_64: bool = True, most: int = 10,
+         callees: list | None = None) -> tuple[list[Transform], list[str]]:
     """What to try, best first, at most `most`: for each hot function (`hot`: spots of the profile's
     editable functions, hottest first) whose definition is in `sources` (rel -> text), dispatch,
     the unroll/ivdep pragmas at its hottest line's loop, prefetches at its miss lines; then `hot`
@@ -412,6 +518,12 @@ def plan(prof, hot: list, sources: dict[str, str], x86_64: bool = True, most: in
                     "instructions, so let the wall clock decide this one.",
                     [Evidence(miss.where, f"data-cache-miss spot: {100 * miss.share:.0f}% of all miss cycles"),
                      _bound(fn, f", {100 * fn.miss_share:.0f}% of it in data-cache misses")], fn.share, 0.6))
+    inlined, more = inline_callees(prof, [fn for fn in callees or [] if fn.first_line.rsplit(":", 1)[0] in sources
+                                          and find_definition(sources[fn.first_line.rsplit(":", 1)[0]],
+                                                              bare(fn.function)) is not None], sources)
+    notes += more
+    if inlined is not None:
+        out.append(inlined)
     defined = [fn for fn in hot if fn.first_line.rsplit(":", 1)[0] in sources
                and find_definition(sources[fn.first_line.rsplit(":", 1)[0]], bare(fn.function)) is not None]
     files: dict[str, str] = {}

@@ -412,3 +412,111 @@ def test_a_do_while_loop_takes_the_pragma_and_a_loop_without_a_condition_does_no
     new = with_pragma(src, "f", 4, "GCC unroll 4")
     assert new is not None and "    #pragma GCC unroll 4\n    do {\n" in new
     assert with_pragma(src, "f", 7, "GCC unroll 4") is None      # gcc: "missing loop condition"
+
+
+# -- inline: the call graph's small, often-called callees ------------------------------------------------------------
+
+CALLS = """\
+#include <stddef.h>
+#if defined(__GNUC__)
+#  define LIB_NO_INLINE static __attribute__((noinline))
+#else
+#  define LIB_NO_INLINE static
+#endif
+#define LIB_FORCE static inline __attribute__((always_inline))
+
+static unsigned
+tail(unsigned h, const unsigned char *p, size_t n)
+{
+    while (n--) h = h * 31 + *p++;
+    return h;
+}
+
+LIB_NO_INLINE unsigned mid(const unsigned char *p, size_t n) { return tail(7, p, n & 15); }
+
+LIB_FORCE unsigned forced(unsigned h) { return h ^ (h >> 7); }
+
+unsigned public_hash(const unsigned char *p, size_t n)
+{
+    unsigned h = n > 128 ? mid(p, n) : tail(0, p, n & 15);
+    return forced(h);
+}
+
+static inline unsigned rare(unsigned h) { return h * 3; }
+"""
+
+
+def test_always_inline_forces_a_static_function_and_undoes_the_librarys_noinline_macro():
+    from jobs.agent.transforms.rewrite import always_inline
+    out = always_inline(CALLS, "tail")
+    assert "__attribute__((always_inline))\nstatic inline unsigned\ntail(" in out
+    assert out.replace("__attribute__((always_inline))\nstatic inline unsigned\ntail", "static unsigned\ntail") == CALLS
+    mid = always_inline(CALLS, "mid")           # every #define of LIB_NO_INLINE is `static` (one with noinline)
+    assert "__attribute__((always_inline))\nstatic inline unsigned mid(" in mid
+    assert mid.count("LIB_NO_INLINE") == CALLS.count("LIB_NO_INLINE") - 1
+    kept = always_inline(CALLS, "rare")          # already `inline`: the attribute alone
+    assert "__attribute__((always_inline))\nstatic inline unsigned rare(" in kept
+    assert always_inline(CALLS, "forced") is None          # its macro already forces it
+    assert always_inline(CALLS, "public_hash") is None     # external: `inline` would drop its out-of-line copy in C
+    assert always_inline(CALLS, "missing") is None
+
+
+def _call_graph(edges, functions):
+    return CallProfile(total_cycles=1_000_000, functions=[Spot(f, f, 1, 0.1, 0.0, f"lib/h.c:{n}") for f, n in functions],
+                       calls=[list(e) for e in edges])
+
+
+def test_inline_callees_picks_small_often_called_callees_reached_on_most_calls():
+    from jobs.agent.transforms.rewrite import inline_callees
+    spots = [("tail", 10), ("mid", 16), ("public_hash", 20), ("rare", 26)]
+    prof = _call_graph([("main", "public_hash", 50_000, 600_000),
+                        ("public_hash", "tail.part.0", 45_000, 200_000),     # gcc's clone name: the function is tail
+                        ("public_hash", "mid", 20_000, 150_000),
+                        ("mid", "tail.part.0", 20_000, 80_000),
+                        ("public_hash", "rare", 5_000, 40_000),              # reached on 10% of public_hash's calls
+                        ("main", "slow", 2_000, 5_000_000)], spots)          # not an editable function
+    t, notes = inline_callees(prof, prof.functions, {"lib/h.c": CALLS})
+    assert t is not None and t.what == "inline" and t.key == "inline-tail-and-1"
+    assert t.files["lib/h.c"].count("__attribute__((always_inline))") == CALLS.count("always_inline") + 2
+    assert sorted(t.functions) == ["mid", "public_hash"]            # the callers, whose machine code must change
+    assert "tail() is called 65,000 times from public_hash(), mid() for 4 simulated cycles a call" in t.evidence[0].note
+    assert "mid()" in t.title and "rare()" not in t.title and round(t.share, 2) == 0.43
+    assert any("public_hash() is called 50,000 times" in n and "not forced inline" in n for n in notes)
+    few = _call_graph([("public_hash", "tail", 999, 2_000)], spots)        # too few calls to matter
+    assert inline_callees(few, few.functions, {"lib/h.c": CALLS}) == (None, [])
+    heavy = _call_graph([("public_hash", "tail", 5_000, 5_000 * 1_001)], spots)   # too much work a call
+    assert inline_callees(heavy, heavy.functions, {"lib/h.c": CALLS}) == (None, [])
+
+
+@pytest.mark.measures
+@pytestmark_build
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_the_inline_transformation_from_a_real_call_graph_builds_and_keeps_the_output(tmp_path):
+    from conftest import make_repo
+    from jobs.contract.config import parse_config
+    from jobs.research.callgrind import measure
+    from jobs.agent.transforms.check import transform_hypotheses
+    bench = ('#include <stdio.h>\n#include <stdlib.h>\nunsigned public_hash(const unsigned char *p, size_t n);\n'
+             'int main(int argc, char **argv) {\n    size_t n = argc > 1 ? (size_t)atol(argv[1]) : 100000;\n'
+             '    unsigned char buf[256]; unsigned acc = 0;\n    for (int i = 0; i < 256; i++) buf[i] = (unsigned char)i;\n'
+             '    for (size_t k = 0; k < n; k++) acc += public_hash(buf + (k & 63), 1 + (k * 7) % 200);\n'
+             '    printf("DIGEST acc=%x\\n", acc);\n    return 0;\n}\n')
+    makefile = "CC ?= cc\nCFLAGS ?= -O2\nbench: bench.c lib/h.c\n\t$(CC) $(CFLAGS) -o bench bench.c lib/h.c\n"
+    config = CONFIG.replace("vlib", "hlib").replace("./bench 400000", "./bench 20000")
+    tree = make_repo(tmp_path / "hlib", {"lib/h.c": CALLS, "bench.c": bench, "Makefile": makefile,
+                                         ".github/autoresearch.yml": config})
+    cfg = parse_config(config)
+    prof = measure(tree, cfg, _run)
+    assert any(callee == "mid" for _, callee, _, _ in prof.calls), prof.calls      # its noinline macro kept it a call
+    hyps, notes = transform_hypotheses(tree, prof, list(cfg.editable), tmp_path / "patches", _run, cfg.build,
+                                       cfg.timeouts.build)
+    inline = next((h for h in hyps if h.id.startswith("inline-")), None)
+    assert inline is not None, ([h.id for h in hyps], notes)
+    work = tmp_path / "apply"
+    subprocess.run(["git", "clone", "-q", str(tree), str(work)], check=True)
+    subprocess.run(["git", "-C", str(work), "apply", inline.patch], check=True)
+    subprocess.run(["make", "-s"], cwd=work, check=True)
+    subprocess.run(["make", "-s"], cwd=tree, check=True)
+    outputs = [subprocess.run(["./bench", "5000"], cwd=d, capture_output=True, text=True, check=True).stdout
+               for d in (tree, work)]
+    assert outputs[0] == outputs[1] and outputs[0].startswith("DIGEST")

@@ -52,6 +52,7 @@ def test_names_positions_inlined_files_and_calls_follow_the_format():
         ("helper", "/src/a.c", {"instr": 0x401108, "line": 21}, {"Ir": 1}, None),
     ]
     assert cgformat.header(ONE, "summary", "totals") == ["118", "5"]
+    assert [c.calls for c in got] == [0, 0, 0, 0, 1, 0]          # `calls=1 0x401000 10`: one call summed
 
 
 def test_concatenated_processes_start_new_name_tables_and_positions():
@@ -67,5 +68,7 @@ def test_the_research_summary_counts_self_costs_only():
     assert set(by_name) == {"main", "helper", "other"}
     # main: 5 + 3 + 7 Ir and one D1 miss; helper's 100-Ir call into main is not its own cost
     assert by_name["main"].cycles == 15 + L1_WEIGHT * 1
+    # the call graph's edge: helper called main once, for 100 Ir and 4 D1 misses inclusive
+    assert prof.calls == [["helper", "main", 1, 100 + L1_WEIGHT * 4]]
     assert by_name["helper"].cycles == 2 + 1 and by_name["other"].cycles == 9
     assert any(s.where == "inline.h:11" for s in prof.lines)
