@@ -238,6 +238,90 @@ def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: 
     return bool(problems)
 
 
+def _sample(spec: ExperimentSpec, folders: dict[str, Path], locations: Locations | None, result: RawResult,
+            isolation: Isolation, progress: Progress, journal: Path | None) -> None:
+    """Warm-up, then the pairs in the schedule's order (from the journal's, if an interrupted attempt left
+    some) until `stop_reason` says stop; with `locations`, a coin per pair picks which folder each arm runs
+    from, else each arm runs from its own folder (`folders`)."""
+    names = {"A": "baseline", "B": "candidate"}
+    coins = swap_coins(spec.n_per_arm, spec.seed) if locations else [0] * spec.n_per_arm
+    trees = {arm: (tree, names[arm]) for arm, tree in (locations.trees() if locations else folders).items()}
+    index = 0
+    schedule = pair_schedule(spec.n_per_arm, spec.seed)
+    warm_seed = spec.seed % 2147483629 + 1
+    for _ in range(spec.warmup):   # run for their side effects (page cache, CPU clock) and discarded
+        for arm in warmup_order(spec.seed):
+            tree, who = trees[arm]
+            inv = _invoke(spec, tree, who, warm_seed, isolation)
+            inv.arm, inv.index = arm, index
+            result.invocations.append(inv)
+            index += 1
+    earlier = pairjournal.load(journal, spec)
+    resumed = len({inv.pair for inv in earlier})
+    if earlier:
+        for inv in earlier:
+            inv.index = index
+            result.invocations.append(inv)
+            index += 1
+        progress(f"resumed {resumed} measured pairs of an interrupted attempt", 0.2)
+        result.stopped = stop_reason(spec, result)
+    for i, (first, seed) in enumerate(schedule):
+        if result.stopped:
+            break
+        if i < resumed:
+            continue
+        progress(f"pair {i + 1}/{spec.n_per_arm}", 0.2 + 0.8 * i / max(1, spec.n_per_arm))
+        if locations:
+            trees = {arm: (tree, names[arm]) for arm, tree in locations.place(bool(coins[i])).items()}
+        for position, arm in enumerate((first, "A" if first == "B" else "B")):
+            tree, who = trees[arm]
+            probe = machine_probe() if spec.probe else None
+            inv = _invoke(spec, tree, who, seed, isolation)
+            inv.arm, inv.pair, inv.position, inv.probe, inv.index = arm, i, position, probe, index
+            inv.location = int(coins[i])
+            result.invocations.append(inv)
+            index += 1
+        pairjournal.save(journal, spec, result)
+        result.stopped = stop_reason(spec, result)
+    if not result.stopped:
+        result.stopped = "exhausted" if spec.stop else "fixed"
+
+
+# What screening pairs may settle: the simulation's discard, and outputs that disagree (a DIGEST or a
+# value: not a speed, so where an arm runs from cannot make or hide it).
+SCREEN_SETTLES = ("simulated", "invalid")
+
+
+def _screen(spec: ExperimentSpec, folders: dict[str, Path], result: RawResult, isolation: Isolation,
+            progress: Progress, journal: Path | None, log: list[str]) -> bool:
+    """Each build once (issue 43): when the simulated cycles already discard the candidate, its pairs
+    only serve the guard against a wall-clock claim the simulation does not see, and most claim
+    nothing. So first sample with each arm in its own folder, without building each in the other's:
+    True when that settles it (`SCREEN_SETTLES`). Any other stop (a claim, or no decision) is a speed
+    claim a location effect could make, so those pairs are set aside (counted in
+    `steps["screening_pairs"]`) and the caller measures again from pair 0 with locations swapped.
+    Screening pairs are never journaled (a resumed attempt screens again); a journal with pairs means
+    an earlier attempt had gone on to the swapped protocol, so it resumes that."""
+    from jobs.measure.simulate import compare
+    sim = compare(result.simulated)
+    if (not spec.simulate or spec.kind == "calibration" or spec.stop is None or result.simulate_problem
+            or (sim is not None and sim.saving_pct >= spec.simulate_floor_pct) or pairjournal.load(journal, spec)):
+        return False
+    _sample(spec, folders, None, result, isolation, progress, None)
+    pairs = len(result.pairs())
+    if result.stopped in SCREEN_SETTLES:
+        why = ("the simulated cycles discard it and the wall clock claimed nothing" if result.stopped == "simulated"
+               else "its outputs disagree with the baseline's (invalid)")
+        log.append(f"== second-folder builds skipped: {why} ({pairs} pairs, each arm in its own folder)\n")
+        return True
+    log.append(f"== screening stopped '{result.stopped}' after {pairs} pairs with each arm in its own folder: set "
+               "aside, and measured again with each arm built in both folders (a location effect could make a claim)\n")
+    result.steps["screening_pairs"] = pairs
+    result.invocations.clear()
+    result.stopped = ""
+    return False
+
+
 def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, build_base: bool = True,
                    progress: Progress | None = None, isolation: Isolation | None = None,
                    journal: Path | None = None, keep_baseline: bool = False, incremental: bool = False) -> RawResult:
@@ -275,7 +359,9 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
                      "measured (the simulated workload differs from the baseline's)", 1.0)
             raise _Done()
         names = {"A": "baseline", "B": "candidate"}
-        if head_dir != base_dir and spec.swap_locations:
+        folders = {"A": base_dir, "B": head_dir}
+        if head_dir != base_dir and spec.swap_locations and not _screen(spec, folders, result, isolation, progress,
+                                                                        journal, log):
             # Each arm built in both folders; a coin per pair picks which stands where (jobs.measure.locations).
             # The baseline's build at the candidate's folder is kept for the next experiment of the run
             # (`keep_baseline`: the local executor's folder has one path per run), never in an A/A.
@@ -294,48 +380,8 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
             if locations.reused:
                 log.append("== baseline build in the other arm's folder: kept from an earlier experiment (same base "
                            "commit and build command)\n")
-        coins = swap_coins(spec.n_per_arm, spec.seed) if locations else [0] * spec.n_per_arm
-        trees = {arm: (tree, names[arm]) for arm, tree in (locations.trees() if locations else
-                                                            {"A": base_dir, "B": head_dir}).items()}
-        index = 0
-        schedule = pair_schedule(spec.n_per_arm, spec.seed)
-        warm_seed = spec.seed % 2147483629 + 1
-        for _ in range(spec.warmup):   # run for their side effects (page cache, CPU clock) and discarded
-            for arm in warmup_order(spec.seed):
-                tree, who = trees[arm]
-                inv = _invoke(spec, tree, who, warm_seed, isolation)
-                inv.arm, inv.index = arm, index
-                result.invocations.append(inv)
-                index += 1
-        earlier = pairjournal.load(journal, spec)
-        resumed = len({inv.pair for inv in earlier})
-        if earlier:
-            for inv in earlier:
-                inv.index = index
-                result.invocations.append(inv)
-                index += 1
-            progress(f"resumed {resumed} measured pairs of an interrupted attempt", 0.2)
-            result.stopped = stop_reason(spec, result)
-        for i, (first, seed) in enumerate(schedule):
-            if result.stopped:
-                break
-            if i < resumed:
-                continue
-            progress(f"pair {i + 1}/{spec.n_per_arm}", 0.2 + 0.8 * i / max(1, spec.n_per_arm))
-            if locations:
-                trees = {arm: (tree, names[arm]) for arm, tree in locations.place(bool(coins[i])).items()}
-            for position, arm in enumerate((first, "A" if first == "B" else "B")):
-                tree, who = trees[arm]
-                probe = machine_probe() if spec.probe else None
-                inv = _invoke(spec, tree, who, seed, isolation)
-                inv.arm, inv.pair, inv.position, inv.probe, inv.index = arm, i, position, probe, index
-                inv.location = int(coins[i])
-                result.invocations.append(inv)
-                index += 1
-            pairjournal.save(journal, spec, result)
-            result.stopped = stop_reason(spec, result)
-        if not result.stopped:
-            result.stopped = "exhausted" if spec.stop else "fixed"
+        if not result.stopped:          # (screening may have decided it)
+            _sample(spec, folders, locations, result, isolation, progress, journal)
         progress(f"measured ({result.stopped})", 1.0)
     except _Done:
         pass
