@@ -3,6 +3,7 @@
     .venv/bin/python tests/benchmarks/experiments_per_hour.py --before HEAD~5             # lz4 and xxHash
     .venv/bin/python tests/benchmarks/experiments_per_hour.py --before REV --target /tmp/t --patch a.patch ...
     .venv/bin/python tests/benchmarks/experiments_per_hour.py --before REV --libs xxhash --candidates 1 --repeats 3
+    .venv/bin/python tests/benchmarks/experiments_per_hour.py --before REV --build objects --from research
 
 Issue 43 ("each build once"): for each target (default: the lz4 and xxHash examples, made with
 examples/clibs/setup.sh) and N candidate patches (default: flag patches of the Makefile's CFLAGS,
@@ -12,6 +13,11 @@ worktree add` into /tmp), one after the other, and prints from each run's experi
 experiments per hour (experiments over their own seconds, and over the whole run's wall time), the
 build seconds per experiment (`runner.steps`, every `build_*` step), and the speed-up. Nothing is
 asserted: the figures are this machine's, now.
+
+The examples build with one compile-and-link command, which neither a compiler cache nor an
+incremental build can shorten; `--build objects` builds the vendored library as objects with header
+dependencies and an archive instead (as the library's own build would), and `--from research`
+measures the source patches the offline research proposes instead of flag patches.
 """
 from __future__ import annotations
 
@@ -49,6 +55,57 @@ def flag_patches(target: Path, out: Path, n: int) -> list[Path]:
         path.write_text(diff + "\n")
         patches.append(path)
     return patches
+
+
+OBJECTS_MAKEFILE = """\
+# The library built as a real one is: every vendored source compiled to an object (header
+# dependencies recorded with -MMD), archived, and the benchmark linked against the archive.
+CC ?= cc
+CFLAGS ?= -O2
+LIBSRC := $(wildcard {vendored}/*.c)
+LIBOBJ := $(LIBSRC:.c=.o)
+bench: bench.o lib.a
+\t$(CC) $(CFLAGS) -o $@ bench.o lib.a
+lib.a: $(LIBOBJ)
+\tar rcs $@ $(LIBOBJ)
+%.o: %.c
+\t$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+-include $(LIBOBJ:.o=.d) bench.d
+"""
+
+
+def as_objects(target: Path, dest: Path) -> Path:
+    """A clone of `target` whose Makefile builds the vendored library as objects and an archive (the
+    way the library's own build, CMake or automake would), committed: a build a compiler cache and an
+    incremental build can shorten, unlike the examples' one compile-and-link command."""
+    subprocess.run(["git", "clone", "-q", str(target), str(dest)], check=True)
+    vendored = next(p.name for p in sorted(dest.iterdir()) if p.is_dir() and p.name != ".git" and list(p.glob("*.c")))
+    (dest / "Makefile").write_text(OBJECTS_MAKEFILE.format(vendored=vendored))
+    (dest / ".gitignore").write_text("bench\n*.o\n*.d\n*.a\n")
+    git(dest, "-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-qam",
+        "build the library as objects and an archive")
+    return dest
+
+
+def research_patches(code: Path, target: Path, out: Path, n: int) -> list[Path]:
+    """Up to `n` of the source patches (C/C++ files only, no build file) that the offline research
+    of `code` proposes for `target`: the candidates the product's own loop would measure."""
+    done = subprocess.run([sys.executable, "-m", "jobs.cli", "research", str(target), "--agent", "offline",
+                           "--out", str(out)], cwd=code, env={**os.environ, "PYTHONPATH": str(code)},
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"research of {target} failed: {done.stdout[-800:]}")
+    hypotheses = json.loads((out / "hypotheses.json").read_text())
+    hypotheses = hypotheses.get("hypotheses", hypotheses) if isinstance(hypotheses, dict) else hypotheses
+    patches = []
+    for h in hypotheses:
+        path = Path(h.get("patch") or "")
+        if not path.is_file():
+            continue
+        files = [line.split(" b/", 1)[-1] for line in path.read_text().splitlines() if line.startswith("diff --git ")]
+        if files and all(f.endswith((".c", ".h", ".cc", ".cpp", ".hpp")) for f in files):
+            patches.append(path)
+    return patches[:n]
 
 
 def without_simulate(target: Path, dest: Path) -> Path:
@@ -105,6 +162,13 @@ def main() -> int:
     parser.add_argument("--contract", choices=["no-simulate", "as-is"], default="no-simulate",
                         help="no-simulate (default): each target's contract without its `simulate:` workload, as a "
                              "maintainer who writes none has it; as-is: the contract as the example ships it")
+    parser.add_argument("--build", choices=["as-is", "objects"], default="as-is",
+                        help="as-is (default): each example's one compile-and-link command; objects: the vendored "
+                             "library compiled to objects with header dependencies and archived, as real builds are")
+    parser.add_argument("--from", dest="source", choices=["flags", "research"], default="flags",
+                        help="where the candidates come from when no --patch: flags (default: patches of the "
+                             "Makefile's CFLAGS) or research (the source patches this checkout's offline research "
+                             "proposes)")
     parser.add_argument("--keep", action="store_true", help="keep the run folders (their path is printed)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="autoresearch-eph-"))
@@ -119,12 +183,21 @@ def main() -> int:
                 subprocess.run([str(ROOT / "examples" / "clibs" / "setup.sh"), lib, str(made)], check=True,
                                stdout=subprocess.DEVNULL)
                 targets.append(made)
+        if args.build == "objects":
+            targets = [as_objects(t, tmp / f"{t.name}-objects") for t in targets]
         if args.contract == "no-simulate":
             targets = [without_simulate(t, tmp / f"{t.name}-nosim") for t in targets]
-        print(f"# contract: {args.contract}; before: {args.before} ({git(ROOT, 'rev-parse', '--short', args.before)}), "
+        print(f"# contract: {args.contract}; build: {args.build}; candidates: "
+              f"{'given' if args.patch else args.source}; before: {args.before} "
+              f"({git(ROOT, 'rev-parse', '--short', args.before)}), "
               f"after: this checkout ({git(ROOT, 'rev-parse', '--short', 'HEAD')} + its uncommitted changes)", flush=True)
         for target in targets:
-            patches = [p.resolve() for p in args.patch] or flag_patches(target, tmp, args.candidates)
+            patches = [p.resolve() for p in args.patch] or (
+                research_patches(ROOT, target, tmp / f"{target.name}-research", args.candidates)
+                if args.source == "research" else flag_patches(target, tmp, args.candidates))
+            if not patches:
+                print(f"# {target.name}: no candidate patches", file=sys.stderr)
+                continue
             for label, code in (("before", before), ("after", ROOT)):
                 run = one_run(code, target, patches, tmp / f"{target.name}-{label}", args.repeats)
                 totals[label].append(run)
