@@ -44,6 +44,7 @@ class Hypothesis:
     patch: str | None = None          # path of a patch that implements it: a maintainer's (--candidate), or
     generated: str = ""               # ...what of the loop's own research wrote it ('' = the maintainer's)
     measured_share: float | None = None   # callgrind profile's cycles in the code it changes (research.callgrind.rank); None: unmeasured
+    variant_of: str | None = None     # the hypothesis this one tries at another setting (unroll 8 of unroll 4)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

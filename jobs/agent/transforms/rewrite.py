@@ -347,6 +347,7 @@ class Transform:
     share: float
     weight: float = 1.0
     notes: list[str] = field(default_factory=list)
+    variant_of: str | None = None   # the transform this one applies at another setting (a factor, a distance)
 
     def hypothesis(self, patch: str) -> Hypothesis:
         pct = 100 * self.share
@@ -354,7 +355,8 @@ class Transform:
                           expected=f"at most {pct:.1f}% (Amdahl bound from the measured share)",
                           evidence=self.evidence, score=round(self.weight * min(3.0, 10 * self.share), 3),
                           patch=patch, generated=f"a {self.what} transformation of the offline research "
-                                                 "(profile-guided, checked to compile and change the code)")
+                                                 "(profile-guided, checked to compile and change the code)",
+                          variant_of=self.variant_of)
 
 
 def bare(function: str) -> str:
@@ -498,7 +500,8 @@ def plan(prof, hot: list, sources: dict[str, str], x86_64: bool = True, most: in
                 out.append(Transform(f"{key}-{_slug(name)}", what, {rel: new}, [name],
                                      f"{'unroll ' + pragma.rsplit(' ', 1)[1] + 'x' if what == 'unroll' else 'ivdep on'} "
                                      f"the hot loop of {name}() at "
-                                     f"{top.where} ({pct:.1f}%)", why, ev + [_bound(fn)], fn.share, weight))
+                                     f"{top.where} ({pct:.1f}%)", why, ev + [_bound(fn)], fn.share, weight,
+                                     variant_of=f"unroll-{_slug(name)}" if key == "unroll8" else None))
         for miss in [s for s in prof.misses if s.function == fn.function and s.where.rsplit(":", 1)[0] == rel][:1]:
             at = int(miss.where.rsplit(":", 1)[1])
             holder = name if with_prefetch(src, name, at, DISTANCES[0]) is not None else (
@@ -517,7 +520,8 @@ def plan(prof, hot: list, sources: dict[str, str], x86_64: bool = True, most: in
                     "does not fault. The simulated yardstick has no prefetcher and counts only the added "
                     "instructions, so let the wall clock decide this one.",
                     [Evidence(miss.where, f"data-cache-miss spot: {100 * miss.share:.0f}% of all miss cycles"),
-                     _bound(fn, f", {100 * fn.miss_share:.0f}% of it in data-cache misses")], fn.share, 0.6))
+                     _bound(fn, f", {100 * fn.miss_share:.0f}% of it in data-cache misses")], fn.share, 0.6,
+                    variant_of=None if dist == DISTANCES[0] else f"prefetch{DISTANCES[0]}-{_slug(name)}"))
     inlined, more = inline_callees(prof, [fn for fn in callees or [] if fn.first_line.rsplit(":", 1)[0] in sources
                                           and find_definition(sources[fn.first_line.rsplit(":", 1)[0]],
                                                               bare(fn.function)) is not None], sources)

@@ -171,6 +171,29 @@ def test_offline_a_lead_is_listed_where_it_ranks_but_takes_no_slot():
                                                   "build-unroll"]
 
 
+def test_a_second_setting_of_a_change_takes_a_slot_only_after_every_distinct_change_has_one():
+    """On xxHash the 8 x unroll of three hot loops (each beside its 4 x unroll) took three of eight
+    slots from -O3 and -funroll-loops, the two largest wins measured there."""
+    def unroll(fn: str, share: float, factor: int) -> Hypothesis:
+        h = _lead(fn, share)
+        h.id, h.patch = f"unroll{'' if factor == 4 else factor}-{fn}", f"/p/unroll{factor}-{fn}.patch"
+        h.variant_of = None if factor == 4 else f"unroll-{fn}"
+        return h
+
+    def found():
+        return Research([unroll("match_finder", 0.6, 4), unroll("match_finder", 0.6, 8), unroll("encode", 0.3, 4),
+                         unroll("encode", 0.3, 8), _build("o3"), _build("unroll")], [], [], {}, [])
+    offline = merge_sources(found(), None, _config(4), _profile(), leads_take_slots=False)
+    assert [h.id for h in offline.hypotheses] == ["unroll-match_finder", "unroll-encode", "build-o3", "build-unroll"]
+    roomy = merge_sources(found(), None, _config(5), _profile(), leads_take_slots=False)
+    assert [h.id for h in roomy.hypotheses] == ["unroll-match_finder", "unroll8-match_finder", "unroll-encode",
+                                                "build-o3", "build-unroll"]       # a spare slot: the variant, in rank
+    model = merge_sources(found(), None, _config(4), _profile())
+    assert "unroll8-match_finder" not in [h.id for h in model.hypotheses]
+    assert Hypothesis.from_dict(offline.hypotheses[0].to_dict()).variant_of is None
+    assert Hypothesis.from_dict(roomy.hypotheses[1].to_dict()).variant_of == "unroll-match_finder"
+
+
 def test_a_saved_hypothesis_without_the_field_still_loads():
     d = _lead("x", 0.2).to_dict()
     del d["measured_share"]
