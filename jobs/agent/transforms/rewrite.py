@@ -384,13 +384,17 @@ def inline_callees(prof, callees: list, sources: dict[str, str]) -> tuple[Transf
     a rarely taken path inlined into a hot function (a long-input branch of a hash) makes its frame
     and register saves cost every call. At most MOST_INLINED, the heaviest first."""
     spots = {bare(s.function): s for s in callees}
+    # A caller the profile places in a file outside `sources` (the benchmark's main calling the
+    # library's entry point) is in another file: nothing there can be inlined into it from here.
+    elsewhere = {bare(s.function) for s in prof.functions
+                 if s.first_line and s.first_line.rsplit(":", 1)[0] not in sources}
     entered: dict[str, int] = {}                 # function -> calls into it
     for _, callee, n, _ in prof.calls:
         entered[bare(callee)] = entered.get(bare(callee), 0) + n
     into: dict[str, list] = {}                   # callee -> [calls, inclusive cycles, callers]
     for caller, callee, n, cycles in prof.calls:
         name, by = bare(callee), bare(caller)
-        if name in spots and by != name and n >= MIN_TAKEN * entered.get(by, n):
+        if name in spots and by != name and by not in elsewhere and n >= MIN_TAKEN * entered.get(by, n):
             e = into.setdefault(name, [0, 0, []])
             e[0], e[1] = e[0] + n, e[1] + cycles
             if by not in e[2]:
