@@ -157,12 +157,12 @@ def cmd_calibrate(args) -> int:
                     "MDE (slot 1)", "pairs null/MDE", "floor", "max pairs"):
             table.add_column(col)
         for name, c in cal.items():
-            table.add_row(name, str(c["n_pairs"]), f"{100 * c['sd_log']:.2f}%",
-                          f"{c['aa_delta_pct']:+.2f}% ({c['aa_p_value']:.3f})",
-                          f"{c['order_effect_pct']:+.2f}%" + (" adjusted" if c["drift"] else ""),
-                          f"{100 * c['false_win_rate']:.1f}%", f"{c['mde_pct']:.1f}%",
-                          f"{c['mean_pairs_null']:.0f}/{c['mean_pairs_at_mde']:.0f}",
-                          f"{c['floor_pct']:.1f}%", str(c["repeats"]))
+            table.add_row(name, str(c.n_pairs), f"{100 * c.sd_log:.2f}%",
+                          f"{c.aa_delta_pct:+.2f}% ({c.aa_p_value:.3f})",
+                          f"{c.order_effect_pct:+.2f}%" + (" adjusted" if c.drift else ""),
+                          f"{100 * c.false_win_rate:.1f}%", f"{c.mde_pct:.1f}%",
+                          f"{c.mean_pairs_null:.0f}/{c.mean_pairs_at_mde:.0f}",
+                          f"{c.floor_pct:.1f}%", str(c.repeats))
         console.print(table)
     return 0
 

@@ -9,7 +9,7 @@ import math
 from typing import Any
 
 from jobs.contract.results import FINAL_PHASES
-from jobs.contract.runsummary import ExperimentRecord, RunSummary
+from jobs.contract.runsummary import ExperimentRecord, RunSummary, platform_calibrations
 
 from ..approval import FINAL
 from ..record import RunRecord
@@ -35,7 +35,7 @@ def run_view(repo: str, run_id: str, state: dict, records: list[dict], summary: 
              record: RunRecord | None = None, parallel: int = 1, primary: str | None = None) -> dict:
     """Everything the page shows, as plain data (and nothing else: no logs, no paths)."""
     platforms = list(state.get("platforms") or (summary.platforms if summary else None) or ["local"])
-    calibration = state.get("calibration") or {}
+    calibration = platform_calibrations(state.get("calibration"))     # platform -> metric -> MetricCalibration
     primary = (summary.primary if summary else None) or primary or next(
         (name for cal in calibration.values() for name in cal), None)
     typed = [ExperimentRecord.from_summary(r) for r in records]    # ledger lines, as summary.json holds them
@@ -63,8 +63,8 @@ def run_view(repo: str, run_id: str, state: dict, records: list[dict], summary: 
             break
     run_state = (record.state if record else "") or ("done" if phase == "done" else phase)
     cost = _num(state.get("cost_usd")) or 0.0
-    cal = {p: {"floor_pct": _num((c.get(primary) or {}).get("floor_pct")),
-               "repeats": (c.get(primary) or {}).get("repeats")} for p, c in calibration.items()}
+    cal = {p: {"floor_pct": _num(c[primary].floor_pct if primary in c else None),
+               "repeats": c[primary].repeats if primary in c else None} for p, c in calibration.items()}
     return {
         "repo": repo, "run_id": run_id, "phase": phase, "state": run_state,
         "final": phase in FINAL_PHASES or run_state in FINAL,

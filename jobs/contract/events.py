@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Union
 
+from jobs.contract.calibrated import MetricCalibration
 from jobs.contract.runsummary import RunSummary
 
 Json = dict[str, Any]
@@ -33,7 +34,7 @@ class ResearchDone:
 class Calibrated:
     """A platform's A/A calibration is in place, measured or `reused` from a recent run."""
     platform: str
-    calibration: Json
+    calibration: dict[str, MetricCalibration]     # metric name -> its calibration
     reused: bool = False
 
 

@@ -8,6 +8,8 @@ under one lock, since the experiments of a wave finish on several threads.
 file earlier versions wrote, so a run resumes across versions: a key is written only once it was
 loaded or saved (a field's default stands in for a key not there yet), and keys this version does
 not know (an older or newer file's) are kept and written back unchanged. `save` is the one writer.
+`calibration` and `simulate` hold the types of `jobs.contract.calibrated` (written in their JSON form;
+a JSON form given to the constructor or `save` is read into them).
 """
 from __future__ import annotations
 
@@ -17,6 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from jobs.contract import ledger
+from jobs.contract.calibrated import (MetricCalibration, SimulatedCalibration, platform_calibrations,
+                                      platform_calibrations_json, simulated_calibrations,
+                                      simulated_calibrations_json)
 from jobs.contract.model import ExperimentRecord
 
 Json = dict[str, Any]
@@ -49,10 +54,10 @@ class RunState:
     callgrind: Json | None = None
     profile_missing: str = ""
     # -- calibration (jobs.run.calibrating), per platform ------------------------------------------------
-    calibration: dict[str, Json] = field(default_factory=dict)
+    calibration: dict[str, dict[str, MetricCalibration]] = field(default_factory=dict)   # platform -> metric -> A/A
     digests: dict[str, Any] = field(default_factory=dict)
     cpus: dict[str, str] = field(default_factory=dict)
-    simulate: dict[str, Json] | None = None  # None: no platform ran the simulated yardstick
+    simulate: dict[str, SimulatedCalibration] | None = None  # None: no platform ran the simulated yardstick
     # -- measuring (jobs.run.measuring), per platform ----------------------------------------------------
     machines: dict[str, Json] = field(default_factory=dict)
     noise: dict[str, Json] = field(default_factory=dict)
@@ -73,6 +78,10 @@ class RunState:
     present: set[str] = field(default_factory=set, repr=False)  # the known keys the file holds
     lock: Any = field(default_factory=threading.RLock, repr=False)
 
+    def __post_init__(self) -> None:
+        self.calibration = platform_calibrations(self.calibration)
+        self.simulate = simulated_calibrations(self.simulate)
+
     @classmethod
     def load(cls, out: Path) -> RunState:
         """The state.json in `out` (an empty state when there is none yet)."""
@@ -86,7 +95,7 @@ class RunState:
     def to_json(self) -> Json:
         """Exactly the keys the file holds: those loaded or saved, and the unknown ones kept."""
         with self.lock:
-            return {**self.extra, **{k: getattr(self, k) for k in KEYS if k in self.present}}
+            return {**self.extra, **{k: _plain(k, getattr(self, k)) for k in KEYS if k in self.present}}
 
     @property
     def begun(self) -> bool:
@@ -100,7 +109,7 @@ class RunState:
             raise TypeError(f"state.json has no field {', '.join(unknown)}")
         with self.lock:
             for k, v in changes.items():
-                setattr(self, k, v)
+                setattr(self, k, _typed(k, v))
             self.present.update(changes)
             ledger.save_state(self.out, self.to_json())
 
@@ -111,3 +120,21 @@ class RunState:
 
 
 KEYS = frozenset(f.name for f in fields(RunState)) - {"out", "extra", "present", "lock"}
+
+
+def _typed(key: str, value: Any) -> Any:
+    """A field's value in memory: the calibrations typed (`jobs.contract.calibrated`)."""
+    if key == "calibration":
+        return platform_calibrations(value)
+    if key == "simulate":
+        return simulated_calibrations(value)
+    return value
+
+
+def _plain(key: str, value: Any) -> Any:
+    """A field's value in state.json: the calibrations in their JSON form."""
+    if key == "calibration":
+        return platform_calibrations_json(value)
+    if key == "simulate":
+        return simulated_calibrations_json(value)
+    return value

@@ -5,7 +5,8 @@ order; `commits` and `diffstat` only when a confirmed branch was left; keys adde
 so the dashboard, the Action and older summaries read the same file; `from_json` reads one back
 (an older file without a later key gets its default). The run's records (`experiments`, `stacks`,
 `attribution`) are typed `ExperimentRecord`s (the file holds each one's `summary_dict()`: no log);
-a record given as its JSON object is read with `ExperimentRecord.from_summary`.
+a record given as its JSON object is read with `ExperimentRecord.from_summary`. Likewise `calibration`
+and `simulate` hold the types of `jobs.contract.calibrated`, read from and written as their JSON form.
 `RunStopped` is what a run with nothing to try ends with instead (no summary.json is written);
 `CalibrationOnly` and `ResearchOnly` what a run asked for that one step returns.
 """
@@ -14,6 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from jobs.contract.calibrated import (MetricCalibration, SimulatedCalibration, platform_calibrations,
+                                      platform_calibrations_json, simulated_calibrations,
+                                      simulated_calibrations_json)
 from jobs.contract.model import ExperimentRecord, Hypothesis
 
 Json = dict[str, Any]
@@ -35,7 +39,7 @@ class RunSummary:
     machines: dict[str, Json]
     agent: str
     primary: str
-    calibration: dict[str, Json]
+    calibration: dict[str, dict[str, MetricCalibration]]    # platform -> metric -> its A/A calibration
     experiments: list[ExperimentRecord]           # the experiments' records (with failure output)
     commits: list[Json] | None = None             # the confirmed branch's commits (jobs.report.review_facts)
     diffstat: str | None = None
@@ -49,7 +53,7 @@ class RunSummary:
     profile_missing: str = ""
     noise: dict[str, Json] = field(default_factory=dict)
     profile: Json | None = None
-    simulate: dict[str, Json] | None = None
+    simulate: dict[str, SimulatedCalibration] | None = None  # platform -> the simulated yardstick's A/A
     error_control: Json = field(default_factory=dict)
     stacks: dict[str, ExperimentRecord] = field(default_factory=dict)   # platform -> the stack's record
     cost_usd: float = 0.0
@@ -75,6 +79,8 @@ class RunSummary:
         self.experiments = [_record(r) for r in self.experiments]
         self.attribution = [_record(r) for r in self.attribution]
         self.stacks = {p: _record(r) for p, r in self.stacks.items()}
+        self.calibration = platform_calibrations(self.calibration)
+        self.simulate = simulated_calibrations(self.simulate)
 
     def to_json(self) -> Json:
         """The summary.json object (write it with `jobs.contract.ledger.dumps(..., indent=2)`)."""
@@ -113,6 +119,10 @@ def _plain(name: str, value: Any) -> Any:
         return {p: r.summary_dict() for p, r in value.items()}
     if name in ("experiments", "attribution"):
         return [r.summary_dict() for r in value]
+    if name == "calibration":
+        return platform_calibrations_json(value)
+    if name == "simulate":
+        return simulated_calibrations_json(value)
     return value
 
 
@@ -128,8 +138,11 @@ class RunStopped:
 class CalibrationOnly:
     """What a `calibrate_only` run found: per platform, each metric's calibration and the CPU it ran on."""
     run_id: str
-    calibration: dict[str, dict[str, Json]]       # platform -> metric -> its calibration (state.json's form)
+    calibration: dict[str, dict[str, MetricCalibration]]     # platform -> metric -> its calibration
     cpus: dict[str, str]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "calibration", platform_calibrations(self.calibration))
 
 
 @dataclass(frozen=True)

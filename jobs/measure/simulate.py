@@ -57,6 +57,7 @@ from jobs.measure.cgoutput import EVENTS, SimulateError
 from jobs.contract.runsummary import RunSummary
 
 if TYPE_CHECKING:
+    from jobs.contract.calibrated import SimulatedCalibration
     from jobs.contract.config import Simulate
 
 L1_WEIGHT, LL_WEIGHT = 10, 100
@@ -80,12 +81,12 @@ def derived(config) -> Simulate | None:
     return Simulate(command=config.benchmark, timeout=config.timeouts.simulate)
 
 
-def fitted(state_simulate: dict | None, platforms) -> bool:
+def fitted(state_simulate: dict[str, SimulatedCalibration] | None, platforms) -> bool:
     """The derived yardstick ran in the A/A calibration of every platform in `platforms` (state.json's
     `simulate`: a platform's entry has `derived` and its base cycles)."""
     seen = state_simulate or {}
-    return bool(platforms) and all((seen.get(p) or {}).get("derived") and (seen.get(p) or {}).get("base_cycles")
-                                   is not None for p in platforms)
+    return bool(platforms) and all((c := seen.get(p)) is not None and c.derived and c.base_cycles is not None
+                                   for p in platforms)
 
 
 def tried(config):
@@ -95,19 +96,19 @@ def tried(config):
     return config if candidate is None else config.model_copy(update={"simulate": candidate})
 
 
-def in_use(config, state_simulate: dict | None, platforms):
+def in_use(config, state_simulate: dict[str, SimulatedCalibration] | None, platforms):
     """The config the experiments measure by: with the derived yardstick in `simulate` once the
     calibration of every platform found it fits, else the config as is. A run resumed after its
     calibration gets the same from state.json."""
     return tried(config) if fitted(state_simulate, platforms) else config
 
 
-def decided_by(state_simulate: dict | None) -> str:
+def decided_by(state_simulate: dict[str, SimulatedCalibration] | None) -> str:
     """Which yardstick decided keeps, in words for research.md and pr.md."""
-    entries = [c for c in (state_simulate or {}).values() if c and c.get("base_cycles") is not None]
+    entries = [c for c in (state_simulate or {}).values() if c.base_cycles is not None]
     if not entries:
         return "the wall clock alone (no simulated yardstick)"
-    if any(c.get("derived") for c in entries):
+    if any(c.derived for c in entries):
         return ("simulated cycles of the benchmark command itself (derived: the config declares no `simulate:` "
                 "workload), with the wall clock as the guard")
     return "simulated cycles of the declared `simulate:` workload, with the wall clock as the guard"
@@ -431,14 +432,14 @@ def render_section(summary: RunSummary) -> list:
               "a regression beyond the tolerance, and otherwise the reason says it neither confirms nor refutes it. {}",
               md("The simulated workload runs a build of its own (`simulate.separate_build`, e.g. an AVX2 copy "
                  "Valgrind can run): a wall-clock win it does not see is discarded as unseen, not kept.")
-              if any(c.get("separate_build") for c in cal.values()) else
+              if any(c.separate_build for c in cal.values()) else
               md("A benchmark that claims a speed-up while the simulated cycles do not move is `invalid`.")), md("")]
     for platform, c in cal.items():
-        slow = (md("; {:.1f} s simulated vs {:.2f} s native = {:.0f}x slowdown", c["seconds"], c["native_seconds"],
-                   c["seconds"] / c["native_seconds"]) if c.get("seconds") and c.get("native_seconds") else md(""))
-        aa = c.get("aa_delta_pct")
+        slow = (md("; {:.1f} s simulated vs {:.2f} s native = {:.0f}x slowdown", c.seconds, c.native_seconds,
+                   c.seconds / c.native_seconds) if c.seconds and c.native_seconds else md(""))
+        aa = c.aa_delta_pct
         out.append(md("- {}: A/A (two builds of the base) {:+.4f}% in simulated cycles ({:,} cycles per run){}.",
-                      platform, aa, c.get("base_cycles") or 0, slow) if aa is not None else
+                      platform, aa, c.base_cycles or 0, slow) if aa is not None else
                    md("- {}: no A/A simulation", platform))
     if cal:
         out.append(md(""))

@@ -175,8 +175,8 @@ def floor_of(summary: RunSummary, platform: str) -> float | None:
     floors = summary.floor_pct or {}
     if platform in floors:
         return floors[platform]
-    cal = (summary.calibration or {}).get(platform, {}).get(summary.primary) or {}
-    return cal.get("floor_pct")
+    cal = (summary.calibration or {}).get(platform, {}).get(summary.primary)
+    return cal.floor_pct if cal is not None else None
 
 
 def _headline(summary: RunSummary) -> Markdown:
@@ -225,12 +225,12 @@ def _calibration(summary: RunSummary) -> list[Markdown]:
                            "(simulated) | MDE at slot 1 | pairs: null / at MDE | floor | max pairs |"),
                 md("|---|---|---|---|---|---|---|---|---|---|")]
         for name, c in cal.items():
-            mde = f"{c['mde_pct']:.1f}%" if c.get("mde_pct") is not None else "—"
+            mde = f"{c.mde_pct:.1f}%" if c.mde_pct is not None else "—"
             out.append(md("| {} | {} | {:.1f}% | {} ({}) | {}{} | {:.1f}% | {} | {} / {} | {:.1f}% | {} |", name,
-                          c.get("n_pairs", "—"), 100 * (c.get("sd_log") or 0), _pct(c.get("aa_delta_pct")),
-                          _p(c.get("aa_p_value")), _pct(c.get("order_effect_pct")), " (adjusted)" if c.get("drift") else "",
-                          100 * (c.get("false_win_rate") or 0), mde, _fmt(c.get("mean_pairs_null")),
-                          _fmt(c.get("mean_pairs_at_mde")), c["floor_pct"], c["repeats"]))
+                          "—" if c.n_pairs is None else c.n_pairs, 100 * (c.sd_log or 0), _pct(c.aa_delta_pct),
+                          _p(c.aa_p_value), _pct(c.order_effect_pct), " (adjusted)" if c.drift else "",
+                          100 * (c.false_win_rate or 0), mde, _fmt(c.mean_pairs_null),
+                          _fmt(c.mean_pairs_at_mde), c.floor_pct, c.repeats))
         out.append(md(""))
         out += _noise_as_it_went(summary, platform)
     if out:

@@ -8,6 +8,9 @@ simulate), and the values of the variables `sandbox.env` passes to target code (
 thread count changes what the benchmark measures: a llama.cpp run at `-t 2` on another model once
 reused a `-t 1` run's noise); it is used only while younger than `MAX_AGE_S`, since a machine's load
 changes by the hour. Only this machine's own calibrations are reused (platform `local`): a cloud VM is a new machine.
+
+An entry is a `Cached` in memory and JSON on disk (its calibrations in the JSON form of
+`jobs.contract.calibrated`); `store` and `lookup` convert at that boundary.
 """
 from __future__ import annotations
 
@@ -15,11 +18,13 @@ import hashlib
 import json
 import socket
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from jobs.guard import gitops
 from jobs.contract import ledger
+from jobs.contract.calibrated import MetricCalibration, SimulatedCalibration, metric_calibrations
 
 MAX_AGE_S = 6 * 3600
 FIELDS = ("build", "benchmark", "checks", "metrics", "repeats", "thresholds", "integrity", "sandbox", "simulate", "timeouts",
@@ -44,17 +49,40 @@ def _folder(repo: Path) -> Path:
     return (common if common.is_absolute() else Path(repo) / common) / "autoresearch" / "calibrations"
 
 
-def store(repo: Path, k: str, entry: dict[str, Any]) -> None:
+@dataclass
+class Cached:
+    """One platform's calibration as a later run reuses it."""
+    run_id: str                                    # the run that measured it
+    calibration: dict[str, MetricCalibration]      # metric name -> its calibration
+    digests: Any                                   # state.json's `digests` entry: deterministic names, or None
+    cpu: str
+    simulate: SimulatedCalibration | None = None   # the simulated yardstick's A/A, when it ran
+    age_s: float = 0.0                             # how long ago it was stored (not in the file)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "calibration": {name: c.to_json() for name, c in self.calibration.items()},
+                "digests": self.digests, "cpu": self.cpu,
+                "simulate": self.simulate.to_json() if self.simulate is not None else None}
+
+    @classmethod
+    def from_json(cls, entry: dict[str, Any], age_s: float) -> Cached:
+        sim = entry.get("simulate")
+        return cls(run_id=entry["run_id"], calibration=metric_calibrations(entry["calibration"]),
+                   digests=entry["digests"], cpu=entry["cpu"],
+                   simulate=SimulatedCalibration.from_json(sim) if sim else None, age_s=age_s)
+
+
+def store(repo: Path, k: str, entry: Cached) -> None:
     folder = _folder(repo)
     folder.mkdir(parents=True, exist_ok=True)
-    ledger.write_atomic(folder / f"{k}.json", json.dumps({**entry, "created": time.time()}, default=str))
+    ledger.write_atomic(folder / f"{k}.json", json.dumps({**entry.to_json(), "created": time.time()}, default=str))
 
 
-def lookup(repo: Path, k: str, now: float | None = None) -> dict[str, Any] | None:
+def lookup(repo: Path, k: str, now: float | None = None) -> Cached | None:
     path = _folder(repo) / f"{k}.json"
     try:
         entry = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        age = (now or time.time()) - float(entry.get("created", 0))
+        return Cached.from_json(entry, age) if 0 <= age <= MAX_AGE_S else None
+    except (OSError, ValueError, KeyError, TypeError):     # unreadable, or not an entry this version wrote
         return None
-    age = (now or time.time()) - float(entry.get("created", 0))
-    return {**entry, "age_s": age} if 0 <= age <= MAX_AGE_S else None

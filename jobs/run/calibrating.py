@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.contract import events
+from jobs.contract.calibrated import MetricCalibration, SimulatedCalibration
 from jobs.run import calcache
 from jobs.measure import simulate
 from jobs.stats.calibration import calibrate_run, extra_pairs, merge_pairs
@@ -27,7 +28,7 @@ class Calibrating:
     def state(self):
         return self.bench.state
 
-    def run(self, executors: list[Executor]) -> dict[str, Any]:
+    def run(self, executors: list[Executor]) -> dict[str, dict[str, MetricCalibration]]:
         state, config = self.state, self.bench.config
         capped = config      # the MDE and pair counts reported are those of the cap this run uses
         if self.bench.repeats:
@@ -66,7 +67,7 @@ class Calibrating:
             if result.problems:
                 raise RunError(f"calibration on {ex.platform}: " + "; ".join(result.problems)
                                + ". No verdict would be trustworthy; fix this first.")
-            cal = {name: c.to_dict() for name, c in result.metrics.items()}
+            cal = dict(result.metrics)
             simulated = None
             if raw.simulated:
                 sim = simulate.compare(raw.simulated)
@@ -76,35 +77,34 @@ class Calibrating:
                                            "two builds of the same commit on the same input: not deterministic, so "
                                            "not checked")
                 printed = sorted(raw.simulated.get("A", {}).get("digests") or {})
-                simulated = {"aa_delta_pct": sim.delta_pct if sim else None, "base_cycles": sim.base if sim else None,
-                             "digests": [d for d in printed if d not in unstable],
-                             "seconds": raw.simulated.get("A", {}).get("wall_s"),
-                             "native_seconds": raw.steps.get("native_simulate_s"),
-                             "separate_build": config.simulate is not None and config.simulate.separate_build,
-                             "derived": derived}
-                if derived:
-                    simulated.update(command=config.benchmark, timeout=config.timeouts.simulate)
+                simulated = SimulatedCalibration(
+                    aa_delta_pct=sim.delta_pct if sim else None, base_cycles=sim.base if sim else None,
+                    digests=[d for d in printed if d not in unstable], seconds=raw.simulated.get("A", {}).get("wall_s"),
+                    native_seconds=raw.steps.get("native_simulate_s"),
+                    separate_build=config.simulate is not None and config.simulate.separate_build, derived=derived,
+                    command=config.benchmark if derived else None,
+                    timeout=config.timeouts.simulate if derived else None)
             for message in result.warnings:
                 self.bench.emit(events.RunWarning(f"{ex.platform}: {message}"))
             state.append(ExperimentRecord(
                 run_id=self.bench.run_id, name="calibration", hypothesis="A/A", platform=ex.platform,
                 status="ok", reason="two builds of the base commit against each other",
                 base_commit=state.base_commit,
-                calibration={k: {f: v for f, v in c.items() if f != "prior"} for k, c in cal.items()},
-                seconds=raw.seconds, cpu=raw.cpu, cost_usd=raw.cost_usd, kind="calibration",
-                flags=[f for c in cal.values() for f in c["flags"]] + result.warnings,
+                calibration=_record_form(cal), seconds=raw.seconds, cpu=raw.cpu, cost_usd=raw.cost_usd,
+                kind="calibration",
+                flags=[f for c in cal.values() for f in c.flags] + result.warnings,
                 runner={"pairs": len(raw.pairs()), "sandboxed": raw.sandboxed, "steps": raw.steps}))
             self._adopt(ex.platform, cal, result.digests, raw.cpu, simulated)
             self.bench.emit(events.Calibrated(ex.platform, cal))
             if ex.platform == "local":
-                calcache.store(self.repo, self._key(ex.platform, raw.cpu), {
-                    "run_id": self.bench.run_id, "calibration": cal, "digests": result.digests, "cpu": raw.cpu,
-                    "simulate": simulated})
+                calcache.store(self.repo, self._key(ex.platform, raw.cpu), calcache.Cached(
+                    run_id=self.bench.run_id, calibration=cal, digests=result.digests, cpu=raw.cpu,
+                    simulate=simulated))
         state.save(phase="experiments")
         return state.calibration
 
-    def _adopt(self, platform: str, cal: dict[str, Any], digests: Any, cpu: str,
-               simulated: dict[str, Any] | None) -> None:
+    def _adopt(self, platform: str, cal: dict[str, MetricCalibration], digests: Any, cpu: str,
+               simulated: SimulatedCalibration | None) -> None:
         """What every later step reads of a platform's calibration, measured here or reused."""
         if simulated:
             self.state.save(simulate={**(self.state.simulate or {}), platform: simulated})
@@ -124,15 +124,21 @@ class Calibrating:
         found = calcache.lookup(self.repo, self._key(ex.platform, cpu_model()))
         if found is None:
             return False
-        cal = found["calibration"]
-        reason = (f"reused: the calibration of run {found['run_id']} ({found['age_s'] / 60:.0f} min ago; same base "
+        cal = found.calibration
+        reason = (f"reused: the calibration of run {found.run_id} ({found.age_s / 60:.0f} min ago; same base "
                   "commit, machine and contract)")
         self.state.append(ExperimentRecord(
             run_id=self.bench.run_id, name="calibration", hypothesis="A/A", platform=ex.platform, status="ok",
-            reason=reason, base_commit=self.state.base_commit, cpu=found["cpu"], kind="calibration",
-            calibration={k: {f: v for f, v in c.items() if f != "prior"} for k, c in cal.items()},
-            flags=[f for c in cal.values() for f in c.get("flags", [])], runner={"reused_from": found["run_id"]}))
-        self._adopt(ex.platform, cal, found["digests"], found["cpu"], found.get("simulate"))
+            reason=reason, base_commit=self.state.base_commit, cpu=found.cpu, kind="calibration",
+            calibration=_record_form(cal), flags=[f for c in cal.values() for f in c.flags],
+            runner={"reused_from": found.run_id}))
+        self._adopt(ex.platform, cal, found.digests, found.cpu, found.simulate)
         self.bench.emit(events.RunWarning(f"{ex.platform}: calibration {reason}"))
         self.bench.emit(events.Calibrated(ex.platform, cal, reused=True))
         return True
+
+
+def _record_form(cal: dict[str, MetricCalibration]) -> dict[str, Any]:
+    """The calibration record's (experiments.jsonl) view of a platform's calibration: each metric's
+    JSON form without its A/A pairs."""
+    return {k: {f: v for f, v in c.to_json().items() if f != "prior"} for k, c in cal.items()}

@@ -35,17 +35,17 @@ def plan_for(config: TargetConfig, state: RunState, platform: str, alpha: float,
     primary = cal[config.primary.name]
     max_pairs = repeats or rp.max
     # The calibration may have raised the floor above the config's (an A/A bias between builds).
-    floor = max(th.min_effect_pct, primary.get("floor_pct", th.min_effect_pct))
+    floor = max(th.min_effect_pct, th.min_effect_pct if primary.floor_pct is None else primary.floor_pct)
     plan = VerdictPlan(alpha=alpha, floor_pct=floor, target_pct=max(th.target_mde_pct, floor), max_pairs=max_pairs,
                 min_pairs=min(rp.min, max_pairs), alpha_loss=th.alpha,
-                priors={name: tuple(tuple(p) for p in c.get("prior", [])) for name, c in cal.items()},
+                priors={name: tuple(tuple(p) for p in c.prior) for name, c in cal.items()},
                 digests=tuple(d) if (d := state.digests.get(platform)) is not None else None,
-                adjust={name: tuple(c.get("adjust", ())) for name, c in cal.items()})
+                adjust={name: tuple(c.adjust) for name, c in cal.items()})
     if alpha <= 0:
         return plan
     # The machine's noise as the run goes (jobs/stats/drift.py): once recent experiments give enough
     # pairs, they, not the calibration alone, say which effects this run can still see.
-    residuals, _ = drift.current([p[0] for p in primary.get("prior", [])],
+    residuals, _ = drift.current([p[0] for p in primary.prior],
                                  state.noise.get(platform, {}).get("pool", []))
     power = mde(residuals, plan.rule(), prior=plan.prior(config.primary.name), n_sims=200)
     return VerdictPlan(**{**plan.__dict__, "mde_pct": power.effect_pct})
@@ -98,7 +98,8 @@ class Measurer:
         from jobs.measure.simulate import floor_pct
         if self.config.simulate is None:
             return 0.0
-        aa = (self.state.simulate or {}).get(platform, {}).get("aa_delta_pct")
+        sim = (self.state.simulate or {}).get(platform)
+        aa = sim.aa_delta_pct if sim is not None else None
         return floor_pct(self.config.simulate.min_effect_pct, aa)
 
     def sim_digests(self, platform: str) -> list[str] | None:
@@ -106,7 +107,8 @@ class Measurer:
         (None: every name, for a calibration that predates the check); none with integrity.digests off."""
         if self.config.simulate is None or not self.config.integrity.digests:
             return []
-        names = (self.state.simulate or {}).get(platform, {}).get("digests")
+        sim = (self.state.simulate or {}).get(platform)
+        names = sim.digests if sim is not None else None
         return None if names is None else list(names)
 
     def execute(self, ex: Executor, spec: ExperimentSpec) -> RawResult:

@@ -133,13 +133,14 @@ def reach_warnings(config: TargetConfig, state: RunState, repeats: int | None) -
     primary, out = config.primary.name, []
     alpha = slot_alpha(config.thresholds.alpha, 1, config.budget.max_experiments)
     for platform, cal in state.calibration.items():
-        if not (cal.get(primary) or {}).get("prior"):
+        if primary not in cal or not cal[primary].prior:
             continue
-        if state.simulate is not None and state.simulate.get(platform, {}).get("base_cycles") is not None:
+        sim = (state.simulate or {}).get(platform)
+        if sim is not None and sim.base_cycles is not None:
             continue                    # the yardstick decides small effects there
         plan = plan_for(config, state, platform, alpha, repeats)
         out.append(cap_warning(platform, primary, mde_pct=plan.mde_pct, target_pct=config.thresholds.target_mde_pct,
                                floor_pct=plan.floor_pct, cap=plan.max_pairs, yardstick=False,
-                               residuals=[p[0] for p in cal[primary]["prior"]], rule=plan.rule(),
+                               residuals=[p[0] for p in cal[primary].prior], rule=plan.rule(),
                                prior=plan.prior(primary)))
     return [w for w in out if w]

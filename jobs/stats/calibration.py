@@ -19,11 +19,11 @@ wins. Noise is not a problem: it only costs pairs, and it is reported.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from jobs.contract.calibrated import MetricCalibration
 from jobs.contract.config import TargetConfig
 from jobs.stats.integrity import load_flags, nondeterministic_digests
 from jobs.stats.power import mde, simulate
@@ -32,34 +32,6 @@ from jobs.contract.spec import RawResult
 from jobs.stats.stats import signed_rank_p
 from jobs.stats.verdict import NUISANCES, baseline_check, metric_pairs
 
-
-
-@dataclass
-class MetricCalibration:
-    ok: bool
-    n_pairs: int
-    sd_log: float                 # robust per-pair noise (log units, ~ CV of the ratio)
-    aa_delta_pct: float           # Hodges-Lehmann estimate between the two identical arms
-    aa_p_value: float             # exact signed-rank test of "the identical arms are equal"
-    order_effect_pct: float       # how much faster the second process of a pair ran (mean)
-    drift: bool                   # the order effect is significant (adjusted for in every pair)
-    drift_note: str
-    floor_pct: float
-    target_pct: float
-    alpha_first: float            # keep level of the run's first experiment slot
-    mde_pct: float                # improvement kept with 80% probability at alpha_first
-    mean_pairs_at_mde: float
-    mean_pairs_null: float        # pairs a no-change candidate costs on average
-    false_win_rate: float         # simulated P(keep | no change) at alpha_first, on this noise
-    repeats: int                  # most pairs per experiment
-    adjust: list[str] = field(default_factory=list)   # nuisances every experiment adjusts for
-    prior: list[list[float]] = field(default_factory=list)
-    flags: list[str] = field(default_factory=list)
-    note: str = ""
-    floor_raise_pct: float = 0.0  # how far the A/A bias's one-sided 95% upper bound raised the floor
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -124,9 +96,11 @@ def calibrate_metric(raw: RawResult, name: str, direction: str, config: TargetCo
     rule = Rule(alpha_keep=alpha1, floor=to_log(th.min_effect_pct), target=to_log(th.target_mde_pct),
                 min_pairs=rp.min, max_pairs=rp.max)
     if len(full) < 4:
-        return MetricCalibration(False, len(full), math.nan, 0.0, 1.0, 0.0, False, "", th.min_effect_pct,
-                                 th.target_mde_pct, alpha1, math.inf, rp.max, rp.max, 1.0, rp.max,
-                                 note=f"only {len(full)} complete A/A pairs; need at least 4")
+        return MetricCalibration(
+            ok=False, n_pairs=len(full), sd_log=math.nan, aa_delta_pct=0.0, aa_p_value=1.0, order_effect_pct=0.0,
+            drift=False, drift_note="", floor_pct=th.min_effect_pct, target_pct=th.target_mde_pct, alpha_first=alpha1,
+            mde_pct=math.inf, mean_pairs_at_mde=rp.max, mean_pairs_null=rp.max, false_win_rate=1.0, repeats=rp.max,
+            note=f"only {len(full)} complete A/A pairs; need at least 4")
     y = np.array([p.y for p in full])
     order = np.array([p.z[0] for p in full])
     probe = np.array([p.z[1] for p in full])

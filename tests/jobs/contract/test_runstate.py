@@ -41,7 +41,7 @@ def test_a_file_written_by_the_dict_state_loads_typed_and_is_written_back_identi
     state = RunState.load(tmp_path)
     assert not isinstance(state, dict)
     assert state.run_id == TODAY["run_id"] and state.stack_final == "b" * 40 and state.sandboxed is False
-    assert state.calibration["local"]["score"]["floor_pct"] == 1.0 and state.repeats_override is None
+    assert state.calibration["local"]["score"].floor_pct == 1.0 and state.repeats_override is None
     assert state.to_json() == TODAY
     state.save()
     assert (tmp_path / "state.json").read_bytes() == before

@@ -53,8 +53,8 @@ def test_without_simulate_the_benchmark_itself_becomes_the_yardstick(tmp_path):
     out = tmp_path / "out"
     summary = Run(RunOptions(target=target, out=out, run_id="d1", agent="none", candidates=patches)).execute()
     cal = summary.simulate["local"]
-    assert cal["derived"] is True and cal["command"] == "./work 30000" and cal["base_cycles"] > 0, cal
-    assert abs(cal["aa_delta_pct"]) < 0.1
+    assert cal.derived is True and cal.command == "./work 30000" and cal.base_cycles > 0, cal
+    assert abs(cal.aa_delta_pct) < 0.1
     by = {e.name: e for e in summary.experiments}
     drop = by["drop_redundant"]
     assert "simulated" in drop.runner, (drop.status, drop.reason)

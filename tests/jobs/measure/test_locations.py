@@ -99,5 +99,5 @@ def test_an_identical_binary_under_a_location_bias_larger_than_the_floor_is_neve
     reasons = [e.reason for e in nulls]
     assert [e.status for e in nulls] == ["discard"] * len(candidates), reasons
     assert all("no detectable difference" in r for r in reasons), reasons
-    assert summary.calibration["local"]["score"]["floor_pct"] < 100 * (LOCATION_BIAS - 1)
+    assert summary.calibration["local"]["score"].floor_pct < 100 * (LOCATION_BIAS - 1)
     assert not list((tmp_path / "out" / "work").glob("*.[AB]"))

@@ -275,7 +275,7 @@ def test_report_section_labels_both_yardsticks():
     assert "Ir + 10·(I1mr + D1mr + D1mw) + 100·(ILmr + DLmr + DLmw)" in text
     assert "30x slowdown" in text and "| x | local | 1,000,000 → 985,000 | -1.500% (0.5%) |" in text
     assert "is `invalid`" in text and "separate_build" not in text
-    summary.simulate["local"]["separate_build"] = True
+    summary.simulate["local"].separate_build = True
     text = "\n".join(render_section(summary))
     assert "discarded as unseen, not kept" in text and "is `invalid`" not in text
 
@@ -354,8 +354,8 @@ def test_tiny_c_target_end_to_end(tmp_path):
     cal = summary.simulate["local"]
     # two builds of one commit differ by ~0.003-0.012% (seen here: the build folder's path length
     # reaches the binary and its start-up); far below the 0.5% floor and the -1.8% above
-    assert abs(cal["aa_delta_pct"]) < 0.1 and cal["seconds"] > 0
-    assert cal["digests"] == ["h"]          # the counted run's DIGEST, deterministic, so checked
+    assert abs(cal.aa_delta_pct) < 0.1 and cal.seconds > 0
+    assert cal.digests == ["h"]          # the counted run's DIGEST, deterministic, so checked
     pr = (out / "pr.md").read_text()
     assert "## Deterministic yardstick (simulated cycles)" in pr and "| drop_redundant | local |" in pr
 

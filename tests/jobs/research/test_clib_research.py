@@ -218,7 +218,8 @@ def test_a_recent_calibration_of_the_same_base_is_reused(tmp_path):
     assert cal["reason"].startswith("reused: the calibration of run c1") and cal["runner"]["reused_from"] == "c1"
     state = json.loads((tmp_path / "run" / "state.json").read_text())
     for field in ("sd_log", "n_pairs", "floor_pct", "prior"):
-        assert state["calibration"]["local"]["score"][field] == json.loads(json.dumps(first.calibration["local"]["score"][field]))
+        before = getattr(first.calibration["local"]["score"], field)
+        assert state["calibration"]["local"]["score"][field] == json.loads(json.dumps(before))
 
 
 def test_a_loop_blocked_by_aliasing_gets_a_restrict_patch_that_compiles(tmp_path):

@@ -39,3 +39,24 @@ def test_a_run_reuses_a_calibration_only_when_its_benchmark_gets_the_same_variab
     assert not calibration("t2", "2")["reason"].startswith("reused")      # another measurement: measured again
     again = calibration("t1-again", "1")
     assert again["reason"].startswith("reused: the calibration of run t1"), again["reason"]
+
+
+def test_an_entry_is_typed_in_memory_and_the_old_json_on_disk(tmp_path, monkeypatch):
+    """What `store` writes is the dict form earlier versions wrote; `lookup` reads it (or an older
+    entry) back into the types of jobs.contract.calibrated."""
+    from jobs.contract.calibrated import MetricCalibration, SimulatedCalibration
+    monkeypatch.setattr(calcache, "_folder", lambda repo: tmp_path)
+    score = {"floor_pct": 1.5, "prior": [[0.01, 1.0]], "flags": ["f"], "from_a_newer_version": 1}
+    old = {"run_id": "c1", "calibration": {"score": score}, "digests": ["out"], "cpu": "CPU",
+           "simulate": {"aa_delta_pct": 0.001, "base_cycles": 10, "digests": []}, "created": 1000.0}
+    (tmp_path / "k.json").write_text(json.dumps(old))
+    found = calcache.lookup(tmp_path, "k", now=1060.0)
+    assert found.run_id == "c1" and found.age_s == 60.0 and found.digests == ["out"] and found.cpu == "CPU"
+    assert isinstance(found.calibration["score"], MetricCalibration) and found.calibration["score"].floor_pct == 1.5
+    assert isinstance(found.simulate, SimulatedCalibration) and found.simulate.base_cycles == 10
+    calcache.store(tmp_path, "again", found)
+    written = json.loads((tmp_path / "again.json").read_text())
+    assert {k: v for k, v in written.items() if k != "created"} == {k: v for k, v in old.items() if k != "created"}
+    assert calcache.lookup(tmp_path, "k", now=1000.0 + calcache.MAX_AGE_S + 1) is None      # too old
+    (tmp_path / "bad.json").write_text(json.dumps({"created": 1000.0}))
+    assert calcache.lookup(tmp_path, "bad", now=1001.0) is None                            # not an entry

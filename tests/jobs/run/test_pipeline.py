@@ -321,7 +321,7 @@ def test_a_floor_raised_by_the_calibration_is_the_floor_every_experiment_is_judg
     run.state = RunState(tmp_path / "out", calibration={"local": {"score": {"floor_pct": 4.2, "prior": prior, "adjust": []}}})
     plan = run.plan("local", 0.01)
     assert plan.floor_pct == 4.2 and plan.target_pct >= 4.2
-    run.state.calibration["local"]["score"]["floor_pct"] = 1.0
+    run.state.calibration["local"]["score"].floor_pct = 1.0
     assert run.plan("local", 0.01).floor_pct == run.config.thresholds.min_effect_pct
 
 
@@ -330,4 +330,4 @@ def test_the_calibration_plans_with_the_pair_cap_the_run_uses(target, tmp_path):
     one reachable within 7, not within the config's 24."""
     result = Run(RunOptions(target=target, out=tmp_path / "out", run_id="cap", calibrate_only=True,
                             repeats=7)).execute()
-    assert result.calibration["local"]["score"]["repeats"] == 7
+    assert result.calibration["local"]["score"].repeats == 7

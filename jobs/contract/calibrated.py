@@ -1,0 +1,141 @@
+"""Pure: what an A/A calibration fixed, typed: `MetricCalibration` (one metric on one platform) and
+`SimulatedCalibration` (the simulated yardstick's A/A on one platform).
+
+This module owns the two types and their JSON form, nothing else: `jobs.stats.calibration` produces
+`MetricCalibration`s, `jobs.run.calibrating` the `SimulatedCalibration`, and every later reader (the
+verdict's plan, the report, the CLI, the dashboard) reads their attributes. They travel per platform
+(and per metric name) in `RunState.calibration` / `RunState.simulate` (state.json), in
+`RunSummary` (summary.json), `CalibrationOnly` and the calibration cache.
+
+`from_json` / `to_json` read and write exactly the objects earlier versions wrote, so a run resumes
+across versions: a loaded object writes back the keys it was read with, in their order, values
+untouched; keys this version does not know are kept in `extra` and written back; a key not there
+takes the default its readers always took. `metric_calibrations` / `simulated_calibrations` (and
+their `_json` inverses) convert a whole per-platform mapping, accepting typed values as they are.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping
+
+Json = dict[str, Any]
+_BOOKKEEPING = ("extra", "keys")
+
+
+@dataclass
+class MetricCalibration:
+    """One metric's A/A calibration on one platform (`jobs.stats.calibration.calibrate_metric`).
+    A field is None where an older or stored file has no such key (or JSON has no such number:
+    summary.json writes an infinite MDE as null)."""
+    ok: bool = True
+    n_pairs: int | None = None
+    sd_log: float | None = None              # robust per-pair noise (log units, ~ CV of the ratio)
+    aa_delta_pct: float | None = None        # Hodges-Lehmann estimate between the two identical arms
+    aa_p_value: float | None = None          # exact signed-rank test of "the identical arms are equal"
+    order_effect_pct: float | None = None    # how much faster the second process of a pair ran (mean)
+    drift: bool = False                      # the order effect is significant (adjusted for in every pair)
+    drift_note: str = ""
+    floor_pct: float | None = None           # None: the config's min_effect_pct stands
+    target_pct: float | None = None
+    alpha_first: float | None = None         # keep level of the run's first experiment slot
+    mde_pct: float | None = None             # improvement kept with 80% probability at alpha_first
+    mean_pairs_at_mde: float | None = None
+    mean_pairs_null: float | None = None     # pairs a no-change candidate costs on average
+    false_win_rate: float | None = None      # simulated P(keep | no change) at alpha_first, on this noise
+    repeats: int | None = None               # most pairs per experiment
+    adjust: list[str] = field(default_factory=list)    # nuisances every experiment adjusts for
+    prior: list[list[float]] = field(default_factory=list)   # the A/A pairs [y, z...]
+    flags: list[str] = field(default_factory=list)
+    note: str = ""
+    floor_raise_pct: float = 0.0             # how far the A/A bias's one-sided 95% upper bound raised the floor
+    # -- bookkeeping, not in the file ------------------------------------------------------------------
+    extra: Json = field(default_factory=dict, repr=False)         # keys this version does not know, kept
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)   # as loaded; None: built here
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MetricCalibration:
+        return _from_json(cls, data)
+
+    def to_json(self) -> Json:
+        return _to_json(self)
+
+
+@dataclass
+class SimulatedCalibration:
+    """The simulated yardstick's A/A on one platform (`jobs.run.calibrating`; read by
+    `jobs.measure.simulate` and the run's plan)."""
+    aa_delta_pct: float | None = None        # the two builds' difference in simulated cycles
+    base_cycles: int | None = None           # simulated cycles per run of the base (None: no comparison)
+    digests: list[str] | None = None         # DIGEST names found deterministic; None: every name (older file)
+    seconds: float | None = None             # one simulated run's wall time
+    native_seconds: float | None = None      # the same workload run natively
+    separate_build: bool = False             # the workload runs a build of its own (`simulate.separate_build`)
+    derived: bool = False                    # the benchmark command itself, no `simulate:` workload
+    command: str | None = None               # a derived yardstick's command (written only when derived)
+    timeout: float | None = None             # and its time limit
+    # -- bookkeeping, not in the file ------------------------------------------------------------------
+    extra: Json = field(default_factory=dict, repr=False)
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+
+    _OPTIONAL = ("command", "timeout")       # written when set (a derived yardstick's), or when loaded
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SimulatedCalibration:
+        return _from_json(cls, data)
+
+    def to_json(self) -> Json:
+        return _to_json(self, self._OPTIONAL)
+
+
+def _names(cls) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls) if f.name not in _BOOKKEEPING)
+
+
+def _from_json(cls, data: Mapping[str, Any]):
+    if not isinstance(data, Mapping):
+        raise ValueError(f"a {cls.__name__} is a JSON object, not {type(data).__name__}")
+    names = _names(cls)
+    return cls(**{k: v for k, v in data.items() if k in names},
+               extra={k: v for k, v in data.items() if k not in names}, keys=tuple(data))
+
+
+def _to_json(obj, optional: tuple[str, ...] = ()) -> Json:
+    """The object's JSON form: a loaded one's keys in their order, then any new unknown ones; a
+    built one's fields in their order (an `optional` one only when set), then its unknown keys."""
+    names = _names(type(obj))
+    if obj.keys is None:
+        order = [k for k in names if not (k in optional and getattr(obj, k) is None)]
+    else:
+        order = list(obj.keys)
+    out = {k: obj.extra[k] if k in obj.extra else getattr(obj, k) for k in order if k in obj.extra or k in names}
+    out.update({k: v for k, v in obj.extra.items() if k not in out})
+    return out
+
+
+def metric_calibrations(data: Mapping[str, Mapping[str, Any]] | None) -> dict[str, MetricCalibration]:
+    """metric name -> its calibration, from the JSON form (a typed value is taken as it is)."""
+    return {name: c if isinstance(c, MetricCalibration) else MetricCalibration.from_json(c)
+            for name, c in (data or {}).items()}
+
+
+def platform_calibrations(data: Mapping[str, Mapping[str, Any]] | None) -> dict[str, dict[str, MetricCalibration]]:
+    """platform -> metric name -> its calibration (state.json's and summary.json's `calibration`)."""
+    return {platform: metric_calibrations(cal) for platform, cal in (data or {}).items()}
+
+
+def platform_calibrations_json(value: Mapping[str, Mapping[str, MetricCalibration]]) -> Json:
+    return {platform: {name: c.to_json() for name, c in cal.items()} for platform, cal in value.items()}
+
+
+def simulated_calibrations(data: Mapping[str, Any] | None) -> dict[str, SimulatedCalibration] | None:
+    """platform -> the simulated yardstick's A/A (state.json's `simulate`; None stays None)."""
+    if data is None:
+        return None
+    return {platform: c if isinstance(c, SimulatedCalibration) else SimulatedCalibration.from_json(c)
+            for platform, c in data.items()}
+
+
+def simulated_calibrations_json(value: Mapping[str, SimulatedCalibration] | None) -> Json | None:
+    if value is None:
+        return None
+    return {platform: c.to_json() for platform, c in value.items()}
