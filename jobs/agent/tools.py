@@ -59,11 +59,12 @@ class NoInput(ToolInput):
 
 
 class Transformation(ToolInput):
-    kind: Literal["dispatch", "unroll", "ivdep", "prefetch", "hot", "flatten"] = Field(
+    kind: Literal["dispatch", "unroll", "ivdep", "prefetch", "inline", "hot", "flatten"] = Field(
         description="dispatch: target_clones(\"avx2\",\"default\") on the definition; unroll/ivdep: "
                     "#pragma GCC unroll 4 / ivdep before the innermost loop around `line`; prefetch: "
-                    "__builtin_prefetch `distance` elements ahead of the arrays indexed on `line`; hot/flatten: "
-                    "that attribute on the definition")
+                    "__builtin_prefetch `distance` elements ahead of the arrays indexed on `line`; inline: "
+                    "always_inline (and static inline) on a static function called often for little work, a "
+                    "library's noinline macro on it written as static; hot/flatten: that attribute on the definition")
     path: str = Field(min_length=1, description="the C/C++ file defining the function")
     function: str = Field(min_length=1, max_length=200)
     line: int | None = Field(None, ge=1, description="1-based line in the function (unroll, ivdep, prefetch)")
@@ -198,6 +199,7 @@ class Workbench:
                "unroll": lambda: transforms.with_pragma(text, a.function, a.line, "GCC unroll 4"),
                "ivdep": lambda: transforms.with_pragma(text, a.function, a.line, "GCC ivdep"),
                "prefetch": lambda: transforms.with_prefetch(text, a.function, a.line, a.distance),
+               "inline": lambda: transforms.always_inline(text, a.function),
                "hot": lambda: transforms.with_attribute(text, a.function, "hot", refuse_inline=False),
                "flatten": lambda: transforms.with_attribute(text, a.function, "flatten")}[a.kind]()
         if new is None:

@@ -2,7 +2,8 @@
 a C/C++ library's hot code, not only its flags.
 
 `rewrite` (pure) rewrites one source text where a callgrind profile points: runtime dispatch
-(`target_clones`), unroll/ivdep pragmas, software prefetch, hot/flatten attributes, each refusing
+(`target_clones`), unroll/ivdep pragmas, software prefetch, inlining the callees its call graph
+shows called often for little work, hot/flatten attributes, each refusing
 what it cannot parse confidently. `check` builds each rewrite in a scratch copy through the run's
 sandbox and keeps it only when it compiles and its function's machine code changes, so no
 experiment is spent on a rewrite the compiler ignores. The research phase (`jobs.run.research_phase`)

@@ -338,6 +338,10 @@ def test_the_agent_applies_a_transformation_through_its_tool_and_is_refused_wher
     assert error and "needs `line`" in text
     text, error = bench.run("apply_transformation", {"kind": "hot", "path": "bench.c", "function": "main"})
     assert error and text.startswith("refused:") and "int main" in (tree / "bench.c").read_text()
+    text, error = bench.run("apply_transformation", {"kind": "inline", "path": "lib/v.c", "function": "sum"})
+    assert not error and "__attribute__((always_inline))\nstatic inline long\nsum(" in (tree / "lib/v.c").read_text()
+    text, error = bench.run("apply_transformation", {"kind": "inline", "path": "lib/v.c", "function": "add"})
+    assert error and "does not apply to add()" in text                     # external: not static
     text, error = bench.run("apply_transformation", {"kind": "inline-everything", "path": "lib/v.c", "function": "sum"})
     assert error and "invalid input" in text
 
