@@ -10,16 +10,16 @@ verdict's plan, the report, the CLI, the dashboard) reads their attributes. They
 `from_json` / `to_json` read and write exactly the objects earlier versions wrote, so a run resumes
 across versions: a loaded object writes back the keys it was read with, in their order, values
 untouched; keys this version does not know are kept in `extra` and written back; a key not there
-takes the default its readers always took. `metric_calibrations` / `simulated_calibrations` (and
-their `_json` inverses) convert a whole per-platform mapping, accepting typed values as they are.
+takes the default its readers always took (the shared helpers: `jobs.contract.jsonform`).
+`metric_calibrations` / `simulated_calibrations` (and their `_json` inverses) convert a whole
+per-platform mapping, accepting typed values as they are.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-Json = dict[str, Any]
-_BOOKKEEPING = ("extra", "keys")
+from jobs.contract.jsonform import Json, from_json as _from_json, to_json as _to_json
 
 
 @dataclass
@@ -85,31 +85,6 @@ class SimulatedCalibration:
 
     def to_json(self) -> Json:
         return _to_json(self, self._OPTIONAL)
-
-
-def _names(cls) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls) if f.name not in _BOOKKEEPING)
-
-
-def _from_json(cls, data: Mapping[str, Any]):
-    if not isinstance(data, Mapping):
-        raise ValueError(f"a {cls.__name__} is a JSON object, not {type(data).__name__}")
-    names = _names(cls)
-    return cls(**{k: v for k, v in data.items() if k in names},
-               extra={k: v for k, v in data.items() if k not in names}, keys=tuple(data))
-
-
-def _to_json(obj, optional: tuple[str, ...] = ()) -> Json:
-    """The object's JSON form: a loaded one's keys in their order, then any new unknown ones; a
-    built one's fields in their order (an `optional` one only when set), then its unknown keys."""
-    names = _names(type(obj))
-    if obj.keys is None:
-        order = [k for k in names if not (k in optional and getattr(obj, k) is None)]
-    else:
-        order = list(obj.keys)
-    out = {k: obj.extra[k] if k in obj.extra else getattr(obj, k) for k in order if k in obj.extra or k in names}
-    out.update({k: v for k, v in obj.extra.items() if k not in out})
-    return out
 
 
 def metric_calibrations(data: Mapping[str, Mapping[str, Any]] | None) -> dict[str, MetricCalibration]:

@@ -1,10 +1,14 @@
 """Plain data shared by every stage of a run. No behaviour beyond (de)serialisation."""
 from __future__ import annotations
 
+import copy
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from enum import Enum
 from typing import Any
+
+from jobs.contract.calibrated import MetricCalibration, metric_calibrations
+from jobs.contract.runnerview import RunnerView, SimulatedView, WallGuard, as_runner_view, given
 
 
 class Status(str, Enum):
@@ -107,7 +111,10 @@ class ExperimentRecord:
     """One line of experiments.jsonl: everything the report needs about one experiment, typed
     for the whole run (the ledger holds its `to_dict()`, summary.json its `summary_dict()`). The
     runner's own view (`runner`: its clocks, sandbox, stop reason, simulated cycles, wall-clock
-    guard) stays a mapping; `simulated` and `wall_guard` read its two parts the report asks about."""
+    guard) is a `jobs.contract.runnerview.RunnerView`; `simulated` and `wall_guard` read its two
+    parts the report asks about. A calibration record's `calibration` holds each metric's
+    `MetricCalibration` as the record writes it (without its A/A pairs). Either given in its JSON
+    form (a ledger line's, a test's) is read into its type here."""
 
     run_id: str
     name: str
@@ -126,26 +133,30 @@ class ExperimentRecord:
     flags: list[str] = field(default_factory=list)     # noise warnings, never vetoes
     alpha: float | None = None        # keep level of this experiment's slot in the run
     slot: int | None = None
-    runner: dict[str, Any] = field(default_factory=dict)   # the runner's own clocks, sandbox, stop reason
+    runner: RunnerView = field(default_factory=RunnerView.partial)   # the runner's own clocks, sandbox, stop reason
     hypothesis_kind: str = ""         # fusion | parallelism | micro | candidate (experiments)
     skip_cause: str | None = None     # a SkipCause value when status is skipped
     regressions: list[str] = field(default_factory=list)   # metrics measured worse (verdict "loss")
-    calibration: dict[str, Any] = field(default_factory=dict)   # per metric, for kind "calibration"
+    calibration: dict[str, MetricCalibration] = field(default_factory=dict)   # per metric, for kind "calibration"
     # The failed step's first lines (jobs.report.review_facts): summary.json's, never the ledger's.
     failure_output: str | None = None
+
+    def __post_init__(self) -> None:
+        self.runner = as_runner_view(self.runner)
+        self.calibration = metric_calibrations(self.calibration)
 
     def metric(self, name: str | None) -> MetricResult | None:
         return next((m for m in self.metrics if m.name == name), None) if name else None
 
     @property
-    def simulated(self) -> dict[str, Any] | None:
+    def simulated(self) -> SimulatedView | None:
         """The runner's simulated-cycles view (`runner.simulated`), when the yardstick measured it."""
-        return (self.runner or {}).get("simulated") or None
+        return given(self.runner.simulated)
 
     @property
-    def wall_guard(self) -> dict[str, Any]:
-        """The wall-clock guard beside a simulated-cycles verdict (`runner.wall_guard`; {} when none)."""
-        return (self.runner or {}).get("wall_guard") or {}
+    def wall_guard(self) -> WallGuard | None:
+        """The wall-clock guard beside a simulated-cycles verdict (`runner.wall_guard`; None when none)."""
+        return given(self.runner.wall_guard)
 
     @property
     def broken(self) -> bool:
@@ -154,7 +165,16 @@ class ExperimentRecord:
                                Status.TIMEOUT.value, Status.INVALID.value, Status.NOISE.value)
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "metrics":
+                value = [asdict(m) if is_dataclass(m) else m for m in value]   # as asdict(self) took them
+            elif f.name == "runner":
+                value = value.to_json()
+            elif f.name == "calibration":
+                value = {name: c.to_json() for name, c in value.items()}
+            out[f.name] = copy.deepcopy(value)
         if out["failure_output"] is None:          # a ledger line never has one
             del out["failure_output"]
         return out

@@ -49,11 +49,12 @@ cores does not show in it: such targets should not declare `simulate`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from jobs.measure import cgoutput
 from jobs.measure.cgoutput import EVENTS, SimulateError
+from jobs.contract.runnerview import SimulatedView, WallGuard
 from jobs.contract.runsummary import RunSummary
 
 if TYPE_CHECKING:
@@ -304,10 +305,10 @@ def stop_after_pair(sim: Comparison | None, floor: float, y: list[float], s: lis
     return ""
 
 
-def sim_view(sim: Comparison, floor: float, raw_simulated: dict) -> dict:
-    return {"base_cycles": sim.base, "head_cycles": sim.head, "delta_pct": round(sim.delta_pct, 4),
-            "floor_pct": floor, "seconds": {a: raw_simulated.get(a, {}).get("wall_s") for a in ("A", "B")},
-            "model": MODEL}
+def sim_view(sim: Comparison, floor: float, raw_simulated: dict) -> SimulatedView:
+    return SimulatedView(base_cycles=sim.base, head_cycles=sim.head, delta_pct=round(sim.delta_pct, 4),
+                         floor_pct=floor, seconds={a: raw_simulated.get(a, {}).get("wall_s") for a in ("A", "B")},
+                         model=MODEL)
 
 
 def judge_yardstick(raw, config, plan, floor: float, guard: Guard, digests: list[str] | None = None):
@@ -338,20 +339,20 @@ def judge_yardstick(raw, config, plan, floor: float, guard: Guard, digests: list
     if sim is None:
         return Judgement(Status.CRASH, "the simulated run left no counts for one arm", wall.metrics, wall.flags,
                          wall.runner)
-    view = {**wall.runner, "simulated": sim_view(sim, floor, raw.simulated)}
+    view = replace(wall.runner, simulated=sim_view(sim, floor, raw.simulated), extra=dict(wall.runner.extra))
     primary = config.primary
     main = next((m for m in wall.metrics if m.name == primary.name), None)
     y, s = adjusted(metric_pairs(raw, primary.name, primary.direction, plan.adjust.get(primary.name, ())),
                     plan.prior(primary.name))
     lo, hi = wall_interval(y, s, guard.alpha) if len(y) >= 2 else (-100.0, math.inf)
-    view["wall_guard"] = {"lo_pct": lo, "hi_pct": hi, "alpha": guard.alpha, "tolerance_pct": guard.tolerance_pct,
-                          "pairs": len(y)}
+    view.wall_guard = WallGuard(lo_pct=lo, hi_pct=hi, alpha=guard.alpha, tolerance_pct=guard.tolerance_pct,
+                                pairs=len(y))
     simtext = f"simulated cycles {sim.delta_pct:+.2f}% ({sim.base:,} → {sim.head:,}; floor {floor:.2g}%)"
     walltext = (f"wall-clock {primary.name} {main.delta_pct:+.1f}%, interval {lo:+.1f}%…{hi:+.1f}% at level "
                 f"{guard.alpha:g} ({len(y)} pairs)" if main else "no wall-clock pairs")
     if noisy:
         walltext = f"the wall clock too noisy to guard it ({walltext}; {noisy})"
-        view["wall_guard"]["noisy"] = True
+        view.wall_guard.noisy = True
     claim_lo = wall_interval(y, s, guard.claim_alpha)[0] if len(y) >= 2 else -100.0
     claims = main is not None and (main.verdict == "win" or claim_lo > 0)
     if claims and abs(sim.delta_pct) < floor:
@@ -382,7 +383,7 @@ def judge_yardstick(raw, config, plan, floor: float, guard: Guard, digests: list
         # interval (anytime-valid, so wide) could not resolve the tolerance: at the llama.cpp config's
         # 20-pair cap and tg128's noise, 66% of real 8% slowdowns were kept on the count without it.
         lean = signed_rank_p(y, "less")
-        view["wall_guard"]["loss_p"] = lean
+        view.wall_guard.loss_p = lean
         if lean < guard.alpha:
             return Judgement(Status.DISCARD, f"{simtext}, but {walltext}: its pairs lean to a loss (signed-rank "
                              f"p={lean:.2g} < {guard.alpha:g} that the candidate is slower, one look at the last "
@@ -392,7 +393,7 @@ def judge_yardstick(raw, config, plan, floor: float, guard: Guard, digests: list
             return Judgement(Status.DISCARD, f"{simtext}, but only {len(y)} wall-clock pair(s): the guard "
                              f"needs at least {guard.min_pairs}", wall.metrics, wall.flags, view)
         confirmed = lo > -guard.tolerance_pct and not noisy
-        view["wall_guard"]["confirmed"] = confirmed
+        view.wall_guard.confirmed = confirmed
         word = ("confirmed: it excludes a regression beyond" if confirmed else
                 "neither confirms nor refutes it: no regression beyond")
         return Judgement(Status.KEEP, f"{simtext}; {walltext} {word} {guard.tolerance_pct:g}%"
@@ -403,15 +404,17 @@ def judge_yardstick(raw, config, plan, floor: float, guard: Guard, digests: list
                      wall.flags, view)
 
 
-def guard_interval(g: dict) -> str:
+def guard_interval(g: WallGuard | None) -> str:
     """A result's wall-clock guard interval (`runner.wall_guard`) as `-3.7%…+6.8%` (`+inf` when unbounded)."""
-    hi = g.get("hi_pct")
-    return f"{g.get('lo_pct', -100):+.1f}%…{'+inf' if hi is None or hi == math.inf else f'{hi:+.1f}%'}"
+    g = g or WallGuard()
+    hi, lo = g.hi_pct, -100 if g.lo_pct is None else g.lo_pct
+    return f"{lo:+.1f}%…{'+inf' if hi is None or hi == math.inf else f'{hi:+.1f}%'}"
 
 
-def guard_interval_at(g: dict) -> str:
+def guard_interval_at(g: WallGuard | None) -> str:
     """The guard interval with its level and pairs: `-3.7%…+6.8% (0.05, 7 pairs)`."""
-    return f"{guard_interval(g)} ({g.get('alpha', 0):g}, {g.get('pairs', 0)} pairs)"
+    g = g or WallGuard()
+    return f"{guard_interval(g)} ({g.alpha:g}, {g.pairs} pairs)"
 
 
 def render_section(summary: RunSummary) -> list:
@@ -448,12 +451,12 @@ def render_section(summary: RunSummary) -> list:
                    "wall-clock Δ, interval (level), pairs | status |"), md("|---|---|---|---|---|---|")]
         primary = summary.primary
         for e in rows:
-            sim, g = e.simulated or {}, e.wall_guard
+            sim, g = e.simulated, e.wall_guard or WallGuard()
             m = e.metric(primary)
-            wall = (md("{:+.1f}%, {} ({:g}), {}", m.delta_pct, guard_interval(g), g.get("alpha", 0), g.get("pairs", 0))
+            wall = (md("{:+.1f}%, {} ({:g}), {}", m.delta_pct, guard_interval(g), g.alpha, g.pairs)
                     if m else md("—"))
             out.append(md("| {} | {} | {:,} → {:,} | {:+.3f}% ({:.2g}%) | {} | {} |", e.name, e.platform,
-                          sim["base_cycles"], sim["head_cycles"], sim["delta_pct"], sim["floor_pct"], wall, e.status))
+                          sim.base_cycles, sim.head_cycles, sim.delta_pct, sim.floor_pct, wall, e.status))
         out.append(md(""))
     return out
 
@@ -468,14 +471,14 @@ def headline(summary: RunSummary) -> list:
         sim = st.simulated
         if not sim or st.status != "keep":
             continue
-        g = st.wall_guard
+        g = st.wall_guard or WallGuard()
         m = st.metric(summary.primary)
         wall = (md("{} {:+.1f}%, interval {} at level {:g} over {} pairs", summary.primary, m.delta_pct,
-                   guard_interval(g), g.get("alpha", 0), g.get("pairs", 0)) if m else md("no pairs"))
+                   guard_interval(g), g.alpha, g.pairs) if m else md("no pairs"))
         out.append(md("{} optimization(s) kept ({}), decided by the deterministic yardstick on {}: **simulated cycles "
                       "{:+.2f}%** (floor {:.2g}%). Wall clock beside it: {}, which {}", len(kept), join(", ", kept),
-                      platform, sim["delta_pct"], sim["floor_pct"], wall,
-                      "confirms it." if g.get("confirmed") else "neither confirms nor refutes it on this machine."))
+                      platform, sim.delta_pct, sim.floor_pct, wall,
+                      "confirms it." if g.confirmed else "neither confirms nor refutes it on this machine."))
     if not out and summary.simulate and not summary.stacks:
         tried = [e for e in summary.experiments if e.simulated]
         if tried:

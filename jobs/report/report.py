@@ -161,12 +161,12 @@ def runner_table(experiments: list[ExperimentRecord]) -> list[Markdown]:
     rows = [md("| experiment | platform | pairs | stopped | wall base → head | CPU (whole tree) base → head |"),
             md("|---|---|---|---|---|---|")]
     for e in experiments:
-        r = e.runner or {}
-        if not r.get("pairs"):
+        r = e.runner
+        if not r.pairs:
             continue
         rows.append(md("| {} | {} | {} | {} | {} → {} | {} → {} |", untrusted(e.name), untrusted(e.platform),
-                       r["pairs"], untrusted(r.get("stopped") or "—"), _seconds(r.get("wall_base_s")),
-                       _seconds(r.get("wall_head_s")), _seconds(r.get("cpu_base_s")), _seconds(r.get("cpu_head_s"))))
+                       r.pairs, untrusted(r.stopped or "—"), _seconds(r.wall_base_s),
+                       _seconds(r.wall_head_s), _seconds(r.cpu_base_s), _seconds(r.cpu_head_s)))
     return rows if len(rows) > 2 else []
 
 
@@ -291,7 +291,7 @@ def _decided_interval(exp: ExperimentRecord, m: MetricResult | None) -> str:
     """The interval the experiment was decided with: for one the yardstick decided, the wall-clock
     guard's (the keep rule's own would read "too few pairs", which decided nothing)."""
     guard = exp.wall_guard
-    if exp.simulated and guard and guard.get("pairs"):
+    if exp.simulated and guard and guard.pairs:
         from jobs.measure.simulate import guard_interval_at
         return f"guard {guard_interval_at(guard)}"
     return _interval(m)
@@ -308,15 +308,16 @@ def _leans_the_other_way(record: ExperimentRecord, primary: str) -> bool:
     """A keep the simulated cycles decided whose wall-clock pairs lean to a loss: the guard's one
     look (`loss_p`, the signed-rank p that the candidate is slower, oriented by the metric's
     direction) below one half, though not below its level (or the keep would have been refused)."""
-    loss_p = record.wall_guard.get("loss_p")
+    guard = record.wall_guard
+    loss_p = guard.loss_p if guard else None
     if record.status != "keep" or not record.simulated or loss_p is None or loss_p >= 0.5:
         return False
     # A lean the size of the noise is not worth a sentence (a murmur3 stack kept at -11.6% simulated
     # was said to lean "the other way" at -0.4% with its interval -3.0%…+1.5% confirming it): it takes
     # a median change of LEAN_PCT or more toward a loss, or the guard's interval not excluding one.
-    guard, main = record.wall_guard, record.metric(primary)
-    unconfirmed = guard.get("lo_pct") is not None and guard.get("tolerance_pct") is not None and \
-        guard["lo_pct"] <= -guard["tolerance_pct"]
+    main = record.metric(primary)
+    unconfirmed = guard.lo_pct is not None and guard.tolerance_pct is not None and \
+        guard.lo_pct <= -guard.tolerance_pct
     return unconfirmed or (main is not None and abs(main.delta_pct or 0.0) >= LEAN_PCT)
 
 
@@ -335,18 +336,18 @@ def guard_leaning(summary: RunSummary) -> list[Markdown]:
     for what, r in records:
         if not _leans_the_other_way(r, summary.primary):
             continue
-        runner, sim = r.runner, r.simulated or {}
+        runner, sim = r.runner, r.simulated
         g, m = r.wall_guard, r.metric(summary.primary)
         from jobs.measure.simulate import guard_interval_at
         wall = (md("{} {:+.1f}%, interval {}", summary.primary, m.delta_pct, guard_interval_at(g)) if m
                 else md("interval {}", guard_interval_at(g)))
-        base, head = runner.get("cpu_base_s"), runner.get("cpu_head_s")
+        base, head = runner.cpu_base_s, runner.cpu_head_s
         cpu = (md(", and the runner's CPU clock {:+.1f}% per process", 100 * (head / base - 1))
                if base and head and head > base else md(""))
-        tol = g.get("tolerance_pct")
+        tol = g.tolerance_pct
         within = (md("within the {:g}% tolerance", tol) if tol is not None else md("within the guard's tolerance"))
         out += [md("**Kept on simulated cycles ({:+.1f}%); the wall clock leaned the other way** ({} on {}: {}{}), {} "
-                   "— review on your hardware before merging.", sim["delta_pct"], what, untrusted(r.platform),
+                   "— review on your hardware before merging.", sim.delta_pct, what, untrusted(r.platform),
                    wall, cpu, within), md("")]
     return out
 

@@ -121,7 +121,7 @@ def hypothesis_line(h: dict[str, Any] | None, alone: ExperimentRecord | None, pr
         if sim:
             # the yardstick decided it: its number first, then the wall clock's guard interval (the
             # wall-clock keep rule's own interval would read "too few pairs", which decided nothing)
-            parts.append(md("alone: simulated cycles {:+.2f}% (floor {:.2g}%)", sim["delta_pct"], sim["floor_pct"]))
+            parts.append(md("alone: simulated cycles {:+.2f}% (floor {:.2g}%)", sim.delta_pct, sim.floor_pct))
             if m and guard:
                 from jobs.measure.simulate import guard_interval_at
                 parts.append(md("wall clock beside it {} {}, interval {}", primary, pct(m.delta_pct),

@@ -17,6 +17,7 @@ from jobs.contract.errors import RunError
 from jobs.executors import Executor
 from jobs.run.measuring import Measurer
 from jobs.contract.model import ExperimentRecord
+from jobs.contract.runnerview import RunnerView
 
 
 @dataclass
@@ -93,7 +94,7 @@ class Calibrating:
                 calibration=_record_form(cal), seconds=raw.seconds, cpu=raw.cpu, cost_usd=raw.cost_usd,
                 kind="calibration",
                 flags=[f for c in cal.values() for f in c.flags] + result.warnings,
-                runner={"pairs": len(raw.pairs()), "sandboxed": raw.sandboxed, "steps": raw.steps}))
+                runner=RunnerView.partial(pairs=len(raw.pairs()), sandboxed=raw.sandboxed, steps=raw.steps)))
             self._adopt(ex.platform, cal, result.digests, raw.cpu, simulated)
             self.bench.emit(events.Calibrated(ex.platform, cal))
             if ex.platform == "local":
@@ -131,14 +132,15 @@ class Calibrating:
             run_id=self.bench.run_id, name="calibration", hypothesis="A/A", platform=ex.platform, status="ok",
             reason=reason, base_commit=self.state.base_commit, cpu=found.cpu, kind="calibration",
             calibration=_record_form(cal), flags=[f for c in cal.values() for f in c.flags],
-            runner={"reused_from": found.run_id}))
+            runner=RunnerView.partial(reused_from=found.run_id)))
         self._adopt(ex.platform, cal, found.digests, found.cpu, found.simulate)
         self.bench.emit(events.RunWarning(f"{ex.platform}: calibration {reason}"))
         self.bench.emit(events.Calibrated(ex.platform, cal, reused=True))
         return True
 
 
-def _record_form(cal: dict[str, MetricCalibration]) -> dict[str, Any]:
+def _record_form(cal: dict[str, MetricCalibration]) -> dict[str, MetricCalibration]:
     """The calibration record's (experiments.jsonl) view of a platform's calibration: each metric's
-    JSON form without its A/A pairs."""
-    return {k: {f: v for f, v in c.to_json().items() if f != "prior"} for k, c in cal.items()}
+    calibration as its JSON form without its A/A pairs reads back (so the record writes no `prior`)."""
+    return {k: MetricCalibration.from_json({f: v for f, v in c.to_json().items() if f != "prior"})
+            for k, c in cal.items()}

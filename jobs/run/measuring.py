@@ -19,6 +19,7 @@ from jobs.contract.errors import RunCancelled
 from jobs.executors import Executor
 from jobs.contract.model import ExperimentRecord, Hypothesis, SkipCause
 from jobs.contract.runstate import RunState
+from jobs.contract.runnerview import RunnerView
 from jobs.stats.power import mde
 from jobs.contract.spec import ExperimentSpec, RawResult, SandboxSpec
 from jobs.stats.verdict import Judgement, VerdictPlan, judge
@@ -208,7 +209,7 @@ class Measurer:
             cpu=raw.cpu if raw else "", cost_usd=raw.cost_usd if raw else 0.0,
             log=raw.log if raw and status != "keep" else "", kind=kind,
             flags=verdict.flags if verdict else [], alpha=plan.alpha if plan else None, slot=slot,
-            runner=verdict.runner if verdict else {}, hypothesis_kind=h.kind if h else kind,
+            runner=verdict.runner if verdict else RunnerView.partial(), hypothesis_kind=h.kind if h else kind,
             skip_cause=skip.value if skip else None, regressions=[m.name for m in metrics if m.verdict == "loss"])
         self.state.append(rec)
         return rec

@@ -49,9 +49,9 @@ def gains(results: list[ExperimentRecord], primary: str = "", higher_is_better: 
     for r in results:
         if r.status != Status.KEEP.value:
             continue
-        sim = (r.runner or {}).get("simulated") or {}
-        if sim.get("delta_pct") is not None:
-            per.setdefault(r.hypothesis, []).append(-float(sim["delta_pct"]))
+        sim = r.simulated
+        if sim is not None and sim.delta_pct is not None:
+            per.setdefault(r.hypothesis, []).append(-float(sim.delta_pct))
             continue
         m = r.metric(primary) if primary else (r.metrics[0] if r.metrics else None)
         if m is not None:

@@ -25,6 +25,7 @@ from jobs.stats.carryover import carry_over, carry_over_issue, clock_carry_over_
 from jobs.contract.config import TargetConfig
 from jobs.stats.integrity import CONFIRMED, EXCLUDED, UNDECIDED, clock_decision, digest_problems, required_saving, inverse_problems, load_flags, parser_problems, value_problems
 from jobs.contract.model import MetricResult, Status
+from jobs.contract.runnerview import RunnerView
 from jobs.stats.sequential import FUTILE, KEEP, LOSS, Pair, Prior, Rule, adjusted, always_valid_p, confidence_sequence, decide, hodges_lehmann, orient, running_max_wealth, to_log, to_pct
 from jobs.contract.spec import RawResult
 
@@ -58,7 +59,7 @@ class Judgement:
     reason: str
     metrics: list[MetricResult] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
-    runner: dict = field(default_factory=dict)
+    runner: RunnerView = field(default_factory=RunnerView.partial)
 
     def metric_dicts(self) -> list[dict]:
         return [asdict(m) for m in self.metrics]
@@ -205,14 +206,14 @@ def candidate_problems(raw: RawResult, config: TargetConfig, plan: VerdictPlan) 
     return problems
 
 
-def runner_view(raw: RawResult) -> dict:
+def runner_view(raw: RawResult) -> RunnerView:
     """The runner's own clocks per arm (medians), for the report and the integrity check."""
     def med(arm: str, attr: str) -> float | None:
         v = [getattr(i, attr) for i in raw.measured() if i.arm == arm]
         return float(np.median(v)) if v else None
-    return {"pairs": len(raw.pairs()), "stopped": raw.stopped, "sandboxed": raw.sandboxed,
-            "wall_base_s": med("A", "wall_s"), "wall_head_s": med("B", "wall_s"),
-            "cpu_base_s": med("A", "cpu_s"), "cpu_head_s": med("B", "cpu_s"), "steps": dict(raw.steps)}
+    return RunnerView(pairs=len(raw.pairs()), stopped=raw.stopped, sandboxed=raw.sandboxed,
+                      wall_base_s=med("A", "wall_s"), wall_head_s=med("B", "wall_s"),
+                      cpu_base_s=med("A", "cpu_s"), cpu_head_s=med("B", "cpu_s"), steps=dict(raw.steps))
 
 
 def judge(raw: RawResult, config: TargetConfig, plan: VerdictPlan, *,
@@ -229,7 +230,7 @@ def judge(raw: RawResult, config: TargetConfig, plan: VerdictPlan, *,
         return Judgement(Status.NOISE, insane, runner=view)
     carried = carry_over(raw, primary.name, primary.direction)
     if carried is not None:          # reported always; it decides only a keep it could explain
-        view.update(carry_over_pct=round(to_pct(carried[0]), 2), carry_over_p=round(carried[2], 4))
+        view.carry_over_pct, view.carry_over_p = round(to_pct(carried[0]), 2), round(carried[2], 4)
     results = [compare_metric(raw, m.name, m.direction, plan, plan.mde_pct if m.primary else math.inf)
                for m in config.metrics if raw.base.values.get(m.name) and raw.head.values.get(m.name)]
     flags = [f for m in config.metrics

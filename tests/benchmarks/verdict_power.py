@@ -236,7 +236,10 @@ def one_yardstick_run(kind: str, wall_pct: float, sim_pct: float, rng: np.random
     guard = Guard(config.simulate.wall_tolerance_pct, plan.alpha_loss, plan.min_pairs, plan.alpha)
     judged = judge_yardstick(raw, config, plan, floor, guard, None)
     if judged.status.value == "keep":
-        return "keep-confirmed" if (judged.runner.get("wall_guard") or {}).get("confirmed") else "keep-unconfirmed"
+        runner = judged.runner          # a dict before the runner's view was typed (issue 42), a RunnerView since
+        guard = (runner.get("wall_guard") or {}).get("confirmed") if isinstance(runner, dict) else \
+            getattr(runner.wall_guard, "confirmed", None)
+        return "keep-confirmed" if guard else "keep-unconfirmed"
     return judged.status.value
 
 

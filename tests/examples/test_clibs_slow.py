@@ -48,10 +48,11 @@ def test_xxhash_a_real_one_percent_change_is_decided_by_the_yardstick(tmp_path):
     summary = Run(RunOptions(target=target, out=tmp_path / "run", run_id="endjmp", agent="none",
                              candidates=[patch], repeats=8)).execute()
     rec = next(e for e in summary.experiments if e.name == "endjmp")
-    sim = rec.runner["simulated"]
-    assert -1.6 < sim["delta_pct"] < -0.7, sim            # measured -1.13%; deterministic on one machine
+    sim = rec.simulated
+    assert -1.6 < sim.delta_pct < -0.7, sim            # measured -1.13%; deterministic on one machine
     assert rec.status == "keep", rec.reason
     assert abs(summary.simulate["local"].aa_delta_pct) < 0.05
     pr = (tmp_path / "run" / "pr.md").read_text()
     assert "decided by the deterministic yardstick on local" in pr and "| endjmp | local |" in pr
-    print(json.dumps({"sim": sim, "guard": rec.runner["wall_guard"], "calibration": summary.simulate}))
+    print(json.dumps({"sim": sim.to_json(), "guard": rec.runner.wall_guard.to_json(),
+                      "calibration": {p: c.to_json() for p, c in summary.simulate.items()}}))

@@ -57,12 +57,12 @@ def test_without_simulate_the_benchmark_itself_becomes_the_yardstick(tmp_path):
     assert abs(cal.aa_delta_pct) < 0.1
     by = {e.name: e for e in summary.experiments}
     drop = by["drop_redundant"]
-    assert "simulated" in drop.runner, (drop.status, drop.reason)
-    assert drop.runner["simulated"]["delta_pct"] < -1.0, drop.runner["simulated"]
+    assert drop.simulated is not None, (drop.status, drop.reason)
+    assert drop.simulated.delta_pct < -1.0, drop.simulated
     assert drop.status == "keep", drop.reason
     two = by["two_faced"]
     assert two.status == "invalid" and "behaves differently when counted" in two.reason, two.reason
-    assert two.runner["pairs"] == 0
+    assert two.runner.pairs == 0
     pr = (out / "pr.md").read_text()
     assert "Decided by: simulated cycles of the benchmark command itself (derived" in pr
 

@@ -44,16 +44,16 @@ def pipeline(tmp_path_factory):
 def test_a_candidate_the_simulation_discards_is_never_built_in_the_other_folder(pipeline):
     e = pipeline["costs_a_little"]
     assert e.status == "discard" and "simulated cycles +" in e.reason, e.reason
-    assert e.runner["stopped"] == "simulated"
-    assert "build_candidate" in e.runner["steps"]
-    assert not SWAPPED & set(e.runner["steps"]) and "screening_pairs" not in e.runner["steps"], e.runner["steps"]
-    assert e.runner["pairs"] >= 3
+    assert e.runner.stopped == "simulated"
+    assert "build_candidate" in e.runner.steps
+    assert not SWAPPED & set(e.runner.steps) and "screening_pairs" not in e.runner.steps, e.runner.steps
+    assert e.runner.pairs >= 3
 
 
 def test_a_candidate_that_saves_simulated_cycles_is_built_in_both_folders(pipeline):
     e = pipeline["drop_redundant"]
     assert e.status == "keep", e.reason
-    assert "build_candidate_swapped" in e.runner["steps"] and "screening_pairs" not in e.runner["steps"]
+    assert "build_candidate_swapped" in e.runner.steps and "screening_pairs" not in e.runner.steps
 
 
 def test_a_wall_clock_claim_the_simulation_does_not_see_is_measured_again_with_locations_swapped(pipeline):
@@ -61,9 +61,9 @@ def test_a_wall_clock_claim_the_simulation_does_not_see_is_measured_again_with_l
     # today's verdict for such a claim: invalid, whichever test establishes it first (the runner's own clock
     # does not confirm the claim, or the simulated cycles did not move: tests/jobs/measure/test_simulate.py)
     assert e.status == "invalid" and ("did not move" in e.reason or "claims at least" in e.reason), e.reason
-    assert e.runner["stopped"] == "claimed"
-    assert "build_candidate_swapped" in e.runner["steps"], e.runner["steps"]
-    assert e.runner["steps"]["screening_pairs"] >= 3
+    assert e.runner.stopped == "claimed"
+    assert "build_candidate_swapped" in e.runner.steps, e.runner.steps
+    assert e.runner.steps["screening_pairs"] >= 3
 
 
 # -- the runner itself: its log, the judged pairs' locations, the stop without screening -------------

@@ -140,7 +140,7 @@ def test_keep_needs_the_simulated_saving_and_the_guard():
     j = judge_yardstick(raw_with(0.015, 1_000_000, 985_000), CONFIG, PLAN, 0.5, GUARD)
     assert j.status == Status.KEEP, j.reason
     assert "simulated cycles -1.50%" in j.reason and "confirmed: it excludes a regression beyond 5%" in j.reason
-    assert j.runner["simulated"]["delta_pct"] == pytest.approx(-1.5)
+    assert j.runner.simulated.delta_pct == pytest.approx(-1.5)
 
 
 def test_a_real_wall_clock_slowdown_vetoes_a_simulated_saving():
@@ -151,7 +151,7 @@ def test_a_real_wall_clock_slowdown_vetoes_a_simulated_saving():
 def test_a_noisy_wall_clock_neither_confirms_nor_refutes_and_says_so():
     j = judge_yardstick(raw_with(0.0, 1_000_000, 985_000, n=4, noise=0.3), CONFIG, PLAN, 0.5, GUARD)
     assert j.status == Status.KEEP and "neither confirms nor refutes" in j.reason, j.reason
-    assert j.runner["wall_guard"]["confirmed"] is False
+    assert j.runner.wall_guard.confirmed is False
     few = judge_yardstick(raw_with(0.0, 1_000_000, 985_000, n=2), CONFIG, PLAN, 0.5, GUARD)
     assert few.status == Status.DISCARD and "needs at least 3" in few.reason
 
@@ -166,14 +166,14 @@ def test_pairs_that_lean_to_a_loss_refute_the_count_where_the_anytime_interval_c
     for seed in (1, 2, 3, 5):
         j = judge_yardstick(raw_with(-0.08, 1_000_000, 977_000, n=20, noise=0.088, seed=seed), CONFIG, TG128_PLAN,
                             0.5, GUARD)
-        guard = j.runner["wall_guard"]
-        assert guard["hi_pct"] > -5.0 and not any(m.verdict == "loss" for m in j.metrics), j.reason
+        guard = j.runner.wall_guard
+        assert guard.hi_pct > -5.0 and not any(m.verdict == "loss" for m in j.metrics), j.reason
         assert j.status == Status.DISCARD and "its pairs lean to a loss" in j.reason, j.reason
-        assert guard["loss_p"] < 0.05
+        assert guard.loss_p < 0.05
     for seed in (1, 2, 3, 5):       # the same noise with no real change: the count's keep stands
         j = judge_yardstick(raw_with(0.0, 1_000_000, 977_000, n=20, noise=0.088, seed=seed), CONFIG, TG128_PLAN,
                             0.5, GUARD)
-        assert j.status == Status.KEEP and j.runner["wall_guard"]["loss_p"] > 0.05, j.reason
+        assert j.status == Status.KEEP and j.runner.wall_guard.loss_p > 0.05, j.reason
 
 
 def busy_raw(head_cycles: int, *, candidate_spreads: bool = True, head_digest: str = "d1") -> RawResult:
@@ -198,8 +198,8 @@ def test_a_busy_machines_baseline_does_not_stop_the_yardstick_but_the_guard_conf
     assert j.status == Status.KEEP, j.reason
     assert "simulated cycles -2.00%" in j.reason and "too noisy to guard it" in j.reason, j.reason
     assert "most likely machine load" in j.reason and "neither confirms nor refutes" in j.reason, j.reason
-    assert j.runner["simulated"]["delta_pct"] == pytest.approx(-2.0)
-    assert j.runner["wall_guard"] == {**j.runner["wall_guard"], "noisy": True, "confirmed": False}
+    assert j.runner.simulated.delta_pct == pytest.approx(-2.0)
+    assert j.runner.wall_guard.noisy is True and j.runner.wall_guard.confirmed is False
     same = judge_yardstick(busy_raw(1_000_010), CONFIG, PLAN, 0.5, GUARD)
     assert same.status == Status.DISCARD and same.reason.startswith("no change in simulated cycles"), same.reason
 
@@ -233,7 +233,7 @@ def test_a_win_a_separate_build_cannot_see_is_discarded_as_unseen_not_called_inv
     separate = CONFIG.model_copy(update={"simulate": CONFIG.simulate.model_copy(update={"separate_build": True})})
     j = judge_yardstick(raw_with(0.3, 1_000_000, 1_000_100, n=10), separate, PLAN, 0.5, GUARD)
     assert j.status == Status.DISCARD and j.reason.startswith("unseen by the yardstick"), j.reason
-    assert "simulate.separate_build" in j.reason and j.runner["simulated"]["delta_pct"] == pytest.approx(0.01)
+    assert "simulate.separate_build" in j.reason and j.runner.simulated.delta_pct == pytest.approx(0.01)
     # what it sees still decides as before
     seen = judge_yardstick(raw_with(0.015, 1_000_000, 985_000), separate, PLAN, 0.5, GUARD)
     assert seen.status == Status.KEEP, seen.reason
@@ -341,16 +341,16 @@ def test_tiny_c_target_end_to_end(tmp_path):
     summary = Run(RunOptions(target=target, out=out, run_id="t1", agent="none", candidates=patches)).execute()
     by = {e.name: e for e in summary.experiments}
     drop = by["drop_redundant"]
-    assert "simulated" in drop.runner, (drop.status, drop.reason)     # say why, when it never got there
-    sim = drop.runner["simulated"]
+    assert drop.simulated is not None, (drop.status, drop.reason)     # say why, when it never got there
+    sim = drop.simulated
     # deterministic: the removed loop is 1/25 of the loops, diluted by process start-up (~2M instructions)
-    assert -2.5 < sim["delta_pct"] < -1.0, sim
+    assert -2.5 < sim.delta_pct < -1.0, sim
     assert drop.status == "keep", drop.reason
     assert by["comment"].status == "discard" and "no change in the binary" in by["comment"].reason, by["comment"].reason
-    assert by["comment"].runner["pairs"] == 0
+    assert by["comment"].runner.pairs == 0
     skip = by["skip_where_counted"]
     assert skip.status == "invalid" and "the simulated workload: DIGEST h is" in skip.reason, skip.reason
-    assert skip.runner["pairs"] == 0
+    assert skip.runner.pairs == 0
     cal = summary.simulate["local"]
     # two builds of one commit differ by ~0.003-0.012% (seen here: the build folder's path length
     # reaches the binary and its start-up); far below the 0.5% floor and the -1.8% above

@@ -259,7 +259,7 @@ def test_identical_build_outputs_are_not_sampled_without_a_simulation(tmp_path):
                              repeats=3)).execute()
     [rec] = summary.experiments
     assert rec.status == "discard" and rec.reason.startswith("no change in the binary: the 1 declared")
-    assert rec.runner["pairs"] == 0
+    assert rec.runner.pairs == 0
 
 
 def test_a_patch_the_loop_wrote_is_never_labelled_the_maintainers(tmp_path):

@@ -90,7 +90,7 @@ def test_every_status_from_maintainer_candidates(target, tmp_path):
     assert f"Measured on local: " in pr and here["isa"].upper() in pr
     # The noise as the run went: each measured experiment's own pairs, shown beside the calibration.
     seen = {h["name"]: h for h in summary.noise["local"]["history"]}
-    assert {"faster", "same"} <= set(seen) and seen["faster"]["pairs"] == status["faster"].runner["pairs"]
+    assert {"faster", "same"} <= set(seen) and seen["faster"]["pairs"] == status["faster"].runner.pairs
     assert "Noise as the run went (score, per pair" in pr
 
 

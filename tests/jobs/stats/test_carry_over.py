@@ -70,7 +70,7 @@ def test_the_carry_over_is_measured_and_reported():
         raw = printed_and_carried(seed)
         for found in (carry_over(raw, "mbps", "higher"), carry_over(raw, "", "lower", clock="cpu")):
             assert -0.33 < found[0] < -0.2, (seed, found)     # log(0.75) = -0.29; the clock's, with set-up, -0.25
-    assert j.runner["carry_over_pct"] < -4
+    assert j.runner.carry_over_pct < -4
 
 
 def test_an_honest_speed_up_without_carry_over_is_still_kept():

@@ -71,7 +71,7 @@ def test_clear_win_is_kept_with_an_interval_that_clears_the_floor():
     assert 12 < tps.delta_pct < 18 and tps.ci_low_pct > 1.0 and tps.verdict == "win"
     ms = next(m for m in j.metrics if m.name == "ms")
     assert ms.delta_pct < -10 and ms.verdict == "win"            # lower is better: the same verdict
-    assert j.runner["pairs"] == 20 and j.runner["cpu_head_s"] < j.runner["cpu_base_s"]
+    assert j.runner.pairs == 20 and j.runner.cpu_head_s < j.runner.cpu_base_s
 
 
 def test_noise_flags_never_veto_a_decisive_result():
