@@ -1,5 +1,7 @@
 """Pure: the JSON form of the contract's typed records that must write back exactly what they read
-(`jobs.contract.calibrated`, `jobs.contract.runnerview`).
+(`jobs.contract.calibrated`, `jobs.contract.runnerview`, `jobs.contract.noisetrack`,
+`jobs.contract.machinefacts`; `JsonRecord` gives a record its `from_json` / `to_json`, `per_key` reads
+a mapping of them, e.g. per platform).
 
 A dataclass using these helpers ends with two bookkeeping fields, `extra` (keys this version does
 not know, kept and written back) and `keys` (the keys it was read with, in their order; None when
@@ -51,3 +53,24 @@ def to_json(obj, optional: tuple[str, ...] = ()) -> Json:
 def _plain(value: Any) -> Any:
     to = getattr(value, "to_json", None)
     return to() if callable(to) and not isinstance(value, type) else value
+
+
+class JsonRecord:
+    """A base for such a record: `from_json`, and `to_json` writing its `_OPTIONAL` fields when set."""
+    _OPTIONAL = ()
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]):
+        return from_json(cls, data)
+
+    def to_json(self) -> Json:
+        return to_json(self, self._OPTIONAL)
+
+
+def per_key(cls, data: Mapping[str, Any] | None) -> dict[str, Any]:
+    """key (e.g. a platform) -> a `cls` from its JSON form (a typed value is taken as it is)."""
+    return {k: v if isinstance(v, cls) else cls.from_json(v) for k, v in (data or {}).items()}
+
+
+def per_key_json(value: Mapping[str, Any]) -> Json:
+    return {k: v.to_json() for k, v in value.items()}

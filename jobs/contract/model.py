@@ -33,6 +33,9 @@ class Evidence:
     note: str = ""
 
 
+EVIDENCE_KEYS = ("where", "note")
+
+
 @dataclass
 class Hypothesis:
     id: str
@@ -58,6 +61,17 @@ class Hypothesis:
         data = dict(data)
         data["evidence"] = [Evidence(**e) for e in data.get("evidence", [])]
         return cls(**data)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Hypothesis":
+        """A stored hypothesis (state.json, summary.json), read leniently: keys this version does not
+        know are left out (`RunState` keeps the object it read and writes that back), a missing
+        required one reads as ''."""
+        names = {f.name for f in fields(cls)}
+        known = {k: v for k, v in data.items() if k in names}
+        known["evidence"] = [e if isinstance(e, Evidence) else Evidence(**{k: e[k] for k in EVIDENCE_KEYS if k in e})
+                             for e in known.get("evidence") or []]
+        return cls(**{**dict.fromkeys(("id", "title", "kind", "rationale"), ""), **known})
 
 
 @dataclass

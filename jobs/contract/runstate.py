@@ -8,11 +8,17 @@ under one lock, since the experiments of a wave finish on several threads.
 file earlier versions wrote, so a run resumes across versions: a key is written only once it was
 loaded or saved (a field's default stands in for a key not there yet), and keys this version does
 not know (an older or newer file's) are kept and written back unchanged. `save` is the one writer.
-`calibration` and `simulate` hold the types of `jobs.contract.calibrated` (written in their JSON form;
-a JSON form given to the constructor or `save` is read into them).
+`calibration` and `simulate` hold the types of `jobs.contract.calibrated`, `hypotheses` the
+`Hypothesis`es of `jobs.contract.model`, `machines` the `MachineFacts` of `jobs.contract.machinefacts`
+and `noise` the `NoiseTrack`s of `jobs.contract.noisetrack` (written in their JSON form; a JSON form
+given to the constructor or `save` is read into them). A hypothesis read from the file is written
+back as the very object it was read from while it is unchanged (`Hypothesis.to_dict` writes every
+field of this version, in its order; an older file's object may have fewer, or keys this version
+does not know); a new or changed one as its `to_dict()`.
 """
 from __future__ import annotations
 
+import copy
 import threading
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -22,7 +28,10 @@ from jobs.contract import ledger
 from jobs.contract.calibrated import (MetricCalibration, SimulatedCalibration, platform_calibrations,
                                       platform_calibrations_json, simulated_calibrations,
                                       simulated_calibrations_json)
-from jobs.contract.model import ExperimentRecord
+from jobs.contract.jsonform import per_key, per_key_json
+from jobs.contract.machinefacts import MachineFacts
+from jobs.contract.model import ExperimentRecord, Hypothesis
+from jobs.contract.noisetrack import NoiseTrack
 
 Json = dict[str, Any]
 
@@ -49,7 +58,7 @@ class RunState:
     cost_usd: float = 0.0
     llm: Json = field(default_factory=dict)
     # -- research (jobs.run.research_phase) --------------------------------------------------------------
-    hypotheses: list[Json] | None = None     # None: research has not finished
+    hypotheses: list[Hypothesis] | None = None     # None: research has not finished
     profile: Json | None = None
     callgrind: Json | None = None
     profile_missing: str = ""
@@ -59,8 +68,8 @@ class RunState:
     cpus: dict[str, str] = field(default_factory=dict)
     simulate: dict[str, SimulatedCalibration] | None = None  # None: no platform ran the simulated yardstick
     # -- measuring (jobs.run.measuring), per platform ----------------------------------------------------
-    machines: dict[str, Json] = field(default_factory=dict)
-    noise: dict[str, Json] = field(default_factory=dict)
+    machines: dict[str, MachineFacts] = field(default_factory=dict)    # where it ran, and the load seen
+    noise: dict[str, NoiseTrack] = field(default_factory=dict)         # the noise as the run went
     # -- the stack (jobs.run.stacking) -------------------------------------------------------------------
     stack_commit: str = ""
     stack_applied: list[str] = field(default_factory=list)
@@ -76,11 +85,12 @@ class RunState:
     # -- bookkeeping, not in the file ------------------------------------------------------------------
     extra: Json = field(default_factory=dict, repr=False)        # keys this version does not know, kept
     present: set[str] = field(default_factory=set, repr=False)  # the known keys the file holds
+    hypotheses_read: list[tuple[Hypothesis, Json]] = field(default_factory=list, repr=False)  # as read, and from what
     lock: Any = field(default_factory=threading.RLock, repr=False)
 
     def __post_init__(self) -> None:
-        self.calibration = platform_calibrations(self.calibration)
-        self.simulate = simulated_calibrations(self.simulate)
+        for key in _TYPED:
+            setattr(self, key, self._typed(key, getattr(self, key)))
 
     @classmethod
     def load(cls, out: Path) -> RunState:
@@ -95,7 +105,7 @@ class RunState:
     def to_json(self) -> Json:
         """Exactly the keys the file holds: those loaded or saved, and the unknown ones kept."""
         with self.lock:
-            return {**self.extra, **{k: _plain(k, getattr(self, k)) for k in KEYS if k in self.present}}
+            return {**self.extra, **{k: self._plain(k, getattr(self, k)) for k in KEYS if k in self.present}}
 
     @property
     def begun(self) -> bool:
@@ -109,7 +119,7 @@ class RunState:
             raise TypeError(f"state.json has no field {', '.join(unknown)}")
         with self.lock:
             for k, v in changes.items():
-                setattr(self, k, _typed(k, v))
+                setattr(self, k, self._typed(k, v))
             self.present.update(changes)
             ledger.save_state(self.out, self.to_json())
 
@@ -118,23 +128,44 @@ class RunState:
         with self.lock:
             ledger.append(self.out, record)
 
+    def hypothesis_json(self, hypothesis: Hypothesis) -> Json:
+        """A hypothesis's JSON form in state.json: the object it was read from while it is unchanged."""
+        read = next((data for seen, data in self.hypotheses_read if seen == hypothesis), None)
+        return copy.deepcopy(read) if read is not None else hypothesis.to_dict()
 
-KEYS = frozenset(f.name for f in fields(RunState)) - {"out", "extra", "present", "lock"}
+    def _typed(self, key: str, value: Any) -> Any:
+        """A field's value in memory: the calibrations, hypotheses, machines and noise typed (a
+        hypothesis given typed is copied, as its JSON form was: changing it later changes no state)."""
+        if key == "calibration":
+            return platform_calibrations(value)
+        if key == "simulate":
+            return simulated_calibrations(value)
+        if key in _PER_PLATFORM:
+            return per_key(_PER_PLATFORM[key], value)
+        if key == "hypotheses" and value is not None:
+            out = []
+            for h in value:
+                if isinstance(h, Hypothesis):
+                    out.append(copy.deepcopy(h))
+                else:
+                    out.append(Hypothesis.from_json(h))
+                    self.hypotheses_read.append((copy.deepcopy(out[-1]), copy.deepcopy(h)))
+            return out
+        return value
+
+    def _plain(self, key: str, value: Any) -> Any:
+        """A field's value in state.json: the typed ones in their JSON form."""
+        if key == "calibration":
+            return platform_calibrations_json(value)
+        if key == "simulate":
+            return simulated_calibrations_json(value)
+        if key in _PER_PLATFORM:
+            return per_key_json(value)
+        if key == "hypotheses" and value is not None:
+            return [self.hypothesis_json(h) for h in value]
+        return value
 
 
-def _typed(key: str, value: Any) -> Any:
-    """A field's value in memory: the calibrations typed (`jobs.contract.calibrated`)."""
-    if key == "calibration":
-        return platform_calibrations(value)
-    if key == "simulate":
-        return simulated_calibrations(value)
-    return value
-
-
-def _plain(key: str, value: Any) -> Any:
-    """A field's value in state.json: the calibrations in their JSON form."""
-    if key == "calibration":
-        return platform_calibrations_json(value)
-    if key == "simulate":
-        return simulated_calibrations_json(value)
-    return value
+KEYS = frozenset(f.name for f in fields(RunState)) - {"out", "extra", "present", "lock", "hypotheses_read"}
+_TYPED = ("calibration", "simulate", "hypotheses", "machines", "noise")
+_PER_PLATFORM = {"machines": MachineFacts, "noise": NoiseTrack}

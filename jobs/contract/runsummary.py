@@ -6,7 +6,11 @@ so the dashboard, the Action and older summaries read the same file; `from_json`
 (an older file without a later key gets its default). The run's records (`experiments`, `stacks`,
 `attribution`) are typed `ExperimentRecord`s (the file holds each one's `summary_dict()`: no log);
 a record given as its JSON object is read with `ExperimentRecord.from_summary`. Likewise `calibration`
-and `simulate` hold the types of `jobs.contract.calibrated`, read from and written as their JSON form.
+and `simulate` hold the types of `jobs.contract.calibrated`, `machines` the `MachineFacts` of
+`jobs.contract.machinefacts` (their load summed up), `noise` the `NoiseSeen` of
+`jobs.contract.noisetrack` and `hypotheses` the `Hypothesis`es of `jobs.contract.model` (their public
+form: a bot run's candidate patch named where the repository keeps it; written with `to_dict()`),
+each read from and written as its JSON form.
 `RunStopped` is what a run with nothing to try ends with instead (no summary.json is written);
 `CalibrationOnly` and `ResearchOnly` what a run asked for that one step returns.
 """
@@ -18,7 +22,10 @@ from typing import Any
 from jobs.contract.calibrated import (MetricCalibration, SimulatedCalibration, platform_calibrations,
                                       platform_calibrations_json, simulated_calibrations,
                                       simulated_calibrations_json)
+from jobs.contract.jsonform import per_key, per_key_json
+from jobs.contract.machinefacts import MachineFacts
 from jobs.contract.model import ExperimentRecord, Hypothesis
+from jobs.contract.noisetrack import NoiseSeen
 
 Json = dict[str, Any]
 _OPTIONAL = ("commits", "diffstat")       # present only when the run left a confirmed branch
@@ -36,14 +43,14 @@ class RunSummary:
     platforms: list[str]                          # measured first, then the configured ones not measured
     cpus: dict[str, str]
     cpu: str
-    machines: dict[str, Json]
+    machines: dict[str, MachineFacts]             # platform -> where it ran (load: {"min", "max", "mean"} or {})
     agent: str
     primary: str
     calibration: dict[str, dict[str, MetricCalibration]]    # platform -> metric -> its A/A calibration
     experiments: list[ExperimentRecord]           # the experiments' records (with failure output)
     commits: list[Json] | None = None             # the confirmed branch's commits (jobs.report.review_facts)
     diffstat: str | None = None
-    hypotheses: dict[str, Json] = field(default_factory=dict)    # of the branch's commits, by id
+    hypotheses: dict[str, Hypothesis] = field(default_factory=dict)    # of the branch's commits, by id
     stack_applied: list[str] = field(default_factory=list)
     stack_dropped: list[str] = field(default_factory=list)
     stack_unattributed: list[str] = field(default_factory=list)
@@ -51,7 +58,7 @@ class RunSummary:
     sandboxed: bool = True
     unsandboxed_by: str = ""
     profile_missing: str = ""
-    noise: dict[str, Json] = field(default_factory=dict)
+    noise: dict[str, NoiseSeen] = field(default_factory=dict)     # platform -> the noise as the run went
     profile: Json | None = None
     simulate: dict[str, SimulatedCalibration] | None = None  # platform -> the simulated yardstick's A/A
     error_control: Json = field(default_factory=dict)
@@ -81,6 +88,10 @@ class RunSummary:
         self.stacks = {p: _record(r) for p, r in self.stacks.items()}
         self.calibration = platform_calibrations(self.calibration)
         self.simulate = simulated_calibrations(self.simulate)
+        self.machines = per_key(MachineFacts, self.machines)
+        self.noise = per_key(NoiseSeen, self.noise)
+        self.hypotheses = {k: h if isinstance(h, Hypothesis) else Hypothesis.from_json(h)
+                           for k, h in (self.hypotheses or {}).items()}
 
     def to_json(self) -> Json:
         """The summary.json object (write it with `jobs.contract.ledger.dumps(..., indent=2)`)."""
@@ -123,6 +134,10 @@ def _plain(name: str, value: Any) -> Any:
         return platform_calibrations_json(value)
     if name == "simulate":
         return simulated_calibrations_json(value)
+    if name in ("machines", "noise"):
+        return per_key_json(value)
+    if name == "hypotheses":
+        return {k: h.to_dict() for k, h in value.items()}
     return value
 
 

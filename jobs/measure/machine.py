@@ -10,6 +10,10 @@ Pure: text and numbers in, data out; `jobs.measure.hostfacts` reads this machine
 """
 from __future__ import annotations
 
+from typing import Mapping
+
+from jobs.contract.machinefacts import MachineFacts
+
 
 # The flags that decide which SIMD path a runtime-dispatched kernel takes, best first per family.
 X86_FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512_bf16", "avx512vbmi",
@@ -58,17 +62,20 @@ def summarise_load(ones: list[float]) -> dict[str, float]:
     return {"min": round(min(ones), 2), "max": round(max(ones), 2), "mean": round(sum(ones) / len(ones), 2)}
 
 
-def one_line(facts: dict[str, object], load: dict[str, float] | None = None) -> str:
-    """'AMD EPYC 7B13, 2 cpus, x86_64, AVX512 (avx512f avx512bw …), Linux 6.1, gcc 12.2; load 0.5-4.1'. Pure."""
-    if not facts:
+def one_line(facts: MachineFacts | Mapping[str, object] | None, load: dict[str, float] | None = None) -> str:
+    """'AMD EPYC 7B13, 2 cpus, x86_64, AVX512 (avx512f avx512bw …), Linux 6.1, gcc 12.2; load 0.5-4.1'. Pure.
+    `facts` is a platform's `MachineFacts`, or their JSON form (`jobs.measure.hostfacts.machine_facts`)."""
+    if isinstance(facts, Mapping):
+        facts = MachineFacts.from_json(facts)
+    if facts is None or not facts.to_json():
         return ""
-    flags = " ".join(facts.get("flags", []))  # type: ignore[arg-type]
-    parts = [str(facts.get("cpu", "")), f"{facts.get('cpus', '?')} cpus", str(facts.get("arch", "")),
-             f"{str(facts.get('isa', '?')).upper()}" + (f" ({flags})" if flags else "")]
-    if facts.get("kernel"):
-        parts.append(f"Linux {facts['kernel']}")
-    if facts.get("compiler"):
-        parts.append(str(facts["compiler"]))
+    flags = " ".join(facts.flags)
+    parts = [str(facts.cpu), f"{'?' if facts.cpus is None else facts.cpus} cpus", str(facts.arch),
+             f"{str('?' if facts.isa is None else facts.isa).upper()}" + (f" ({flags})" if flags else "")]
+    if facts.kernel:
+        parts.append(f"Linux {facts.kernel}")
+    if facts.compiler:
+        parts.append(str(facts.compiler))
     text = ", ".join(p for p in parts if p)
     if load:
         text += f"; 1-min load {load['min']:.1f}-{load['max']:.1f} (mean {load['mean']:.1f})"

@@ -249,14 +249,14 @@ def _calibration(summary: RunSummary) -> list[Markdown]:
 
 def _noise_as_it_went(summary: RunSummary, platform: str) -> list[Markdown]:
     """The primary metric's noise per pair in each experiment, beside the calibration's (jobs/stats/drift.py)."""
-    noise = (summary.noise or {}).get(platform) or {}
-    history = noise.get("history") or []
+    noise = (summary.noise or {}).get(platform)
+    history = noise.history if noise is not None else []
     if not history:
         return []
-    seen = join("; ", [md("{} {:.1f}% ({} pairs)", untrusted(h["name"]), h["noise_pct"], h["pairs"]) for h in history])
+    seen = join("; ", [md("{} {:.1f}% ({} pairs)", untrusted(h.name), h.noise_pct, h.pairs) for h in history])
     return [md("Noise as the run went ({}, per pair, each experiment's own pairs with its effect taken out): {}. Once {} "
                "or more such pairs exist, each later experiment's MDE is computed from the most recent {} of them "
-               "instead of the calibration's.", untrusted(summary.primary), seen, 8, noise.get("pool_pairs", 0)), md("")]
+               "instead of the calibration's.", untrusted(summary.primary), seen, 8, noise.pool_pairs), md("")]
 
 
 def _how_sure(summary: RunSummary, ec: dict[str, Any]) -> Markdown:
@@ -355,9 +355,9 @@ def guard_leaning(summary: RunSummary) -> list[Markdown]:
 def _where(summary: RunSummary, platform: str, stack: ExperimentRecord) -> str:
     """The machine a platform's numbers come from: CPU, ISA and its flags, kernel, compiler, load."""
     facts = (summary.machines or {}).get(platform)
-    if not facts:
+    if facts is None or not facts.to_json():             # none, or `{}` in the file
         return stack.cpu or summary.cpus.get(platform, "")
-    return one_line(facts, facts.get("load") or None)
+    return one_line(facts, facts.load or None)
 
 
 def notes_section(summary: RunSummary) -> list[Markdown]:
@@ -380,7 +380,7 @@ def render_pr(summary: RunSummary) -> Markdown:
            *(_yardstick_headline(summary) or [_headline(summary), md("")]), *guard_leaning(summary),
            *kept_off_lines(summary), _branch_line(summary, experiments), md(""),
            _how_sure(summary, ec), md("")]
-    out += [md("Measured on {}: {}.", untrusted(p), untrusted(one_line(facts, facts.get("load") or None)))
+    out += [md("Measured on {}: {}.", untrusted(p), untrusted(one_line(facts, facts.load or None)))
             for p, facts in (summary.machines or {}).items()] + ([md("")] if summary.machines else [])
     out += notes_section(summary)
     out += commits_section(summary)

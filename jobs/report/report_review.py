@@ -14,9 +14,8 @@ every word quoted by `jobs.guard.shellcmd`.
 from __future__ import annotations
 
 import re
-from typing import Any
 
-from jobs.contract.model import ExperimentRecord, MetricResult
+from jobs.contract.model import ExperimentRecord, Hypothesis, MetricResult
 from jobs.guard import mdsafe
 from jobs.guard.mdsafe import Markdown, code, details, indent, join, md, spans
 from jobs.contract.runsummary import RunSummary
@@ -104,17 +103,17 @@ def rule_sentence(floor_pct: float | None, alpha: float | None, simulated: bool 
 
 # -- what each kept commit touches ----------------------------------------------------------------
 
-def hypothesis_line(h: dict[str, Any] | None, alone: ExperimentRecord | None, primary: str) -> Markdown:
+def hypothesis_line(h: Hypothesis | None, alone: ExperimentRecord | None, primary: str) -> Markdown:
     """One line: the hypothesis, its first piece of evidence, and what it measured on its own."""
     parts = []
     if h:
-        parts.append(untrusted(h.get("title") or h.get("id", "")))
-        evidence = [e for e in h.get("evidence", []) if not str(e.get("where", "")).startswith("profile:")]
+        parts.append(untrusted(h.title or h.id))
+        evidence = [e for e in h.evidence if not str(e.where).startswith("profile:")]
         if evidence:
             first = evidence[0]
             more = f" (+{len(evidence) - 1} more in research.md)" if len(evidence) > 1 else ""
-            parts.append(md("evidence: {} {}{}", untrusted_code(first["where"]), spans(first.get("note", ""), 2000,
-                                                                                       at_start=False), more))
+            parts.append(md("evidence: {} {}{}", untrusted_code(first.where), spans(first.note, 2000,
+                                                                                    at_start=False), more))
     if alone:
         m = alone.metric(primary)
         sim, guard = alone.simulated, alone.wall_guard

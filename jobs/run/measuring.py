@@ -18,6 +18,8 @@ from jobs.contract.config import TargetConfig
 from jobs.contract.errors import RunCancelled
 from jobs.executors import Executor
 from jobs.contract.model import ExperimentRecord, Hypothesis, SkipCause
+from jobs.contract.machinefacts import MachineFacts
+from jobs.contract.noisetrack import NoiseEntry, NoiseTrack
 from jobs.contract.runstate import RunState
 from jobs.contract.runnerview import RunnerView
 from jobs.stats.power import mde
@@ -46,8 +48,8 @@ def plan_for(config: TargetConfig, state: RunState, platform: str, alpha: float,
         return plan
     # The machine's noise as the run goes (jobs/stats/drift.py): once recent experiments give enough
     # pairs, they, not the calibration alone, say which effects this run can still see.
-    residuals, _ = drift.current([p[0] for p in primary.prior],
-                                 state.noise.get(platform, {}).get("pool", []))
+    track = state.noise.get(platform)
+    residuals, _ = drift.current([p[0] for p in primary.prior], track.pool if track is not None else [])
     power = mde(residuals, plan.rule(), prior=plan.prior(config.primary.name), n_sims=200)
     return VerdictPlan(**{**plan.__dict__, "mde_pct": power.effect_pct})
 
@@ -138,10 +140,11 @@ class Measurer:
         with self.state.lock:
             self.state.save(cost_usd=round(self.state.cost_usd + raw.cost_usd, 4))
             if raw.machine:       # where it ran (ISA, kernel, compiler) and the load seen while it ran
-                seen = self.state.machines.get(ex.platform, {})
+                seen = self.state.machines.get(ex.platform)
                 facts = {k: v for k, v in raw.machine.items() if k != "load"}
-                self.state.save(machines={**self.state.machines, ex.platform: {
-                    **facts, "load": seen.get("load", []) + list(raw.machine.get("load", []))}})
+                load = (list(seen.load) if seen is not None else []) + list(raw.machine.get("load", []))
+                self.state.save(machines={**self.state.machines,
+                                          ex.platform: MachineFacts.from_json({**facts, "load": load})})
         return raw
 
     def budget_refusal(self, ex: Executor, spec: ExperimentSpec, count: int) -> str:
@@ -190,12 +193,12 @@ class Measurer:
         if not res:
             return
         with self.state.lock:
-            seen = self.state.noise.get(platform, {})
+            seen = self.state.noise.get(platform) or NoiseTrack()
             keep = max(2 * self.config.repeats.calibration, drift.MIN_POOL)
-            entry = {"pool": drift.pooled(seen.get("pool", []), res, keep),
-                     "history": seen.get("history", []) + [{"name": name, "pairs": len(res),
-                                                             "noise_pct": round(drift.scale_pct(res), 2)}]}
-            self.state.save(noise={**self.state.noise, platform: entry})
+            track = NoiseTrack(pool=drift.pooled(seen.pool, res, keep),
+                               history=[*seen.history, NoiseEntry(name=name, pairs=len(res),
+                                                                  noise_pct=round(drift.scale_pct(res), 2))])
+            self.state.save(noise={**self.state.noise, platform: track})
 
     def record(self, ex: Executor, name: str, h: Hypothesis | None, status: str, reason: str, *,
                commit=None, raw: RawResult | None = None, kind="experiment", verdict: Judgement | None = None,

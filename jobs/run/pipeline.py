@@ -401,8 +401,8 @@ class Run:
                        evidence=[Evidence(fam.where, f"`{fam.old.strip()}` is the line each member edits")],
                        patch=str(patch), generated=f"the combination of {', '.join(fam.members)} (same line)")
         known = self.state.hypotheses or []
-        if not any(d.get("id") == hid for d in known):
-            self._save(hypotheses=[*known, h.to_dict()])
+        if not any(k.id == hid for k in known):
+            self._save(hypotheses=[*known, h])
         return h
 
     @staticmethod

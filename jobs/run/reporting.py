@@ -3,7 +3,7 @@ summary.json and rendered as pr.md.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,8 @@ from jobs.contract.config import TargetConfig
 from jobs.measure.machine import summarise_load
 from jobs.run.measuring import plan_for
 from jobs.contract.runstate import RunState
-from jobs.contract.model import ExperimentRecord
+from jobs.contract.model import ExperimentRecord, Hypothesis
+from jobs.contract.noisetrack import NoiseSeen
 from jobs.report.report import render_pr
 from jobs.report.report_review import CLI, reproduce_lines
 from jobs.contract.runsummary import RunSummary
@@ -48,8 +49,7 @@ class Reporting:
             base_commit=state.base_commit, branch=state.branch,
             platform=measured[0], platforms=measured + [p for p in configured if p not in measured],
             cpus=state.cpus, cpu=state.cpus.get(measured[0], ""),
-            machines={p: {**{k: v for k, v in m.items() if k != "load"}, "load": summarise_load(m.get("load", []))}
-                      for p, m in state.machines.items()},
+            machines={p: m.with_load(summarise_load(list(m.load or []))) for p, m in state.machines.items()},
             agent=self.agent, primary=self.config.primary.name, calibration=state.calibration, **facts,
             stack_applied=state.stack_applied if state.stack_survivors is None else state.stack_survivors,
             stack_dropped=state.stack_dropped, stack_unattributed=state.stack_unattributed,
@@ -57,8 +57,7 @@ class Reporting:
                          if r.get("kind") == "attribution"],
             sandboxed=state.sandboxed, unsandboxed_by=state.unsandboxed_by,
             profile_missing=state.profile_missing,
-            noise={p: {"history": n.get("history", []), "pool_pairs": len(n.get("pool", []))}
-                   for p, n in state.noise.items()},
+            noise={p: NoiseSeen.of(n) for p, n in state.noise.items()},
             profile=state.profile, simulate=state.simulate,
             error_control={"alpha": self.config.thresholds.alpha, "family": self.config.budget.max_experiments,
                            "platforms": len(measured)},
@@ -110,20 +109,20 @@ class Reporting:
             head = self.state.stack_final
             facts["commits"] = commit_facts(self.repo, base, head, self.state.stack_survivors or [])
             facts["diffstat"] = branch_diffstat(self.repo, base, head) if len(facts["commits"]) > 1 else ""
-        hyps = {h["id"]: h for h in self.state.hypotheses or []}
+        hyps = {h.id: h for h in self.state.hypotheses or []}
         facts["hypotheses"] = {c["hypothesis"]: self._public(hyps[c["hypothesis"]]) for c in facts.get("commits", [])
                                if c["hypothesis"] in hyps}
         return facts
 
-    def _public(self, hypothesis: dict[str, Any]) -> dict[str, Any]:
+    def _public(self, hypothesis: Hypothesis) -> Hypothesis:
         """A bot run's hypothesis as a maintainer can follow it: a candidate's patch file named where
         the repository keeps it (or by its name alone, a bench's diff), never by the worker's path."""
         if self.published is None:
             return hypothesis
         in_repo = {c.rsplit("/", 1)[-1]: c for c in self.published.candidates}
-        evidence = [{**e, "where": in_repo.get(Path(e["where"]).name, Path(e["where"]).name)}
-                    if e.get("note") == "patch file" else e for e in hypothesis.get("evidence", [])]
-        return {**hypothesis, "evidence": evidence}
+        evidence = [replace(e, where=in_repo.get(Path(e.where).name, Path(e.where).name))
+                    if e.note == "patch file" else e for e in hypothesis.evidence]
+        return replace(hypothesis, evidence=evidence)
 
 
 def reach_warnings(config: TargetConfig, state: RunState, repeats: int | None) -> list[str]:

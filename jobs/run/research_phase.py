@@ -5,6 +5,7 @@ run's state so a resume does not research again.
 """
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +41,7 @@ class Researching:
 
     def run(self) -> list[Hypothesis]:
         if self.state.hypotheses is not None:
-            return [Hypothesis.from_dict(h) for h in self.state.hypotheses]
+            return copy.deepcopy(self.state.hypotheses)
         self.emit(events.Phase("research"))
         tree = self.out / "work" / "research"
         gitops.add_worktree(self.repo, tree, self.state.base_commit)
@@ -72,7 +73,7 @@ class Researching:
         (self.out / "hypotheses.json").write_text(
             json.dumps([h.to_dict() for h in hypotheses], indent=2), encoding="utf-8")
         profile = sources.profile.to_dict() if sources is not None and sources.profile is not None else None
-        self.state.save(hypotheses=[h.to_dict() for h in hypotheses], phase="calibrate", profile=profile,
+        self.state.save(hypotheses=hypotheses, phase="calibrate", profile=profile,
                         callgrind=callprof.to_dict() if callprof else None)
         self.emit(events.ResearchDone(tuple(h.id for h in hypotheses)))
         return hypotheses

@@ -223,9 +223,11 @@ def test_a_bot_runs_reproduce_block_fetches_from_where_it_pushed_never_from_the_
     assert '--candidate "$work/target"/.github/autoresearch/candidates/faster.patch' in again and "/srv/" not in again
     assert bot.resume_command() == ""           # the run's folder is on the worker: nothing to re-print here
     # A kept candidate's evidence names the patch where the repository keeps it, not the worker's copy.
-    hyp = {"id": "faster", "evidence": [{"where": str(worker.parent / "candidates" / "faster.patch"), "note": "patch file"},
-                                        {"where": "src/a.c:3", "note": "hot loop"}]}
-    assert [e["where"] for e in bot._public(hyp)["evidence"]] == [".github/autoresearch/candidates/faster.patch", "src/a.c:3"]
+    hyp = Hypothesis.from_json({"id": "faster", "evidence": [
+        {"where": str(worker.parent / "candidates" / "faster.patch"), "note": "patch file"},
+        {"where": "src/a.c:3", "note": "hot loop"}]})
+    assert [e.where for e in bot._public(hyp).evidence] == [".github/autoresearch/candidates/faster.patch", "src/a.c:3"]
+    assert hyp.evidence[0].where.startswith(str(worker.parent))   # the state's own stays as it was
     assert reporting(None)._public(hyp) == hyp                  # the CLI's user has their own path at hand
     # A bench: the pull request's head is the candidate, so it is measured again even when not kept.
     bench = reporting(Published(clone_url="https://github.com/octo/synth.git", head_url="https://github.com/forker/synth.git",

@@ -85,12 +85,12 @@ def test_every_status_from_maintainer_candidates(target, tmp_path):
     from jobs.measure.hostfacts import machine_facts
     here = machine_facts()
     where = summary.machines["local"]
-    assert where["isa"] == here["isa"] and where["flags"] == here["flags"] and where["kernel"] == here["kernel"]
-    assert where["load"]["max"] >= where["load"]["min"] >= 0
+    assert where.isa == here["isa"] and where.flags == here["flags"] and where.kernel == here["kernel"]
+    assert where.load["max"] >= where.load["min"] >= 0
     assert f"Measured on local: " in pr and here["isa"].upper() in pr
     # The noise as the run went: each measured experiment's own pairs, shown beside the calibration.
-    seen = {h["name"]: h for h in summary.noise["local"]["history"]}
-    assert {"faster", "same"} <= set(seen) and seen["faster"]["pairs"] == status["faster"].runner.pairs
+    seen = {h.name: h for h in summary.noise["local"].history}
+    assert {"faster", "same"} <= set(seen) and seen["faster"].pairs == status["faster"].runner.pairs
     assert "Noise as the run went (score, per pair" in pr
 
 
