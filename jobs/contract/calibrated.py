@@ -19,11 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from jobs.contract.jsonform import Json, from_json as _from_json, to_json as _to_json
+from jobs.contract.jsonform import Json, JsonRecord
 
 
 @dataclass
-class MetricCalibration:
+class MetricCalibration(JsonRecord):
     """One metric's A/A calibration on one platform (`jobs.stats.calibration.calibrate_metric`).
     A field is None where an older or stored file has no such key (or JSON has no such number:
     summary.json writes an infinite MDE as null)."""
@@ -52,16 +52,10 @@ class MetricCalibration:
     extra: Json = field(default_factory=dict, repr=False)         # keys this version does not know, kept
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)   # as loaded; None: built here
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> MetricCalibration:
-        return _from_json(cls, data)
-
-    def to_json(self) -> Json:
-        return _to_json(self)
 
 
 @dataclass
-class SimulatedCalibration:
+class SimulatedCalibration(JsonRecord):
     """The simulated yardstick's A/A on one platform (`jobs.run.calibrating`; read by
     `jobs.measure.simulate` and the run's plan)."""
     aa_delta_pct: float | None = None        # the two builds' difference in simulated cycles
@@ -79,12 +73,6 @@ class SimulatedCalibration:
 
     _OPTIONAL = ("command", "timeout")       # written when set (a derived yardstick's), or when loaded
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> SimulatedCalibration:
-        return _from_json(cls, data)
-
-    def to_json(self) -> Json:
-        return _to_json(self, self._OPTIONAL)
 
 
 def metric_calibrations(data: Mapping[str, Mapping[str, Any]] | None) -> dict[str, MetricCalibration]:

@@ -17,11 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from jobs.contract.jsonform import Json, from_json, to_json
+from jobs.contract.jsonform import Json, JsonRecord, from_json
 
 
 @dataclass
-class SimulatedView:
+class SimulatedView(JsonRecord):
     """The simulated cycles of both arms (`jobs.measure.simulate.sim_view`). A field is None where an
     older or hand-made file has no such key."""
     base_cycles: int | None = None
@@ -34,16 +34,10 @@ class SimulatedView:
     extra: Json = field(default_factory=dict, repr=False)
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> SimulatedView:
-        return from_json(cls, data)
-
-    def to_json(self) -> Json:
-        return to_json(self)
 
 
 @dataclass
-class WallGuard:
+class WallGuard(JsonRecord):
     """The wall-clock guard's interval of the primary metric (oriented: + is better) beside a
     simulated-cycles verdict (`jobs.measure.simulate.judge_yardstick`)."""
     lo_pct: float | None = None              # None: not in the file (shown as -100%)
@@ -60,16 +54,10 @@ class WallGuard:
 
     _OPTIONAL = ("noisy", "loss_p", "confirmed")    # written when set (the verdict sets them as it goes)
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> WallGuard:
-        return from_json(cls, data)
-
-    def to_json(self) -> Json:
-        return to_json(self, self._OPTIONAL)
 
 
 @dataclass
-class RunnerView:
+class RunnerView(JsonRecord):
     """What the runner saw of one experiment: its own clocks per arm (medians), sandbox, pairs, step
     times and stop reason; the yardstick's counts and guard; a reused calibration's origin.
 
@@ -105,9 +93,6 @@ class RunnerView:
     def from_json(cls, data: Mapping[str, Any] | None) -> RunnerView:
         """The view back from its JSON form; None (or no view at all) is the empty view `{}`."""
         return cls.partial() if data is None else from_json(cls, data, cls._NESTED)
-
-    def to_json(self) -> Json:
-        return to_json(self, self._OPTIONAL)
 
 
 def as_runner_view(value: RunnerView | Mapping[str, Any] | None) -> RunnerView:
