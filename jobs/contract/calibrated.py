@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from jobs.contract.jsonform import Json, JsonRecord
+from jobs.contract.jsonform import Json, JsonRecord, per_key, per_key_json
 
 
 @dataclass
@@ -53,7 +53,6 @@ class MetricCalibration(JsonRecord):
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)   # as loaded; None: built here
 
 
-
 @dataclass
 class SimulatedCalibration(JsonRecord):
     """The simulated yardstick's A/A on one platform (`jobs.run.calibrating`; read by
@@ -74,11 +73,9 @@ class SimulatedCalibration(JsonRecord):
     _OPTIONAL = ("command", "timeout")       # written when set (a derived yardstick's), or when loaded
 
 
-
 def metric_calibrations(data: Mapping[str, Mapping[str, Any]] | None) -> dict[str, MetricCalibration]:
     """metric name -> its calibration, from the JSON form (a typed value is taken as it is)."""
-    return {name: c if isinstance(c, MetricCalibration) else MetricCalibration.from_json(c)
-            for name, c in (data or {}).items()}
+    return per_key(MetricCalibration, data)
 
 
 def platform_calibrations(data: Mapping[str, Mapping[str, Any]] | None) -> dict[str, dict[str, MetricCalibration]]:
@@ -87,18 +84,13 @@ def platform_calibrations(data: Mapping[str, Mapping[str, Any]] | None) -> dict[
 
 
 def platform_calibrations_json(value: Mapping[str, Mapping[str, MetricCalibration]]) -> Json:
-    return {platform: {name: c.to_json() for name, c in cal.items()} for platform, cal in value.items()}
+    return {platform: per_key_json(cal) for platform, cal in value.items()}
 
 
 def simulated_calibrations(data: Mapping[str, Any] | None) -> dict[str, SimulatedCalibration] | None:
     """platform -> the simulated yardstick's A/A (state.json's `simulate`; None stays None)."""
-    if data is None:
-        return None
-    return {platform: c if isinstance(c, SimulatedCalibration) else SimulatedCalibration.from_json(c)
-            for platform, c in data.items()}
+    return None if data is None else per_key(SimulatedCalibration, data)
 
 
 def simulated_calibrations_json(value: Mapping[str, SimulatedCalibration] | None) -> Json | None:
-    if value is None:
-        return None
-    return {platform: c.to_json() for platform, c in value.items()}
+    return None if value is None else per_key_json(value)

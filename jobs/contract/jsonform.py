@@ -8,7 +8,8 @@ not know, kept and written back) and `keys` (the keys it was read with, in their
 built here). `from_json` reads a mapping into it; `to_json` writes a loaded object's keys in their
 order, values untouched, then any new unknown keys, or a built object's fields in their order (an
 `optional` one only when it is not None) then its unknown keys. A field whose value is itself such
-a record (`nested`) is read with its type's `from_json` and written with its `to_json`.
+a record (`nested`) is read with its type's `from_json`; a record, or a list of them, is written with
+its `to_json`.
 """
 from __future__ import annotations
 
@@ -51,6 +52,9 @@ def to_json(obj, optional: tuple[str, ...] = ()) -> Json:
 
 
 def _plain(value: Any) -> Any:
+    """A value's JSON form: a record's `to_json()`, a list's items each in theirs."""
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
     to = getattr(value, "to_json", None)
     return to() if callable(to) and not isinstance(value, type) else value
 

@@ -8,6 +8,7 @@ from enum import Enum
 from typing import Any
 
 from jobs.contract.calibrated import MetricCalibration, metric_calibrations
+from jobs.contract.jsonform import per_key_json
 from jobs.contract.runnerview import RunnerView, SimulatedView, WallGuard, as_runner_view, given
 
 
@@ -187,7 +188,7 @@ class ExperimentRecord:
             elif f.name == "runner":
                 value = value.to_json()
             elif f.name == "calibration":
-                value = {name: c.to_json() for name, c in value.items()}
+                value = per_key_json(value)
             out[f.name] = copy.deepcopy(value)
         if out["failure_output"] is None:          # a ledger line never has one
             del out["failure_output"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from jobs.contract.jsonform import Json, JsonRecord, to_json
+from jobs.contract.jsonform import Json, JsonRecord
 
 
 @dataclass
@@ -29,12 +29,6 @@ class _WithHistory(JsonRecord):
 
     def __post_init__(self) -> None:
         self.history = [e if isinstance(e, NoiseEntry) else NoiseEntry.from_json(e) for e in self.history or []]
-
-    def to_json(self) -> Json:
-        out = to_json(self)
-        if "history" in out:
-            out["history"] = [e.to_json() for e in self.history]
-        return out
 
 
 @dataclass

@@ -35,7 +35,6 @@ class SimulatedView(JsonRecord):
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
 
-
 @dataclass
 class WallGuard(JsonRecord):
     """The wall-clock guard's interval of the primary metric (oriented: + is better) beside a
@@ -53,7 +52,6 @@ class WallGuard(JsonRecord):
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
     _OPTIONAL = ("noisy", "loss_p", "confirmed")    # written when set (the verdict sets them as it goes)
-
 
 
 @dataclass

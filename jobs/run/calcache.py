@@ -25,6 +25,7 @@ from typing import Any
 from jobs.guard import gitops
 from jobs.contract import ledger
 from jobs.contract.calibrated import MetricCalibration, SimulatedCalibration, metric_calibrations
+from jobs.contract.jsonform import per_key_json
 
 MAX_AGE_S = 6 * 3600
 FIELDS = ("build", "benchmark", "checks", "metrics", "repeats", "thresholds", "integrity", "sandbox", "simulate", "timeouts",
@@ -60,7 +61,7 @@ class Cached:
     age_s: float = 0.0                             # how long ago it was stored (not in the file)
 
     def to_json(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "calibration": {name: c.to_json() for name, c in self.calibration.items()},
+        return {"run_id": self.run_id, "calibration": per_key_json(self.calibration),
                 "digests": self.digests, "cpu": self.cpu,
                 "simulate": self.simulate.to_json() if self.simulate is not None else None}
 
