@@ -25,7 +25,6 @@ from jobs.run.progress_view import PlainView, ProgressView  # noqa: F401  (Progr
 from jobs.contract.runstate import RunState
 from jobs.report.report_review import interval
 from jobs.contract.recipes import RecipeError
-from jobs.contract.model import MetricResult
 from jobs.contract.runsummary import RunStopped, RunSummary
 
 DEMO_SOURCE = Path(__file__).resolve().parent.parent / "examples" / "tinyllm"
@@ -89,10 +88,6 @@ def _print_table(summary: RunSummary) -> None:
             _platform_table(summary, platform)
 
 
-def _interval(m: MetricResult | None) -> str:
-    return interval(m) if m else "—"
-
-
 def _platform_table(summary: RunSummary, platform: str) -> None:
     primary = summary.primary
     table = Table(title=f"Experiments on {platform} ({summary.cpus[platform]}), primary metric {primary}")
@@ -100,7 +95,7 @@ def _platform_table(summary: RunSummary, platform: str) -> None:
         table.add_column(col, overflow="fold")
     for rec in (r for r in summary.experiments if r.platform == platform):
         m = rec.metric(primary)
-        table.add_row(rec.name, rec.status, f"{m.delta_pct:+.1f}" if m else "—", _interval(m), rec.reason)
+        table.add_row(rec.name, rec.status, f"{m.delta_pct:+.1f}" if m else "—", interval(m), rec.reason)
     console.print(table)
     stack = summary.stacks.get(platform)
     if not stack:
@@ -111,7 +106,7 @@ def _platform_table(summary: RunSummary, platform: str) -> None:
     for col in ("metric", "pairs", "Δ% (paired)", "interval (level per side)", "verdict"):
         table.add_column(col, overflow="fold")
     for m in stack.metrics:
-        table.add_row(m.name, str(m.n_pairs or m.n_base), f"{m.delta_pct:+.1f}", _interval(m), m.verdict)
+        table.add_row(m.name, str(m.n_pairs or m.n_base), f"{m.delta_pct:+.1f}", interval(m), m.verdict)
     console.print(table)
 
 

@@ -283,10 +283,6 @@ def _branch_line(summary: RunSummary, experiments: list[ExperimentRecord]) -> Ma
               untrusted(summary.agent))
 
 
-def _interval(m: MetricResult | None) -> str:
-    return interval(m) if m else "—"
-
-
 def _decided_interval(exp: ExperimentRecord, m: MetricResult | None) -> str:
     """The interval the experiment was decided with: for one the yardstick decided, the wall-clock
     guard's (the keep rule's own would read "too few pairs", which decided nothing)."""
@@ -294,7 +290,7 @@ def _decided_interval(exp: ExperimentRecord, m: MetricResult | None) -> str:
     if exp.simulated and guard and guard.pairs:
         from jobs.measure.simulate import guard_interval_at
         return f"guard {guard_interval_at(guard)}"
-    return _interval(m)
+    return interval(m)
 
 
 def _yardstick_headline(summary: RunSummary) -> list[Markdown]:

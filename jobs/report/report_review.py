@@ -46,8 +46,10 @@ def fenced(text: str, info: str = "") -> list[Markdown]:
 
 # -- how sure: the keep's own rule -------------------------------------------------------------
 
-def interval(m: MetricResult) -> str:
-    """`+1.2%…+8.0% (0.018)`: the interval at the level per side it was decided at."""
+def interval(m: MetricResult | None) -> str:
+    """`+1.2%…+8.0% (0.018)`: the interval at the level per side it was decided at ("—": no metric)."""
+    if m is None:
+        return "—"
     at = f" ({m.alpha:.2g})" if m.alpha else ""
     lo, hi = m.ci_low_pct, m.ci_high_pct
     if (lo is None or lo <= -99.95) and hi is None:
