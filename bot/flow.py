@@ -420,12 +420,17 @@ class Flow:
             self.refresh_status(rec.run_id)
 
     def refresh_status(self, run_id: str) -> None:
-        rec = self.store.get_run(self.repo, run_id)
-        if rec is None:
-            return
-        cid = self.gh.upsert_comment(rec.issue, status_marker(run_id), status_body(rec), rec.status_comment_id)
-        if cid != rec.status_comment_id:
-            self.store.update_run(self.repo, run_id, status_comment_id=cid)
+        # Edits of one status comment are serialised, each rendering the record read inside the lock:
+        # a command's edit rendered from a record that a worker then ended could otherwise land after
+        # the worker's final edit, leaving "running" on a cancelled run. Its own lock (not the run's),
+        # since callers may hold that one.
+        with self.store.locked(self.repo, f"{run_id}:status"):
+            rec = self.store.get_run(self.repo, run_id)
+            if rec is None:
+                return
+            cid = self.gh.upsert_comment(rec.issue, status_marker(run_id), status_body(rec), rec.status_comment_id)
+            if cid != rec.status_comment_id:
+                self.store.update_run(self.repo, run_id, status_comment_id=cid)
 
 
 _unanswered = set(GRAMMAR) - set(HANDLERS)
