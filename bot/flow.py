@@ -309,15 +309,24 @@ class Flow:
     def resume(self, rec: RunRecord) -> Outcome:
         """A running run whose worker was lost: taken over from its ledger, or ended (`bot.execution`)."""
         run_id = rec.run_id
-        with best_effort_status():
-            self.refresh_status(run_id)          # first the truth: its worker was lost, it resumes now
+        # The lease first: until it is held, the sweepers take this job's time from its start as a sign
+        # that it died too, and a slow status edit (GitHub under load) was counted as a second loss.
         with self.store.locked(self.repo, run_id):
             cur = self.store.get_run(self.repo, run_id)
             lease = self.launcher.hold(cur) if execution.resumable(cur) else None
+        try:
+            with best_effort_status():
+                self.refresh_status(run_id)      # then the truth: its worker was lost, it resumes now
             if lease is None:
                 return Outcome(cur.state if cur else "unknown", run_id, step="start")
-            self.store.update_run(self.repo, run_id, lost_at=0.0, worker=lease.holder, phase="resuming",
-                                  message=resumed_message(cur), **self.launcher.running_fields())
+            with self.store.locked(self.repo, run_id):
+                cur = self.store.get_run(self.repo, run_id)
+                self.store.update_run(self.repo, run_id, lost_at=0.0, worker=lease.holder, phase="resuming",
+                                      message=resumed_message(cur), **self.launcher.running_fields())
+        except BaseException:
+            if lease is not None:
+                lease.release()
+            raise
         handed_on = False
         try:
             step = execution.resume(cur, self.layout(run_id), self.place.executor,
@@ -423,8 +432,8 @@ class Flow:
         # Edits of one status comment are serialised, each rendering the record read inside the lock:
         # a command's edit rendered from a record that a worker then ended could otherwise land after
         # the worker's final edit, leaving "running" on a cancelled run. Its own lock (not the run's),
-        # since callers may hold that one.
-        with self.store.locked(self.repo, f"{run_id}:status"):
+        # since callers may hold that one, and a short one (`Store.status_locked`).
+        with self.store.status_locked(self.repo, run_id):
             rec = self.store.get_run(self.repo, run_id)
             if rec is None:
                 return

@@ -126,6 +126,8 @@ class IssueStateStore:
     def locked(self, repo: str, run_id: str) -> Iterator[None]:
         yield
 
+    status_locked = locked             # one process per run in an Action: nothing to serialise
+
     def set_current(self, repo: str, issue: int, run_id: str) -> None:
         self.data["current"] = run_id
         self.flush()

@@ -16,7 +16,8 @@ at the running runs every `SWEEP_S` (and once when it starts): a running run wit
 marked lost in its record (`lost_at`, `losses`) and a `resume_run` job goes to the front of the runs
 queue, so the next free worker resumes it from its ledger (`Flow.resume`). A dead worker's run is
 therefore marked lost within `LEASE_S + SWEEP_S` seconds (40 s by default) of its last heartbeat,
-as long as any worker is up (a restarted container's is). RQ's own abandoned-job handling is
+as long as any worker is up (a restarted container's is). A resume job that has started is given
+`START_GRACE_S` to take the lease before its run counts as lost again. RQ's own abandoned-job handling is
 no substitute here: it moves a dead worker's job to the failed registry only at a worker's
 maintenance pass (every 10 minutes), after RQ's 90 s heartbeat expiry, and knows nothing of the
 run's ledger. A horse that cannot renew its lease for `LEASE_S - BEAT_S` seconds treats it as lost
@@ -60,6 +61,7 @@ LEASE_S = 30.0          # a run's lease lives this long after its last heartbeat
 BEAT_S = 5.0            # the heartbeat's period
 PUBSUB_WAKE_S = 1.0     # how often a worker's command-channel thread looks up from its wait
 SWEEP_S = 10.0          # how often a worker looks for running runs without a lease
+START_GRACE_S = 30.0    # a started resume job has this long to reach its lease (fork, imports, Redis)
 COMMAND_RETRIES = 2     # a command job that fails (GitHub 5xx) runs again after 5 s, then 30 s
 HANDOVER_SIGNAL = signal.SIGUSR1    # worker -> its work horse: hand the run back (ignored elsewhere)
 
@@ -246,7 +248,9 @@ def _resume_pending(conn: redis.Redis, record: RunRecord, now: float) -> bool:
         return True
     at = job.started_at
     started = (at if at.tzinfo else at.replace(tzinfo=timezone.utc)).timestamp() if at else 0.0
-    return status == JobStatus.STARTED and now - started < LEASE_S
+    # Not LEASE_S alone: with a short lease (3 s in the tests) a horse on a loaded host was still on its
+    # way to the lease when the next sweep counted its run lost a second time.
+    return status == JobStatus.STARTED and now - started < max(LEASE_S, START_GRACE_S)
 
 
 def sweep(conn: redis.Redis, now: float | None = None) -> list[str]:

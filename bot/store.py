@@ -36,6 +36,7 @@ def delivery_key(delivery: str) -> str:
 # Compare-and-set on the lease: only its holder renews or releases it.
 _RENEW = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"
 _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
+STATUS_LOCK_S = 15          # how long a status edit may hold its lock (one PATCH; see status_locked)
 
 
 def connect(url: str) -> redis.Redis:
@@ -119,6 +120,15 @@ class Store:
     def locked(self, repo: str, run_id: str) -> Iterator[None]:
         """Serialises state transitions of one run across web, command and run jobs."""
         with self.r.lock(f"ar:lock:{repo}:{run_id}", timeout=60, blocking_timeout=30):
+            yield
+
+    @contextmanager
+    def status_locked(self, repo: str, run_id: str) -> Iterator[None]:
+        """Serialises edits of one run's status comment. Short-lived: a worker killed mid-edit (it
+        edits after every step, so a SIGKILL lands in one often) held the run lock's 60 s, and the
+        resumed run's first edit waited it out. An edit slower than this loses only the ordering."""
+        with self.r.lock(f"ar:lock:{repo}:{run_id}:status", timeout=STATUS_LOCK_S,
+                         blocking_timeout=STATUS_LOCK_S + 5):
             yield
 
     def set_current(self, repo: str, issue: int, run_id: str) -> None:

@@ -135,6 +135,26 @@ def test_sweep_marks_a_running_run_without_lease_lost_and_queues_its_resume_once
     assert jobqueue.sweep(conn) == [lost.run_id] and store.get_run(REPO, lost.run_id).losses == 2
 
 
+def test_a_started_resume_has_a_grace_beyond_a_short_lease_to_reach_its_lease(conn):
+    """A resume job that started but holds no lease yet: its horse is on its way (fork, imports, Redis),
+    longer than a 2 s lease on a loaded host; the run is counted lost again only after the grace."""
+    from datetime import datetime, timezone
+
+    from rq.job import JobStatus
+
+    store = Store(conn)
+    lost = running(store, run_id="9-lost000", lost_at=time.time() - 60, losses=1)
+    job = Queue(jobqueue.RUNS, connection=conn).enqueue("bot.tasks.resume_run", REPO, lost.run_id)
+    store.update_run(REPO, lost.run_id, jobs=[job.id])
+    now = time.time()
+    job.set_status(JobStatus.STARTED)
+    job.started_at = datetime.fromtimestamp(now - 3 * jobqueue.LEASE_S, tz=timezone.utc)
+    job.save()
+    assert jobqueue.sweep(conn, now=now) == [] and store.get_run(REPO, lost.run_id).losses == 1
+    later = now + jobqueue.START_GRACE_S
+    assert jobqueue.sweep(conn, now=later) == [lost.run_id] and store.get_run(REPO, lost.run_id).losses == 2
+
+
 def test_sweep_forgets_an_index_entry_whose_record_is_no_longer_running(conn):
     store = Store(conn)
     running(store)
