@@ -24,7 +24,7 @@ from jobs.run.pipeline import Run, RunCancelled, RunError, RunOptions, new_run_i
 from jobs.run.progress_view import PlainView, ProgressView  # noqa: F401  (ProgressView: re-exported)
 from jobs.contract.runstate import RunState
 from jobs.report.report_review import interval
-from jobs.contract.recipes import RecipeError
+from jobs.research.recipes import RecipeError
 from jobs.contract.runsummary import RunStopped, RunSummary
 
 DEMO_SOURCE = Path(__file__).resolve().parent.parent / "examples" / "tinyllm"

@@ -24,7 +24,7 @@ from pathlib import Path
 from jobs.guard import gitops
 from jobs.contract import yardstick
 from jobs.contract.config import CONFIG_PATH, TargetConfig
-from jobs.contract.recipes import matches_any
+from jobs.research.recipes import matches_any
 
 
 class EditRefused(PermissionError):

@@ -10,7 +10,7 @@ from typing import Any
 from jobs.guard import gitops, safefs
 from jobs.contract.config import TargetConfig
 from jobs.contract.model import Hypothesis
-from jobs.contract.recipes import Recipe, RecipeError, planned_edits
+from jobs.research.recipes import Recipe, RecipeError, planned_edits
 from . import Agent
 from .guard import EditRefused, check_edit, check_patch
 

@@ -24,7 +24,7 @@ from jobs.guard import safefs
 from jobs.guard.mdsafe import Markdown, code, join, md
 from jobs.contract.diffs import unified_patch
 from jobs.contract.model import Evidence, Hypothesis
-from jobs.contract.recipes import matches_any
+from jobs.research.recipes import matches_any
 from .callgrind import CallProfile
 
 BUILD_NAMES = ("Makefile", "makefile", "GNUmakefile", "CMakeLists.txt", "meson.build")

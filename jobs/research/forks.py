@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobs.guard.mdsafe import Markdown, code, link, md, spans
-from jobs.contract.recipes import matches_any
+from jobs.research.recipes import matches_any
 from .sanitize import clean
 
 GITHUB_URL = re.compile(r"github\.com[:/]([\w.-]+)/([\w.-]+?)(?:\.git)?/?$")

@@ -12,7 +12,7 @@ from pathlib import Path
 from jobs.guard import safefs
 from jobs.contract.config import TargetConfig
 from jobs.contract.model import Evidence, Hypothesis
-from jobs.contract.recipes import Detection, Recipe, detect, load_recipe_set, matches_any
+from jobs.research.recipes import Detection, Recipe, detect, load_recipe_set, matches_any
 from .passes import Finding, scan_source
 
 SOURCE_SUFFIXES = {".c", ".h", ".cc", ".cpp", ".cxx", ".hpp"}

@@ -30,7 +30,7 @@ def measure(tree: Path, instrument, *, build: str, command: str, variable: str, 
         profile.notes.append(f"reused from {cache}")
         return profile
     from jobs.guard import safefs
-    from jobs.contract.recipes import RecipeError, detect, planned_edits
+    from jobs.research.recipes import RecipeError, detect, planned_edits
     if run is None:
         from jobs.measure.runner import run_step as run
     tree = Path(tree)

@@ -106,7 +106,7 @@ def _profile(tree: Path, config: TargetConfig, notes: list[str], run=None, on_st
     spec = getattr(config.research, "profile", None)
     if spec is None:
         return None
-    from jobs.contract.recipes import RecipeError, load_recipe
+    from jobs.research.recipes import RecipeError, load_recipe
     from jobs.measure.runner import cpu_model
     path = (KERNELS_DIR / spec.instrument).resolve()
     if not path.is_file() or KERNELS_DIR.resolve() not in path.parents:

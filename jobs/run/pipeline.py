@@ -268,7 +268,7 @@ class Run:
     stackable = staticmethod(stackable)
 
     def _recipes(self):
-        from jobs.contract.recipes import load_recipe_set
+        from jobs.research.recipes import load_recipe_set
         return {r.id: r for name in self.config.research.recipes for r in load_recipe_set(name)}
 
     def _implement(self, h: Hypothesis) -> str:

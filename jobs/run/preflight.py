@@ -13,7 +13,7 @@ from jobs.guard import gitops, safefs
 from jobs.agent.guard import EditRefused, check_edit
 from jobs.contract.config import CONFIG_PATH, TargetConfig
 from jobs.contract.errors import RunError
-from jobs.contract.recipes import matches_any
+from jobs.research.recipes import matches_any
 from jobs.stats.sequential import min_pairs_to_keep, slot_alpha
 from jobs.contract.runstate import RunState
 

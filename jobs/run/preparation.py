@@ -25,7 +25,7 @@ from jobs.contract.layout import RunLayout
 from jobs.contract.model import Hypothesis
 from jobs.contract.plan import CostPlan
 from jobs.contract.plan import make_plan as _make_plan
-from jobs.contract.recipes import Detection, RecipeError, load_recipe_set
+from jobs.research.recipes import Detection, RecipeError, load_recipe_set
 from jobs.research.offline import Research, research
 from jobs.research.passes import Finding, Pass
 

@@ -15,7 +15,7 @@ import pytest
 
 from jobs.contract.config import load_config
 from jobs.contract.metrics import missing_metrics, parse_metrics
-from jobs.contract.recipes import detect, load_recipe_set, planned_edits
+from jobs.research.recipes import detect, load_recipe_set, planned_edits
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = ROOT / "examples" / "tinyllm"

@@ -115,7 +115,7 @@ def test_candidate_writes_one_recipes_edits_as_a_patch_that_applies_to_the_targe
     here holds only the real llama.cpp files the recipe edits."""
     import pytest
 
-    from jobs.contract.recipes import load_recipe_set, touched_files
+    from jobs.research.recipes import load_recipe_set, touched_files
     from llama_source import llama_cpp_tree
     tree = llama_cpp_tree()
     env = setup_env(tmp_path)

@@ -36,7 +36,7 @@ Steps (each reuses what a previous run left in --workdir):
    pp512 and tg128 are compared with jobs.stats.stats.compare (log-scale Welch, paired under drift).
 Results go to stdout (a table and METRIC lines) and to <workdir>/ab-result.json.
 
-It lives under tests/ rather than kernels/ because it uses the project's Python (jobs.contract.recipes,
+It lives under tests/ rather than kernels/ because it uses the project's Python (jobs.research.recipes,
 jobs.stats.stats), and kernels/ imports none (ARCHITECTURE.md). pytest does not collect it (no test_ prefix);
 tests/kernels/test_ab_script.py tests its pure parts.
 """
@@ -123,14 +123,14 @@ FUSION_CHECKS = {"fuse-rmsnorm-mul-add": ["RMS_NORM_MUL_ADD"],
 
 
 def _extras() -> list:
-    from jobs.contract.recipes import load_recipe
+    from jobs.research.recipes import load_recipe
     return [load_recipe(OP_PROFILE), load_recipe(BACKEND_OPS_CASES)]
 
 
 def stage_variant(tree: Path, workdir: Path, variant: str, recipes: list, extras: list) -> tuple[list, dict, set]:
     """Apply `recipes` then `extras` to a scratch copy of the pristine tree's ggml/ and tests/,
     and sync every file any of them could touch into <variant>/src (rewritten only on change)."""
-    from jobs.contract.recipes import detect, load_recipe_set, planned_edits
+    from jobs.research.recipes import detect, load_recipe_set, planned_edits
 
     src = workdir / variant / "src"
     if not (src / "CMakeLists.txt").is_file():
@@ -173,7 +173,7 @@ def stage_variant(tree: Path, workdir: Path, variant: str, recipes: list, extras
 def prepare(tree: Path, workdir: Path, recipe_ids: list[str] | None = None, profile: bool = False) -> dict:
     """Create/refresh baseline/src and patched/src (plus profile-baseline and profile-patched
     with the op-profile hook when `profile`); return what was applied."""
-    from jobs.contract.recipes import load_recipe_set
+    from jobs.research.recipes import load_recipe_set
 
     workdir.mkdir(parents=True, exist_ok=True)
     recipes = [r for r in load_recipe_set("llama.cpp") if not recipe_ids or r.id in recipe_ids]
@@ -623,7 +623,7 @@ def profile_report(prep: dict, shapes: list[str], layers: int | None, threads: i
     """Per model shape: where pp512/tg128 time goes on the baseline (with every recipe's Amdahl
     bound) and which fusions run how often per graph on the patched tree. Markdown per shape in
     <workdir>/profile-<shape>-t<threads>.md."""
-    from jobs.contract.recipes import load_recipe_set
+    from jobs.research.recipes import load_recipe_set
     from jobs.research import profile as P
     from jobs.research.offline import sequence_label
 
@@ -740,7 +740,7 @@ def simulate_arms(tree: Path, workdir: Path, arms: dict[str, list[str]], model: 
     """The project's deterministic yardstick (jobs/measure/simulate.py: cachegrind with a fixed cache
     geometry, simulated cycles = Ir + 10 L1 misses + 100 LL misses) on one llama-bench process per
     arm, each arm a stack of recipes built for `isa` (Valgrind 3.19 has no AVX-512: avx2)."""
-    from jobs.contract.recipes import load_recipe_set
+    from jobs.research.recipes import load_recipe_set
     from jobs.measure import simulate
 
     by_id = {r.id: r for r in load_recipe_set("llama.cpp")}
@@ -871,7 +871,7 @@ def profile_mm(workdir: Path, shape: str, layers: int, workloads: list[tuple[int
     from jobs.measure import simulate
     variant = "baseline"
     if recipe_ids:
-        from jobs.contract.recipes import load_recipe_set
+        from jobs.research.recipes import load_recipe_set
         by_id = {r.id: r for r in load_recipe_set("llama.cpp")}
         variant = "mm-" + "+".join(recipe_ids)
         applied, statuses, _ = stage_variant(tree, workdir, variant, [by_id[i] for i in recipe_ids], [])

@@ -5,7 +5,7 @@ Detection must find the facts in the tree (not assume them): in llama-cpp-python
 from_float split are still unfused, the CPU graph executor fuses RMS_NORM+MUL only (so
 RMS_NORM+MUL+ADD, RMS_NORM+MUL+ROPE(+VIEW+SET_ROWS) and MUL_MAT+MUL_MAT+GLU are gaps), and
 rms_norm's sum of squares is a serial loop. Each applicable recipe must apply through
-jobs.contract.recipes (detect / planned_edits), then detect as already present, keep the old path
+jobs.research.recipes (detect / planned_edits), then detect as already present, keep the old path
 reachable under the reference flag, and compile: every recipe alone is syntax-checked (native
 ISA), and all recipes stacked are compiled to objects natively plus syntax-checked for AVX2,
 baseline x86-64 and (when aarch64-linux-gnu-g++ is installed) AArch64/NEON. The recipes also
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.contract.recipes import detect, load_recipe_set, planned_edits, touched_files
+from jobs.research.recipes import detect, load_recipe_set, planned_edits, touched_files
 from loaders import load_ab, load_llama
 
 llama_tree = load_llama("llama_tree")
@@ -277,7 +277,7 @@ def test_recipes_stack_by_cherry_pick_like_the_loop(tree, recipes, tmp_path):
 
 
 def test_op_profile_hook_applies_and_compiles_on_the_stacked_tree(stacked, tmp_path):
-    from jobs.contract.recipes import load_recipe
+    from jobs.research.recipes import load_recipe
     if CXX is None:
         pytest.skip("no C++ compiler")
     hook = load_recipe(Path(__file__).resolve().parents[2] / "kernels" / "llama" / "op-profile.yml")

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from fa_harness import require_x86
-from jobs.contract.recipes import load_recipe, planned_edits
+from jobs.research.recipes import load_recipe, planned_edits
 from loaders import load_llama
 
 llama_tree = load_llama("llama_tree")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from jobs.contract import diffs
 from jobs.contract.model import Hypothesis
-from jobs.contract.recipes import matches_any
+from jobs.research.recipes import matches_any
 from jobs.guard import gitops, safefs
 from jobs.research.callgrind import CallProfile
 from jobs.agent.transforms.rewrite import HEADERS, Transform, plan

@@ -1,7 +1,7 @@
 from pathlib import Path
 
 from jobs.contract.config import parse_config
-from jobs.contract.recipes import detect, load_recipe_set
+from jobs.research.recipes import detect, load_recipe_set
 from jobs.research.offline import research
 from jobs.research.passes import scan_source
 from conftest import ROOT, make_repo
@@ -54,7 +54,7 @@ def test_research_on_demo_target_ranks_fusions_above_the_decoy():
 
 def test_recipe_reports_already_present_after_applying(tmp_path):
     import shutil
-    from jobs.contract.recipes import planned_edits
+    from jobs.research.recipes import planned_edits
     tree = tmp_path / "t"
     shutil.copytree(ROOT / "examples" / "tinyllm", tree)
     recipe = next(r for r in load_recipe_set("tinyllm") if r.id == "fuse-softmax")
@@ -76,7 +76,7 @@ def test_run_arches_and_a_recipe_for_another_machine():
     """What a run's experiments build for, from its platforms, and the reason research gives for
     leaving out a recipe none of them compiles (no reason when one does, or when unknown)."""
     import pytest
-    from jobs.contract.recipes import Recipe
+    from jobs.research.recipes import Recipe
     from jobs.research.offline import other_arch, run_arches
     base = "build: 'true'\nbenchmark: 'true'\nchecks: 'true'\nmetrics: [{name: t, primary: true}]\neditable: ['**']\n"
     def arches(platforms, local):

@@ -18,7 +18,7 @@ from cheats import cache_in_tmp, fork_work, skip_layers
 from conftest import git
 from jobs.cli import demo_target
 from jobs.run.pipeline import Run, RunOptions
-from jobs.contract.recipes import load_recipe_set, planned_edits
+from jobs.research.recipes import load_recipe_set, planned_edits
 from synthetic import patch_for
 
 pytestmark = [pytest.mark.measures, pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="needs bubblewrap (make test installs it)")]
