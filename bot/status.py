@@ -1,4 +1,4 @@
-"""Comment and pull-request text. Pure: plain data in, Markdown out.
+"""Comment and pull-request text. Pure: plain and typed data (records) in, Markdown out.
 
 The status comment of a run is found again by a hidden marker (`<!-- autoresearch:status RUN -->`)
 among the bot's own comments (`bot.github`: by author, never by marker alone) and edited in place,
@@ -12,11 +12,11 @@ link, image or HTML of theirs is live.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 from jobs.guard import mdsafe
 from jobs.contract import results
+from jobs.contract.runsummary import ExperimentRecord
 from jobs.guard.mdsafe import Markdown, code, document, join, md, prose
 
 from .commands import help_text
@@ -155,14 +155,14 @@ def config_error_reply(source: str, problems: list[tuple[str, str]]) -> Markdown
     return document(lines + [md("")])
 
 
-def best_line(records: Iterable[Mapping[str, Any]], primary: str) -> Markdown:
-    """The best kept experiment on the primary metric so far, from ledger records."""
+def best_line(records: Iterable[ExperimentRecord], primary: str) -> Markdown:
+    """The best kept experiment on the primary metric so far, from the ledger's records."""
     best = results.best_kept(records, primary)
     if best is None:
         return md("")
     rec, m = best
-    return md("{} {:+.1f}% {} on {} (p={:.3g})", code(rec["name"], 120, in_table=True), m["delta_pct"], primary,
-              rec.get("platform", "?"), m["p_value"])
+    return md("{} {:+.1f}% {} on {} (p={:.3g})", code(rec.name, 120, in_table=True), m.delta_pct, primary,
+              rec.platform or "?", m.p_value)
 
 
 def pr_title(issue_number: int, target: str) -> str:

@@ -21,8 +21,9 @@ A run:
 - What a dead run leaves behind: `clean_worktrees(layout)` removes its worktrees, `drop_branches`
   its refs. Its branches: `run_branch`, `is_run_made`, `Published` (`jobs.contract.branches`).
 - Reading runs back (`jobs.run.runfiles`): `RunFiles`, `list_runs`, `read_run`, `read_records`,
-  `finished_experiments`, `spent_usd`; writing a small file whole: `write_atomic`
-  (`jobs.contract.ledger`).
+  `finished_experiments`, `spent_usd`, typed: a run's state.json is a `RunState`
+  (`jobs.contract.runstate`), its ledger's lines `ExperimentRecord`s; writing a small file whole:
+  `write_atomic` (`jobs.contract.ledger`).
 
 The config and the errors:
 - `TargetConfig`, `Overrides`, `parse_config`, `CONFIG_PATH`, `ConfigError` (`jobs.contract.config`).
@@ -54,6 +55,7 @@ from jobs.contract.layout import PREPARED, RunLayout
 from jobs.contract.ledger import write_atomic
 from jobs.contract.model import ExperimentRecord
 from jobs.contract.results import verdict_line
+from jobs.contract.runstate import RunState
 from jobs.contract.runsummary import RunStopped, RunSummary
 from jobs.executors.registry import DEFAULT as DEFAULT_EXECUTOR
 from jobs.executors.registry import EXECUTORS, executor_kind, executor_names
@@ -75,7 +77,8 @@ __all__ = [
     "PlanError", "CANDIDATES_DIR", "RunLayout", "PREPARED",
     "start", "RunSummary", "RunStopped", "ExperimentRecord", "verdict_line", "events", "Event",
     "clean_worktrees", "drop_branches", "run_branch", "is_run_made", "Published",
-    "RunFiles", "list_runs", "read_run", "read_records", "finished_experiments", "spent_usd", "write_atomic",
+    "RunFiles", "RunState", "list_runs", "read_run", "read_records", "finished_experiments", "spent_usd",
+    "write_atomic",
     # the config and the errors
     "TargetConfig", "Overrides", "parse_config", "CONFIG_PATH", "ConfigError",
     "RunError", "OverrideError", "Terminated", "cancellation",

@@ -93,7 +93,7 @@ BOT_CORE_MAY_IMPORT = {   # for the bot's pure modules only: jobs.api is not pur
     # read the plain data they need where it lives.
     "jobs.contract.config",       # `Overrides`: what a command asks (bot.commands, bot.record); in DATA_MODULES
     "jobs.contract.results",      # pure readers of a record (bot.status, bot.dashboard.view)
-    "jobs.contract.runsummary",   # the summary's type (bot.dashboard.view)
+    "jobs.contract.runsummary",   # the summary's type and its records' (bot.dashboard.view, bot.status)
 }
 
 

@@ -1,18 +1,32 @@
-"""What the dashboard shows of a run, and its chart's geometry. Pure: plain data in, plain data out.
+"""What the dashboard shows of a run, and its chart's geometry. Pure: typed data in, plain data out.
 
-`run_view` takes a run folder's contents (as `jobs.api.read_run` returns them) and, in the App,
-the run's record; it keeps only the fields the page renders: no logs, no paths, no environment.
+`run_view` takes a run folder's contents (as `jobs.api.read_run` returns them: the state a
+`RunState`, the ledger's records `ExperimentRecord`s) and, in the App, the run's record; it keeps
+only the fields the page renders: no logs, no paths, no environment.
 """
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Protocol
 
 from jobs.contract.results import FINAL_PHASES
-from jobs.contract.runsummary import ExperimentRecord, RunSummary, platform_calibrations
+from jobs.contract.runsummary import ExperimentRecord, Hypothesis, MetricCalibration, RunSummary
 
 from ..approval import FINAL
 from ..record import RunRecord
+
+
+class RunProgress(Protocol):
+    """What the page reads of a run's state.json. `jobs.contract.runstate.RunState` is one; it is not
+    imported here, since that module writes the file and this one stays pure."""
+    phase: str | None
+    platforms: list[str]
+    calibration: dict[str, dict[str, MetricCalibration]]     # platform -> metric -> its A/A calibration
+    hypotheses: list[Hypothesis] | None                      # None: research has not finished
+    cost_usd: float
+    base_commit: str
+    branch: str
+    agent: str
 
 
 def _num(value: Any) -> float | None:
@@ -31,45 +45,45 @@ def _cell(rec: ExperimentRecord | None, primary: str | None) -> dict:
             "cost_usd": _num(rec.cost_usd)}
 
 
-def run_view(repo: str, run_id: str, state: dict, records: list[dict], summary: RunSummary | None = None,
-             record: RunRecord | None = None, parallel: int = 1, primary: str | None = None) -> dict:
+def run_view(repo: str, run_id: str, state: RunProgress, records: list[ExperimentRecord],
+             summary: RunSummary | None = None, record: RunRecord | None = None, parallel: int = 1,
+             primary: str | None = None) -> dict:
     """Everything the page shows, as plain data (and nothing else: no logs, no paths)."""
-    platforms = list(state.get("platforms") or (summary.platforms if summary else None) or ["local"])
-    calibration = platform_calibrations(state.get("calibration"))     # platform -> metric -> MetricCalibration
+    platforms = list(state.platforms or (summary.platforms if summary else None) or ["local"])
+    calibration = state.calibration
     primary = (summary.primary if summary else None) or primary or next(
         (name for cal in calibration.values() for name in cal), None)
-    typed = [ExperimentRecord.from_summary(r) for r in records]    # ledger lines, as summary.json holds them
-    exps = [r for r in typed if r.kind == "experiment"]
+    exps = [r for r in records if r.kind == "experiment"]
     by_key = {(r.name, r.platform): r for r in exps}
-    hypotheses = [h for h in state.get("hypotheses") or [] if isinstance(h, dict) and "id" in h]
-    names = [h["id"] for h in hypotheses]
-    titles = {h["id"]: h.get("title", "") for h in hypotheses}
+    hypotheses = [h for h in state.hypotheses or [] if h.id]     # one without an id has no row to fill
+    names = [h.id for h in hypotheses]
+    titles = {h.id: h.title for h in hypotheses}
     names += [r.name for r in exps if r.name not in names]
     experiments = [{"name": n, "title": titles.get(n, ""),
                     "cells": {p: _cell(by_key.get((n, p)), primary) for p in platforms}} for n in names]
     for e in experiments:
         e["done"] = "pending" not in {c["status"] for c in e["cells"].values()}
-    stacks = {r.platform: _cell(r, primary) for r in typed if r.kind == "stack"}
+    stacks = {r.platform: _cell(r, primary) for r in records if r.kind == "stack"}
     waves = []
     for i in range(0, len(experiments), max(1, parallel)):
         chunk = experiments[i:i + max(1, parallel)]
         waves.append({"n": len(waves) + 1, "experiments": [e["name"] for e in chunk],
                       "status": "done" if all(e["done"] for e in chunk) else "pending"})
-    phase = state.get("phase") or "—"
+    phase = state.phase or "—"
     for w in waves:                     # the first unfinished wave is the one running
         if w["status"] == "pending":
             if phase == "experiments":
                 w["status"] = "running"
             break
     run_state = (record.state if record else "") or ("done" if phase == "done" else phase)
-    cost = _num(state.get("cost_usd")) or 0.0
+    cost = _num(state.cost_usd) or 0.0
     cal = {p: {"floor_pct": _num(c[primary].floor_pct if primary in c else None),
                "repeats": c[primary].repeats if primary in c else None} for p, c in calibration.items()}
     return {
         "repo": repo, "run_id": run_id, "phase": phase, "state": run_state,
         "final": phase in FINAL_PHASES or run_state in FINAL,
-        "base_commit": str(state.get("base_commit", ""))[:12], "branch": state.get("branch", ""),
-        "agent": state.get("agent", ""), "platforms": platforms, "primary": primary or "",
+        "base_commit": str(state.base_commit)[:12], "branch": state.branch,
+        "agent": state.agent, "platforms": platforms, "primary": primary or "",
         "cost_usd": round(cost, 2), "calibration": cal, "experiments": experiments, "stacks": stacks,
         "waves": waves, "parallel": parallel,
         "done": sum(1 for e in experiments if e["done"]), "total": len(experiments),

@@ -1,14 +1,17 @@
-"""Reading results back from their plain form (a ledger line as `jobs.api.read_run` returns it), and a
-summary's verdict in one line. Pure: mappings (or a `RunSummary`) in, plain values out.
+"""The best kept result among a run's records, and a summary's verdict in one line. Pure: typed
+records (or a `RunSummary`) in, plain values out; and `metric`, a ledger line's result read from its
+plain form (`jobs.agent.prompts` hands the agent the lines as they are).
 
 The status comment, the Action's outputs, the dashboard and the CLI's tables all ask the same
-question of a record: "what did it measure on this metric?". It is answered here, once.
+question of a record: "what did it measure on this metric?". A typed record answers it
+(`ExperimentRecord.metric`); a plain line, `metric` here.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from jobs.contract.model import ExperimentRecord, MetricResult
 from jobs.contract.runsummary import RunStopped, RunSummary
 
 # The pipeline's phases (state.json) in which a run is over. (The bot's run states are bot.approval's.)
@@ -16,7 +19,7 @@ FINAL_PHASES = frozenset({"done", "cancelled", "failed"})
 
 
 def metric(record: Mapping[str, Any] | None, name: str | None) -> dict[str, Any] | None:
-    """The record's result on metric `name` (delta_pct, p_value, ci_*, means ...), or None."""
+    """The ledger line's result on metric `name` (delta_pct, p_value, ci_*, means ...), or None."""
     if not record or not name:
         return None
     for m in record.get("metrics") or []:
@@ -25,18 +28,14 @@ def metric(record: Mapping[str, Any] | None, name: str | None) -> dict[str, Any]
     return None
 
 
-def experiments(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The experiment records (not calibration, not stack); older lines have no `kind`."""
-    return [r for r in records if r.get("kind", "experiment") == "experiment"]
-
-
-def best_kept(records: Iterable[Mapping[str, Any]], primary: str) -> tuple[Mapping[str, Any], dict[str, Any]] | None:
-    """The kept experiment with the largest change of the primary metric, with that result."""
+def best_kept(records: Iterable[ExperimentRecord], primary: str) -> tuple[ExperimentRecord, MetricResult] | None:
+    """The kept experiment with the largest change of the primary metric, with that result (one
+    whose change was not measured, None, is passed over; the first of equal changes wins)."""
     best = None
-    for rec in experiments(records):
-        m = metric(rec, primary)
-        if rec.get("status") == "keep" and m and m.get("delta_pct") is not None and \
-                (best is None or abs(m["delta_pct"]) > abs(best[1]["delta_pct"])):
+    for rec in records:
+        m = rec.metric(primary)
+        if rec.kind == "experiment" and rec.status == "keep" and m and m.delta_pct is not None and \
+                (best is None or abs(m.delta_pct) > abs(best[1].delta_pct)):
             best = (rec, m)
     return best
 

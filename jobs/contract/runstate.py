@@ -9,8 +9,9 @@ file earlier versions wrote, so a run resumes across versions: a key is written 
 loaded or saved (a field's default stands in for a key not there yet), and keys this version does
 not know (an older or newer file's) are kept and written back unchanged. `save` is the one writer.
 `calibration` and `simulate` hold the types of `jobs.contract.calibrated`, `hypotheses` the
-`Hypothesis`es of `jobs.contract.model`, `machines` the `MachineFacts` of `jobs.contract.machinefacts`
-and `noise` the `NoiseTrack`s of `jobs.contract.noisetrack` (written in their JSON form; a JSON form
+`Hypothesis`es of `jobs.contract.model`, `machines` the `MachineFacts` of `jobs.contract.machinefacts`,
+`noise` the `NoiseTrack`s of `jobs.contract.noisetrack` and `profile` the `OpProfile` of
+`jobs.contract.opprofile` (written in their JSON form; a JSON form
 given to the constructor or `save` is read into them). A hypothesis read from the file is written
 back as the very object it was read from while it is unchanged (`Hypothesis.to_dict` writes every
 field of this version, in its order; an older file's object may have fewer, or keys this version
@@ -32,6 +33,7 @@ from jobs.contract.jsonform import per_key, per_key_json
 from jobs.contract.machinefacts import MachineFacts
 from jobs.contract.model import ExperimentRecord, Hypothesis
 from jobs.contract.noisetrack import NoiseTrack
+from jobs.contract.opprofile import OpProfile, op_profile, op_profile_json
 
 Json = dict[str, Any]
 
@@ -59,8 +61,8 @@ class RunState:
     llm: Json = field(default_factory=dict)
     # -- research (jobs.run.research_phase) --------------------------------------------------------------
     hypotheses: list[Hypothesis] | None = None     # None: research has not finished
-    profile: Json | None = None
-    callgrind: Json | None = None
+    profile: OpProfile | None = None               # the op profile (research.profile); None: not measured
+    callgrind: Json | None = None                  # written for the record, read by no later step
     profile_missing: str = ""
     # -- calibration (jobs.run.calibrating), per platform ------------------------------------------------
     calibration: dict[str, dict[str, MetricCalibration]] = field(default_factory=dict)   # platform -> metric -> A/A
@@ -140,6 +142,8 @@ class RunState:
             return platform_calibrations(value)
         if key == "simulate":
             return simulated_calibrations(value)
+        if key == "profile":
+            return op_profile(value)
         if key in _PER_PLATFORM:
             return per_key(_PER_PLATFORM[key], value)
         if key == "hypotheses" and value is not None:
@@ -159,6 +163,8 @@ class RunState:
             return platform_calibrations_json(value)
         if key == "simulate":
             return simulated_calibrations_json(value)
+        if key == "profile":
+            return op_profile_json(value)
         if key in _PER_PLATFORM:
             return per_key_json(value)
         if key == "hypotheses" and value is not None:
@@ -167,5 +173,5 @@ class RunState:
 
 
 KEYS = frozenset(f.name for f in fields(RunState)) - {"out", "extra", "present", "lock", "hypotheses_read"}
-_TYPED = ("calibration", "simulate", "hypotheses", "machines", "noise")
+_TYPED = ("calibration", "simulate", "hypotheses", "machines", "noise", "profile")
 _PER_PLATFORM = {"machines": MachineFacts, "noise": NoiseTrack}

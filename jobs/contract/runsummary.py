@@ -8,9 +8,10 @@ so the dashboard, the Action and older summaries read the same file; `from_json`
 a record given as its JSON object is read with `ExperimentRecord.from_summary`. Likewise `calibration`
 and `simulate` hold the types of `jobs.contract.calibrated`, `machines` the `MachineFacts` of
 `jobs.contract.machinefacts` (their load summed up), `noise` the `NoiseSeen` of
-`jobs.contract.noisetrack` and `hypotheses` the `Hypothesis`es of `jobs.contract.model` (their public
+`jobs.contract.noisetrack`, `profile` the `OpProfile` of `jobs.contract.opprofile` and `hypotheses` the `Hypothesis`es of `jobs.contract.model` (their public
 form: a bot run's candidate patch named where the repository keeps it; written with `to_dict()`),
-each read from and written as its JSON form.
+each read from and written as its JSON form; `commits` holds `BranchCommit`s, written back as they
+were read (`jobs.contract.jsonform`).
 `RunStopped` is what a run with nothing to try ends with instead (no summary.json is written);
 `CalibrationOnly` and `ResearchOnly` what a run asked for that one step returns.
 """
@@ -22,14 +23,28 @@ from typing import Any
 from jobs.contract.calibrated import (MetricCalibration, SimulatedCalibration, platform_calibrations,
                                       platform_calibrations_json, simulated_calibrations,
                                       simulated_calibrations_json)
-from jobs.contract.jsonform import per_key, per_key_json
+from jobs.contract.jsonform import JsonRecord, per_key, per_key_json
 from jobs.contract.machinefacts import MachineFacts
 from jobs.contract.model import ExperimentRecord, Hypothesis
 from jobs.contract.noisetrack import NoiseSeen
+from jobs.contract.opprofile import OpProfile, op_profile, op_profile_json
 
 Json = dict[str, Any]
 _OPTIONAL = ("commits", "diffstat")       # present only when the run left a confirmed branch
 _IF_ANY = ("stack_kept_off",)            # present only when not empty (a run without them writes what it always did)
+
+
+@dataclass(frozen=True)
+class BranchCommit(JsonRecord):
+    """One commit of the confirmed branch, oldest first (`jobs.report.review_facts.commit_facts`): the
+    hypothesis it carries, its sha and subject, its `git diff --stat` and the files it changes."""
+    hypothesis: str = ""
+    commit: str = ""
+    subject: str = ""
+    stat: str = ""
+    files: list[str] = field(default_factory=list)
+    extra: Json = field(default_factory=dict, repr=False)          # bookkeeping (jobs.contract.jsonform)
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -48,7 +63,7 @@ class RunSummary:
     primary: str
     calibration: dict[str, dict[str, MetricCalibration]]    # platform -> metric -> its A/A calibration
     experiments: list[ExperimentRecord]           # the experiments' records (with failure output)
-    commits: list[Json] | None = None             # the confirmed branch's commits (jobs.report.review_facts)
+    commits: list[BranchCommit] | None = None     # the confirmed branch's commits (jobs.report.review_facts)
     diffstat: str | None = None
     hypotheses: dict[str, Hypothesis] = field(default_factory=dict)    # of the branch's commits, by id
     stack_applied: list[str] = field(default_factory=list)
@@ -59,7 +74,7 @@ class RunSummary:
     unsandboxed_by: str = ""
     profile_missing: str = ""
     noise: dict[str, NoiseSeen] = field(default_factory=dict)     # platform -> the noise as the run went
-    profile: Json | None = None
+    profile: OpProfile | None = None              # the op profile of the base commit (research.profile)
     simulate: dict[str, SimulatedCalibration] | None = None  # platform -> the simulated yardstick's A/A
     error_control: Json = field(default_factory=dict)
     stacks: dict[str, ExperimentRecord] = field(default_factory=dict)   # platform -> the stack's record
@@ -84,12 +99,15 @@ class RunSummary:
                 or not isinstance(self.stacks, dict):
             raise TypeError("experiments and attribution are lists of records, stacks a mapping of them")
         self.experiments = [_record(r) for r in self.experiments]
+        if self.commits is not None:
+            self.commits = [c if isinstance(c, BranchCommit) else BranchCommit.from_json(c) for c in self.commits]
         self.attribution = [_record(r) for r in self.attribution]
         self.stacks = {p: _record(r) for p, r in self.stacks.items()}
         self.calibration = platform_calibrations(self.calibration)
         self.simulate = simulated_calibrations(self.simulate)
         self.machines = per_key(MachineFacts, self.machines)
         self.noise = per_key(NoiseSeen, self.noise)
+        self.profile = op_profile(self.profile)
         self.hypotheses = {k: h if isinstance(h, Hypothesis) else Hypothesis.from_json(h)
                            for k, h in (self.hypotheses or {}).items()}
 
@@ -136,8 +154,12 @@ def _plain(name: str, value: Any) -> Any:
         return simulated_calibrations_json(value)
     if name in ("machines", "noise"):
         return per_key_json(value)
+    if name == "commits" and value is not None:
+        return [c.to_json() for c in value]
     if name == "hypotheses":
         return {k: h.to_dict() for k, h in value.items()}
+    if name == "profile":
+        return op_profile_json(value)
     return value
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from jobs.guard.mdsafe import Markdown, code, details, document, join, md, spans
 from jobs.contract.model import ExperimentRecord, Hypothesis, MetricResult
+from jobs.contract.opprofile import OpProfile
 from jobs.measure.machine import one_line
 from jobs.report.report_review import HEAD_PATCH, commits_section, failures_section, fenced, interval, noise_section, paired_table, rule_sentence, untrusted, untrusted_code
 from jobs.guard import mdsafe
@@ -69,19 +70,19 @@ def amdahl_lines(h: Hypothesis) -> list[Markdown]:
         md("{}: {}", e.where[len(PROFILE_EVIDENCE):], spans(e.note, at_start=False)) for e in rows]))]
 
 
-def profile_section(profile: dict[str, Any] | None, top: int = 8) -> list[Markdown]:
-    """pr.md's view of the op profile (jobs.research.profile.Profile.to_dict()): where each
-    workload's time went, so a reader can set each kept change against its Amdahl bound."""
-    if not profile or not profile.get("workloads"):
+def profile_section(profile: OpProfile | None, top: int = 8) -> list[Markdown]:
+    """pr.md's view of the op profile: where each workload's time went, so a reader can set each
+    kept change against its Amdahl bound."""
+    if not profile or not profile.workloads:
         return []
     out = [md("## Where the time goes (op profile of the base commit)"), md("")]
-    if profile.get("command"):
-        out += [md("One process of {}{}; share of graph-evaluation time per op:", untrusted_code(profile["command"]),
-                   md(" on {}", profile["cpu"]) if profile.get("cpu") else md("")), md("")]
-    for w in profile["workloads"]:
-        ops = join(", ", [md("{} {:.1f}%", op, 100 * share) for op, share in list(w["by_op"].items())[:top]])
-        out.append(md("- **{}** ({} of {}, {:.1f} ms, {}): {}", w["name"], _plural(w["graphs"], "graph"),
-                      _plural(w["tokens"], "token"), w["total_ms"], _plural(w["threads"], "thread"), ops))
+    if profile.command:
+        out += [md("One process of {}{}; share of graph-evaluation time per op:", untrusted_code(profile.command),
+                   md(" on {}", profile.cpu) if profile.cpu else md("")), md("")]
+    for w in profile.workloads:
+        ops = join(", ", [md("{} {:.1f}%", op, 100 * share) for op, share in list(w.by_op.items())[:top]])
+        out.append(md("- **{}** ({} of {}, {:.1f} ms, {}): {}", w.name, _plural(w.graphs, "graph"),
+                      _plural(w.tokens, "token"), w.total_ms, _plural(w.threads, "thread"), ops))
     out.append(md(""))
     return out
 

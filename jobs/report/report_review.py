@@ -150,14 +150,14 @@ def commits_section(summary: RunSummary) -> list[Markdown]:
     alone = {e.hypothesis: e for e in summary.experiments if e.status == "keep"}
     out = [md("## What each commit changes"), md("")]
     for i, c in enumerate(commits, start=1):
-        name = c.get("hypothesis", "")
-        out.append(md("{}. **{}** {}: {}", i, untrusted(name), code(c["commit"][:12]),
+        name = c.hypothesis
+        out.append(md("{}. **{}** {}: {}", i, untrusted(name), code(c.commit[:12]),
                       hypothesis_line(hyps.get(name), alone.get(name), summary.primary)))
-        if suspect := yardstick_like(c.get("files") or []):
+        if suspect := yardstick_like(c.files or []):
             out += [md(""), md("   **Look at this one:** it edits paths named like benchmark or test code ({}); check "
                                "that it changes the code measured, not the measurement or the checks.",
                                join(", ", [untrusted_code(f) for f in suspect]))]
-        block = fenced(c.get("stat", "").rstrip("\n") or "(no file changes)")
+        block = fenced(c.stat.rstrip("\n") or "(no file changes)")
         out += [md(""), *[indent(chunk, "   ") for chunk in block], md("")]
     total = summary.diffstat
     if total:

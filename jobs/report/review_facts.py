@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from jobs.contract.model import ExperimentRecord
+from jobs.contract.runsummary import BranchCommit
 from jobs.guard import gitops
 from jobs.report.report_review import FAILED_STEPS, failure_excerpt
 
 STAT_WIDTH = "--stat=100"
 
 
-def commit_facts(repo: Path, base: str, head: str, names: list[str]) -> list[dict[str, Any]]:
+def commit_facts(repo: Path, base: str, head: str, names: list[str]) -> list[BranchCommit]:
     """One entry per commit of base..head, oldest first: its hypothesis (the stack's cherry-picks
     are in the order of `names`), subject and diffstat."""
     commits = gitops.git(repo, "rev-list", "--reverse", f"{base}..{head}").split()
@@ -22,9 +22,9 @@ def commit_facts(repo: Path, base: str, head: str, names: list[str]) -> list[dic
     for i, commit in enumerate(commits):
         subject = gitops.git(repo, "log", "-1", "--format=%s", commit)
         name = names[i] if len(commits) == len(names) else subject.split(":", 1)[0]
-        out.append({"hypothesis": name, "commit": commit, "subject": subject,
-                    "stat": _stat(repo, f"{commit}^", commit),
-                    "files": gitops.git(repo, "diff", "--name-only", f"{commit}^", commit).splitlines()})
+        out.append(BranchCommit(hypothesis=name, commit=commit, subject=subject,
+                                stat=_stat(repo, f"{commit}^", commit),
+                                files=gitops.git(repo, "diff", "--name-only", f"{commit}^", commit).splitlines()))
     return out
 
 

@@ -110,8 +110,8 @@ class Reporting:
             facts["commits"] = commit_facts(self.repo, base, head, self.state.stack_survivors or [])
             facts["diffstat"] = branch_diffstat(self.repo, base, head) if len(facts["commits"]) > 1 else ""
         hyps = {h.id: h for h in self.state.hypotheses or []}
-        facts["hypotheses"] = {c["hypothesis"]: self._public(hyps[c["hypothesis"]]) for c in facts.get("commits", [])
-                               if c["hypothesis"] in hyps}
+        facts["hypotheses"] = {c.hypothesis: self._public(hyps[c.hypothesis]) for c in facts.get("commits", [])
+                               if c.hypothesis in hyps}
         return facts
 
     def _public(self, hypothesis: Hypothesis) -> Hypothesis:

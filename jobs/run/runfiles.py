@@ -1,8 +1,11 @@
-"""Reading runs back: the run folders' contents as plain data (`RunFiles`), so readers such as the
-dashboard and the bot's progress never need to know the layout (`jobs.contract.layout`).
+"""Reading runs back: the run folders' contents, typed (`RunFiles`), so readers such as the
+dashboard and the bot's progress never need to know the layout (`jobs.contract.layout`) nor the
+files' keys.
 
 - `list_runs(workdir)`: every run folder the pipeline has started, newest first.
-- `read_run(workdir, run_id, repo)`: one run's state, records, summary, primary metric.
+- `read_run(workdir, run_id, repo)`: one run's state (a `RunState`), records (`ExperimentRecord`s),
+  summary, primary metric.
+- `read_records(out)`: the ledger's records, as readers show them (see there).
 """
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ from typing import Any
 from jobs.contract import ledger
 from jobs.contract.config import ConfigError, TargetConfig, load_config
 from jobs.contract.layout import RunLayout
+from jobs.contract.model import ExperimentRecord
+from jobs.contract.runstate import RunState
 from jobs.contract.runsummary import RunSummary
 
 
@@ -33,17 +38,36 @@ def read_summary(out: Path) -> RunSummary | None:
         return None
 
 
-def read_records(out: Path) -> list[dict[str, Any]]:
-    """The ledger's records; an unreadable ledger reads as empty (readers show what they can)."""
+def read_records(out: Path) -> list[ExperimentRecord]:
+    """The ledger's records, typed; an unreadable ledger reads as empty (readers show what they can).
+    Each is read as summary.json's records are (`ExperimentRecord.from_summary`): a metric's null
+    stays None, "not measured", where the pipeline resuming from the ledger (`from_dict`) reads it
+    as the non-finite value strict JSON could not hold."""
     try:
-        return ledger.read(out)
+        lines = ledger.read(out)
     except ledger.LedgerError:
         return []
+    records = []
+    for line in lines:
+        try:
+            records.append(ExperimentRecord.from_summary(line))
+        except (TypeError, ValueError, KeyError, AttributeError):    # not a record (a hand edit): left out
+            continue
+    return records
+
+
+def read_state(out: Path) -> RunState:
+    """The run's state.json, typed; one not there yet, unreadable, or with a field of the wrong shape
+    reads as a state not begun (each field its default): a reader shows what it can, never fails."""
+    data = read_json(Path(out) / ledger.STATE)
+    try:
+        return RunState.from_json(Path(out), data if isinstance(data, dict) else {})
+    except (TypeError, ValueError, KeyError, AttributeError):         # a field of the wrong shape
+        return RunState(Path(out))
 
 
 def spent_usd(out: Path) -> float:
-    state = read_json(Path(out) / ledger.STATE) or {}
-    return float(state.get("cost_usd") or 0.0)
+    return float(read_state(out).cost_usd or 0.0)
 
 
 def finished_experiments(out: Path) -> int:
@@ -52,11 +76,11 @@ def finished_experiments(out: Path) -> int:
 
 @dataclass(frozen=True)
 class RunFiles:
-    """A run folder's contents, as plain data."""
+    """A run folder's contents, typed."""
     repo: str                         # owner/name
     run_id: str
-    state: dict[str, Any]
-    records: list[dict[str, Any]]
+    state: RunState                   # state.json (read only here: nothing reading a RunFiles saves it)
+    records: list[ExperimentRecord]   # the ledger's, as `read_records` reads them
     summary: RunSummary | None        # None until the run is done (or when summary.json cannot be read)
     primary: str | None               # the run's primary metric, when its config can still be read
     parallel: int                     # experiments per wave: 1 here, up to max_vms on cloud machines
@@ -89,9 +113,9 @@ def read_run(workdir: Path, run_id: str, repo: str | None = None) -> RunFiles | 
     for layout in list_runs(workdir):
         if layout.run_id != run_id or (repo and layout.full_name != repo):
             continue
-        state = read_json(layout.out / ledger.STATE) or {}
+        state = read_state(layout.out)
         config = run_config(layout)
-        platforms = list(state.get("platforms") or [])
+        platforms = list(state.platforms or [])
         cloud = bool(platforms) and platforms != ["local"] and config is not None
         return RunFiles(layout.full_name, run_id, state, read_records(layout.out),
                         read_summary(layout.out), config.primary.name if config else None,

@@ -9,6 +9,7 @@ import pytest
 
 from bot import status
 from bot.approval import Approval
+from jobs.contract.model import ExperimentRecord
 from recordfixtures import record
 from test_github_face import live
 from mdattacks import ATTACKS
@@ -19,7 +20,7 @@ BEST = [{"name": None, "platform": None, "status": "keep", "metrics": [
 
 @pytest.mark.parametrize("evil", ATTACKS)
 def test_status_plan_and_replies_keep_untrusted_text_inert(evil):
-    best = status.best_line([{**BEST[0], "name": evil, "platform": evil}], "score")
+    best = status.best_line([ExperimentRecord.from_summary({**BEST[0], "name": evil, "platform": evil})], "score")
     rec = record(plan_text=f"1 experiment(s) on {evil}", candidates=[f"{evil}.patch", "ok.patch"], message=evil,
                  best=best, requester="alice", approval=Approval("alice", "d" * 16, "b" * 40),
                  pr_url="https://github.com/octo/synth/pull/100", state="awaiting_approval")

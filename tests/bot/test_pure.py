@@ -10,6 +10,7 @@ from bot.commands import Command, Invalid, parse_comment
 from bot.routing import CommentCommand, Ignored, route
 from bot.status import best_line, pr_body, status_body, status_marker
 from jobs.contract.config import Overrides
+from jobs.contract.model import ExperimentRecord
 from jobs.guard.mdsafe import md
 from recordfixtures import record
 
@@ -182,14 +183,25 @@ def test_status_body_has_marker_and_fields():
 
 
 def test_best_line_and_pr_body():
-    recs = [{"kind": "experiment", "status": "keep", "name": "a", "platform": "x86",
-             "metrics": [{"name": "score", "delta_pct": 3.0, "p_value": 0.01}]},
-            {"kind": "experiment", "status": "keep", "name": "b", "platform": "x86",
-             "metrics": [{"name": "score", "delta_pct": 9.0, "p_value": 0.001}]},
-            {"kind": "experiment", "status": "discard", "name": "c", "platform": "x86",
-             "metrics": [{"name": "score", "delta_pct": 20.0, "p_value": 0.5}]}]
-    assert best_line(recs, "score").startswith("`b` +9.0% score")
+    lines = [{"kind": "experiment", "status": "keep", "name": "a", "platform": "x86",
+              "metrics": [{"name": "score", "delta_pct": 3.0, "p_value": 0.01}]},
+             {"kind": "experiment", "status": "keep", "name": "b", "platform": "x86",
+              "metrics": [{"name": "score", "delta_pct": 9.0, "p_value": 0.001}]},
+             {"kind": "experiment", "status": "discard", "name": "c", "platform": "x86",
+              "metrics": [{"name": "score", "delta_pct": 20.0, "p_value": 0.5}]}]
+    recs = [ExperimentRecord.from_summary(line) for line in lines]      # as jobs.api.read_records reads them
+    assert best_line(recs, "score") == "`b` +9.0% score on x86 (p=0.001)"
     assert best_line([], "score") == ""
+    # Passed over: a stack (not an experiment), a change not measured (null), another metric.
+    others = [{"kind": "stack", "status": "keep", "name": "stack", "platform": "x86",
+               "metrics": [{"name": "score", "delta_pct": 50.0, "p_value": 0.001}]},
+              {"status": "keep", "name": "d", "platform": "arm", "metrics": [{"name": "score", "delta_pct": None}]},
+              {"status": "keep", "name": "e", "metrics": [{"name": "other", "delta_pct": 80.0, "p_value": 0.01}]},
+              {"status": "keep", "name": "f", "metrics": [{"name": "score", "delta_pct": -9.5, "p_value": 0.02}]}]
+    recs += [ExperimentRecord.from_summary(line) for line in others]
+    assert best_line(recs, "score") == "`f` -9.5% score on ? (p=0.02)"      # no platform on record: ?
+    with pytest.raises(AttributeError):         # records, not their JSON lines
+        best_line(lines, "score")
     body = pr_body(md("# report"), 7, "offline", True)
     assert "AI-generated" in body and body.rstrip().endswith("Closes #7")
     with pytest.raises(TypeError):                 # a report that did not come through jobs.guard.mdsafe

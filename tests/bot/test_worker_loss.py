@@ -166,7 +166,7 @@ def test_a_worker_sigkilled_during_the_experiments_is_replaced_and_the_run_resum
     time.sleep(0.5)
     assert not [pid for pid in tree if alive(pid)]
     before = api.read_records(out)
-    assert [r["name"] for r in before if r.get("kind") == "experiment"] == ["1-faster"]
+    assert [r.name for r in before if r.kind == "experiment"] == ["1-faster"]
     assert "🏃 running" in state_row(bodies[-1][1])              # what the issue showed when the worker died
 
     (gate / "open").touch()                       # the resumed run's build of the second candidate may end
@@ -188,7 +188,7 @@ def test_a_worker_sigkilled_during_the_experiments_is_replaced_and_the_run_resum
     # Each experiment measured exactly once: the one cut short by the kill left no record and was
     # measured again from scratch; the finished one was not measured again.
     records = api.read_records(out)
-    counts = collections.Counter((r.get("kind"), r["name"], r["platform"]) for r in records)
+    counts = collections.Counter((r.kind, r.name, r.platform) for r in records)
     assert counts == {("calibration", "calibration", "local"): 1, ("experiment", "1-faster", "local"): 1,
                       ("experiment", "2-same", "local"): 1, ("stack", "stack", "local"): 1}, counts
     assert records[:len(before)] == before
@@ -233,7 +233,7 @@ def test_a_worker_asked_to_stop_hands_its_run_back_at_the_next_step(bot_env, tmp
     assert store.lease_holder(REPO, rec.run_id) is None             # handed back, not left to lapse
     cur = store.current_run(REPO, 1)
     assert cur.state == "running" and not cur.lost_at                # not ended: it is to be resumed
-    assert [r["name"] for r in api.read_records(out) if r.get("kind") == "experiment"] == ["1-faster"]
+    assert [r.name for r in api.read_records(out) if r.kind == "experiment"] == ["1-faster"]
     assert sweep(bot_env.redis) == [rec.run_id]                      # the very next sweep finds it
     assert Queue(RUNS, connection=bot_env.redis).fetch_job(store.current_run(REPO, 1).jobs[-1]).func_name == \
         "bot.tasks.resume_run"

@@ -68,7 +68,8 @@ def test_run_folders_are_listed_and_read_through_the_layout(tmp_path):
         os.utime(layout.out / ledger.STATE, (mtime, mtime))
     assert [lay.run_id for lay in api.list_runs(tmp_path / "work")][0] == "2-new"
     files = api.read_run(tmp_path / "work", "1-old", "octo/tiny")
-    assert files.state["phase"] == "done" and files.primary == "tg_tps" and files.parallel == 1
+    assert files.state.phase == "done" and files.primary == "tg_tps" and files.parallel == 1
+    assert files.records == [] and files.summary is None
     assert api.read_run(tmp_path / "work", "1-old", "other/repo") is None
     assert api.read_run(tmp_path / "work", "../1-old") is None
 
@@ -82,3 +83,40 @@ def test_a_run_is_read_back_with_the_config_it_was_prepared_with(tmp_path):
     assert api.read_run(tmp_path / "work", layout.run_id).primary == "pp_tps"     # the command's metric=
     layout.prepared.unlink()
     assert api.read_run(tmp_path / "work", layout.run_id).primary == "tg_tps"     # the clone's own file
+
+
+def test_a_run_folder_reads_back_typed_keeping_what_this_version_does_not_know(tmp_path):
+    """state.json is a RunState (a key it lacks takes its field's default, an unknown one is kept, not
+    an error), the ledger's lines ExperimentRecords (a metric's null stays None: not measured)."""
+    from jobs.contract import ledger
+    from jobs.contract.model import ExperimentRecord
+    layout = _layout(tmp_path)
+    layout.out.mkdir(parents=True)
+    ledger.save_state(layout.out, {"run_id": layout.run_id, "cost_usd": 2.5, "hypotheses": [{"id": "a", "title": "t"}],
+                                   "from_a_later_version": [1]})
+    line = {"run_id": layout.run_id, "name": "a", "hypothesis": "a", "platform": "local", "status": "keep",
+            "reason": "", "metrics": [{"name": "tg_tps", "delta_pct": None, "p_value": 0.01}], "log": "x"}
+    (layout.out / ledger.LEDGER).write_text(json.dumps(line) + "\n")
+    files = api.read_run(tmp_path / "work", layout.run_id)
+    assert isinstance(files.state, api.RunState) and files.state.extra == {"from_a_later_version": [1]}
+    assert (files.state.phase, files.state.platforms, files.state.cost_usd) == (None, [], 2.5)
+    assert [(h.id, h.title) for h in files.state.hypotheses] == [("a", "t")]
+    assert files.records == api.read_records(layout.out) == [ExperimentRecord.from_summary(line)]
+    assert files.records[0].metric("tg_tps").delta_pct is None and files.records[0].kind == "experiment"
+    assert api.spent_usd(layout.out) == 2.5 and api.spent_usd(tmp_path / "nowhere") == 0.0
+    (layout.out / ledger.LEDGER).write_text("{not json\n" + json.dumps(line) + "\n")
+    assert api.read_records(layout.out) == []           # an unreadable ledger reads as empty
+
+
+def test_a_hand_edited_run_folder_reads_as_what_can_be_read(tmp_path):
+    """A line of the ledger that is no record is left out (the others are shown); a state.json whose
+    field has the wrong shape reads as a state not begun: the dashboard and the budget never fail on it."""
+    from jobs.contract import ledger
+    layout = _layout(tmp_path)
+    layout.out.mkdir(parents=True)
+    line = {"run_id": layout.run_id, "name": "a", "platform": "local", "status": "keep", "metrics": []}
+    (layout.out / ledger.LEDGER).write_text(json.dumps([1, 2]) + "\n" + json.dumps(line) + "\n")
+    assert [r.name for r in api.read_records(layout.out)] == ["a"]
+    ledger.save_state(layout.out, {"run_id": layout.run_id, "cost_usd": 2.5, "hypotheses": ["not an object"]})
+    files = api.read_run(tmp_path / "work", layout.run_id)
+    assert files.state.hypotheses is None and files.state.cost_usd == 0.0 and [r.name for r in files.records] == ["a"]

@@ -7,7 +7,7 @@ import pytest
 from jobs.contract import ledger
 from jobs.contract.results import verdict_line
 from jobs.contract.model import ExperimentRecord, MetricResult
-from jobs.contract.runsummary import RunStopped, RunSummary
+from jobs.contract.runsummary import BranchCommit, RunStopped, RunSummary
 
 # summary.json's keys in the order the pipeline has always written them (the file's contract).
 KEYS = ["run_id", "target", "repo", "base_commit", "branch", "platform", "platforms", "cpus", "cpu", "machines",
@@ -95,6 +95,20 @@ def test_the_branch_facts_are_left_out_when_no_branch_was_confirmed():
     del data["commits"], data["diffstat"]
     summary = RunSummary.from_json(data)
     assert summary.commits is None and list(summary.to_json()) == [k for k in KEYS if k not in ("commits", "diffstat")]
+
+
+def test_the_branch_commits_are_typed_and_written_back_as_they_were_read():
+    full = {"hypothesis": "c", "commit": "c" * 40, "subject": "c: recipe", "stat": " a.c | 2 +-", "files": ["a.c"]}
+    later = {"files": ["b.c"], "hypothesis": "d", "from_a_later_version": {"x": 1}}     # another order, a key unknown
+    data = _data(commits=[full, later])
+    summary = RunSummary.from_json(data)
+    assert all(isinstance(c, BranchCommit) for c in summary.commits)
+    assert (summary.commits[0].commit, summary.commits[0].files) == ("c" * 40, ["a.c"])
+    assert (summary.commits[1].hypothesis, summary.commits[1].commit, summary.commits[1].stat) == ("d", "", "")
+    assert ledger.dumps(summary.to_json(), indent=2) == ledger.dumps(data, indent=2)
+    built = BranchCommit(hypothesis="c", commit="c" * 40, subject="c: recipe", stat=" a.c | 2 +-", files=["a.c"])
+    assert built.to_json() == full and list(built.to_json()) == list(full)      # the keys commit_facts always wrote
+    assert RunSummary.from_json(_data(commits=[built])).to_json()["commits"] == [full]
 
 
 def test_what_is_not_a_summary_is_a_clear_error():

@@ -11,7 +11,8 @@ import pytest
 
 from jobs.contract.config import parse_config
 from jobs.contract.model import Evidence, Hypothesis
-from jobs.contract.recipes import Recipe
+from jobs.research.recipes import Recipe
+from jobs.contract.opprofile import op_profile
 from jobs.report.report import amdahl_lines, profile_section, render_pr, render_research
 from jobs.research import profile as P
 from jobs.research import profile_run as R
@@ -248,7 +249,7 @@ def test_report_states_the_bound_per_hypothesis_and_the_profile_in_pr_md():
     assert "Amdahl bound (op profile): pp4" in md and "`profile:pp4`" not in md
     prof = P.from_text(profile_text(), ["pp4", "tg2"])
     prof.command, prof.cpu = "bash bench.sh", "Test CPU"
-    lines = profile_section(prof.to_dict())
+    lines = profile_section(op_profile(prof.to_dict()))     # as state.json and summary.json hold it
     assert lines[0].startswith("## Where the time goes")
     assert any(line.startswith("- **pp4** (1 graph of 4 tokens, 0.0 ms, 2 threads): MUL_MAT 71.1%") for line in lines)
     assert profile_section(None) == []
@@ -295,7 +296,7 @@ def _tiny_tree(tmp_path: Path) -> Path:
 
 
 def _hook(tmp_path: Path):
-    from jobs.contract.recipes import load_recipe
+    from jobs.research.recipes import load_recipe
     path = tmp_path / "hook.yml"
     path.write_text(HOOK)
     return load_recipe(path)
