@@ -265,7 +265,7 @@ candidate() {
 import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from jobs.contract.recipes import RecipeError, load_recipe_set, planned_edits
+from jobs.research.recipes import RecipeError, load_recipe_set, planned_edits
 tree, wanted = Path(sys.argv[2]), sys.argv[3]
 found = [r for r in load_recipe_set("llama.cpp") if r.id == wanted]
 if not found:
