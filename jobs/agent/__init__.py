@@ -21,7 +21,7 @@ from typing import Any
 
 from jobs.contract import agentkinds
 from jobs.contract.config import TargetConfig
-from jobs.contract.model import Hypothesis
+from jobs.contract.model import ExperimentRecord, Hypothesis
 
 
 class Agent:
@@ -39,7 +39,7 @@ class Agent:
     def implement(self, h: Hypothesis, tree, config: TargetConfig) -> str:
         raise NotImplementedError
 
-    def revise(self, pending: list[Hypothesis], results: list[dict[str, Any]]) -> list[Hypothesis]:
+    def revise(self, pending: list[Hypothesis], results: list[ExperimentRecord]) -> list[Hypothesis]:
         return pending
 
     def research(self, digests) -> list[Hypothesis]:

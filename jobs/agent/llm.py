@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from jobs.guard import gitops
 from jobs.contract.config import TargetConfig
-from jobs.contract.model import Hypothesis
+from jobs.contract.model import ExperimentRecord, Hypothesis
 from ..research.sanitize import quote, redact
 from jobs.measure.isolation import Isolation
 from jobs.guard.secrets import secret_values  # one policy: jobs/guard/secrets.py
@@ -114,8 +114,8 @@ class LLMAgent(Agent):
         return hyps[: self.config.research.max_hypotheses]
 
     # -- revise -------------------------------------------------------------------------------------
-    def revise(self, pending: list[Hypothesis], results: list[dict[str, Any]]) -> list[Hypothesis]:
-        tried = {r["hypothesis"] for r in results}
+    def revise(self, pending: list[Hypothesis], results: list[ExperimentRecord]) -> list[Hypothesis]:
+        tried = {r.hypothesis for r in results}
         pending = [h for h in pending if h.id not in tried]
         if not pending:
             return []

@@ -9,7 +9,7 @@ from typing import Any
 
 from jobs.guard import gitops, safefs
 from jobs.contract.config import TargetConfig
-from jobs.contract.model import Hypothesis
+from jobs.contract.model import ExperimentRecord, Hypothesis
 from jobs.research.recipes import Recipe, RecipeError, planned_edits
 from . import Agent
 from .guard import EditRefused, check_edit, check_patch
@@ -56,9 +56,9 @@ class OfflineAgent(Agent):
             (Path(tree) / rel).write_text(text, encoding="utf-8")
         return gitops.commit_all(tree, commit_message(h, recipe))
 
-    def revise(self, pending: list[Hypothesis], results: list[dict]) -> list[Hypothesis]:
+    def revise(self, pending: list[Hypothesis], results: list[ExperimentRecord]) -> list[Hypothesis]:
         """Offline, the ranking stands; a recipe that already failed is not retried."""
-        tried = {r["hypothesis"] for r in results}
+        tried = {r.hypothesis for r in results}
         return [h for h in pending if h.id not in tried]
 
     def _apply_patch(self, h: Hypothesis, patch: Path, tree: Path, config: TargetConfig) -> str:

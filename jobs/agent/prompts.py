@@ -9,14 +9,14 @@ untrusted data (`jobs.research.sanitize.quote`); the system prompts say how to t
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Any, Literal
 
 from pydantic import Field
 
 from jobs.contract.config import TargetConfig
-from jobs.contract.model import Evidence, Hypothesis
+from jobs.contract.model import Evidence, ExperimentRecord, Hypothesis
 from ..research.sanitize import DATA_RULE, quote
-from jobs.contract.results import metric
 from .tools import ToolInput, tool
 
 
@@ -89,9 +89,9 @@ def implement_prompt(h: Hypothesis, config: TargetConfig, recipe: Any, profile_d
             + f"\n\n{untrusted}")
 
 
-def revise_prompt(config: TargetConfig, pending: list[Hypothesis], results: list[dict[str, Any]]) -> str:
-    summary = [{"hypothesis": r["hypothesis"], "platform": r.get("platform"), "status": r["status"],
-                "reason": r.get("reason", ""), "primary": metric(r, config.primary.name)} for r in results]
+def revise_prompt(config: TargetConfig, pending: list[Hypothesis], results: list[ExperimentRecord]) -> str:
+    summary = [{"hypothesis": r.hypothesis, "platform": r.platform, "status": r.status, "reason": r.reason,
+                "primary": asdict(m) if (m := r.metric(config.primary.name)) else None} for r in results]
     return (f"Results so far (status, reason, primary metric {config.primary.name}):\n"
             + quote(json.dumps(summary, indent=1, default=str), "experiment results")
             + "\n\nPending hypotheses:\n" + json.dumps([brief(h) for h in pending], indent=1))

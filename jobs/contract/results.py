@@ -1,31 +1,19 @@
 """The best kept result among a run's records, and a summary's verdict in one line. Pure: typed
-records (or a `RunSummary`) in, plain values out; and `metric`, a ledger line's result read from its
-plain form (`jobs.agent.prompts` hands the agent the lines as they are).
+records (or a `RunSummary`) in, plain values out.
 
 The status comment, the Action's outputs, the dashboard and the CLI's tables all ask the same
 question of a record: "what did it measure on this metric?". A typed record answers it
-(`ExperimentRecord.metric`); a plain line, `metric` here.
+(`ExperimentRecord.metric`).
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 from jobs.contract.model import ExperimentRecord, MetricResult
 from jobs.contract.runsummary import RunStopped, RunSummary
 
 # The pipeline's phases (state.json) in which a run is over. (The bot's run states are bot.approval's.)
 FINAL_PHASES = frozenset({"done", "cancelled", "failed"})
-
-
-def metric(record: Mapping[str, Any] | None, name: str | None) -> dict[str, Any] | None:
-    """The ledger line's result on metric `name` (delta_pct, p_value, ci_*, means ...), or None."""
-    if not record or not name:
-        return None
-    for m in record.get("metrics") or []:
-        if isinstance(m, Mapping) and m.get("name") == name:
-            return dict(m)
-    return None
 
 
 def best_kept(records: Iterable[ExperimentRecord], primary: str) -> tuple[ExperimentRecord, MetricResult] | None:

@@ -10,10 +10,11 @@ loaded or saved (a field's default stands in for a key not there yet), and keys 
 not know (an older or newer file's) are kept and written back unchanged. `save` is the one writer.
 `calibration` and `simulate` hold the types of `jobs.contract.calibrated`, `hypotheses` the
 `Hypothesis`es of `jobs.contract.model`, `machines` the `MachineFacts` of `jobs.contract.machinefacts`,
-`noise` the `NoiseTrack`s of `jobs.contract.noisetrack` and `profile` the `OpProfile` of
-`jobs.contract.opprofile` (written in their JSON form; a JSON form
-given to the constructor or `save` is read into them). A hypothesis read from the file is written
-back as the very object it was read from while it is unchanged (`Hypothesis.to_dict` writes every
+`noise` the `NoiseTrack`s of `jobs.contract.noisetrack`, `profile` the `OpProfile` of
+`jobs.contract.opprofile`, `callgrind` the `CallProfile` of `jobs.contract.callprofile` and `llm` an
+`LlmSpend` (written in their JSON form; a JSON form
+given to the constructor or `save` is read into them). A hypothesis (and the callgrind profile) read
+from the file is written back as the very object it was read from while it is unchanged (`Hypothesis.to_dict` writes every
 field of this version, in its order; an older file's object may have fewer, or keys this version
 does not know); a new or changed one as its `to_dict()`.
 """
@@ -26,16 +27,30 @@ from pathlib import Path
 from typing import Any
 
 from jobs.contract import ledger
+from jobs.contract.callprofile import CallProfile
 from jobs.contract.calibrated import (MetricCalibration, SimulatedCalibration, platform_calibrations,
                                       platform_calibrations_json, simulated_calibrations,
                                       simulated_calibrations_json)
-from jobs.contract.jsonform import per_key, per_key_json
+from jobs.contract.jsonform import JsonRecord, per_key, per_key_json
 from jobs.contract.machinefacts import MachineFacts
 from jobs.contract.model import ExperimentRecord, Hypothesis
 from jobs.contract.noisetrack import NoiseTrack
 from jobs.contract.opprofile import OpProfile, op_profile, op_profile_json
 
 Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LlmSpend(JsonRecord):
+    """What the model agent has used so far in this run (`jobs.agent.meter.Meter.as_dict`): the run's
+    cost includes `cost_usd`, carried across a resume."""
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    stopped: str = ""                     # why the meter stopped the agent (a budget cap), or ""
+    extra: Json = field(default_factory=dict, repr=False)          # bookkeeping (jobs.contract.jsonform)
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(eq=False)
@@ -58,15 +73,15 @@ class RunState:
     bench_env_digest: str = ""
     stopped: str = ""                   # why a run with nothing to try stopped
     cost_usd: float = 0.0
-    llm: Json = field(default_factory=dict)
+    llm: LlmSpend = field(default_factory=LlmSpend)
     # -- research (jobs.run.research_phase) --------------------------------------------------------------
     hypotheses: list[Hypothesis] | None = None     # None: research has not finished
     profile: OpProfile | None = None               # the op profile (research.profile); None: not measured
-    callgrind: Json | None = None                  # written for the record, read by no later step
+    callgrind: CallProfile | None = None           # the callgrind profile (research.callgrind); None: not measured
     profile_missing: str = ""
     # -- calibration (jobs.run.calibrating), per platform ------------------------------------------------
     calibration: dict[str, dict[str, MetricCalibration]] = field(default_factory=dict)   # platform -> metric -> A/A
-    digests: dict[str, Any] = field(default_factory=dict)
+    digests: dict[str, list[str] | None] = field(default_factory=dict)   # platform -> deterministic outputs' names
     cpus: dict[str, str] = field(default_factory=dict)
     simulate: dict[str, SimulatedCalibration] | None = None  # None: no platform ran the simulated yardstick
     # -- measuring (jobs.run.measuring), per platform ----------------------------------------------------
@@ -76,7 +91,7 @@ class RunState:
     stack_commit: str = ""
     stack_applied: list[str] = field(default_factory=list)
     stack_dropped: list[str] = field(default_factory=list)
-    stack_without: dict[str, Any] = field(default_factory=dict)
+    stack_without: dict[str, str] = field(default_factory=dict)    # hypothesis -> the stack's commit without it
     stack_final: str | None = None           # None: attribution has not finished
     stack_survivors: list[str] | None = None
     stack_unattributed: list[str] = field(default_factory=list)
@@ -88,6 +103,7 @@ class RunState:
     extra: Json = field(default_factory=dict, repr=False)        # keys this version does not know, kept
     present: set[str] = field(default_factory=set, repr=False)  # the known keys the file holds
     hypotheses_read: list[tuple[Hypothesis, Json]] = field(default_factory=list, repr=False)  # as read, and from what
+    callgrind_read: tuple[CallProfile, Json] | None = field(default=None, repr=False)        # likewise
     lock: Any = field(default_factory=threading.RLock, repr=False)
 
     def __post_init__(self) -> None:
@@ -144,6 +160,12 @@ class RunState:
             return simulated_calibrations(value)
         if key == "profile":
             return op_profile(value)
+        if key == "llm":
+            return value if isinstance(value, LlmSpend) else LlmSpend.from_json(value or {})
+        if key == "callgrind" and isinstance(value, dict):
+            profile = CallProfile.from_dict(value)
+            self.callgrind_read = (copy.deepcopy(profile), copy.deepcopy(value))
+            return profile
         if key in _PER_PLATFORM:
             return per_key(_PER_PLATFORM[key], value)
         if key == "hypotheses" and value is not None:
@@ -165,6 +187,11 @@ class RunState:
             return simulated_calibrations_json(value)
         if key == "profile":
             return op_profile_json(value)
+        if key == "llm":
+            return value.to_json()
+        if key == "callgrind" and value is not None:    # written back as read while unchanged (an older form)
+            read = self.callgrind_read
+            return copy.deepcopy(read[1]) if read is not None and read[0] == value else value.to_dict()
         if key in _PER_PLATFORM:
             return per_key_json(value)
         if key == "hypotheses" and value is not None:
@@ -172,6 +199,7 @@ class RunState:
         return value
 
 
-KEYS = frozenset(f.name for f in fields(RunState)) - {"out", "extra", "present", "lock", "hypotheses_read"}
-_TYPED = ("calibration", "simulate", "hypotheses", "machines", "noise", "profile")
+KEYS = frozenset(f.name for f in fields(RunState)) - {"out", "extra", "present", "lock", "hypotheses_read",
+                                                     "callgrind_read"}
+_TYPED = ("calibration", "simulate", "hypotheses", "machines", "noise", "profile", "llm", "callgrind")
 _PER_PLATFORM = {"machines": MachineFacts, "noise": NoiseTrack}

@@ -8,7 +8,8 @@ so the dashboard, the Action and older summaries read the same file; `from_json`
 a record given as its JSON object is read with `ExperimentRecord.from_summary`. Likewise `calibration`
 and `simulate` hold the types of `jobs.contract.calibrated`, `machines` the `MachineFacts` of
 `jobs.contract.machinefacts` (their load summed up), `noise` the `NoiseSeen` of
-`jobs.contract.noisetrack`, `profile` the `OpProfile` of `jobs.contract.opprofile` and `hypotheses` the `Hypothesis`es of `jobs.contract.model` (their public
+`jobs.contract.noisetrack`, `profile` the `OpProfile` of `jobs.contract.opprofile`, `error_control` an
+`ErrorControl` and `hypotheses` the `Hypothesis`es of `jobs.contract.model` (their public
 form: a bot run's candidate patch named where the repository keeps it; written with `to_dict()`),
 each read from and written as its JSON form; `commits` holds `BranchCommit`s, written back as they
 were read (`jobs.contract.jsonform`).
@@ -47,6 +48,17 @@ class BranchCommit(JsonRecord):
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
 
+@dataclass(frozen=True)
+class ErrorControl(JsonRecord):
+    """How the run bounds its chance of any false keep (pr.md's "how sure" sentence): the experiment in
+    slot i is kept at level `alpha` / (i · H_family), on each of `platforms` platforms."""
+    alpha: float = 0.05
+    family: int | None = None                  # the slots (budget.max_experiments); None: not said
+    platforms: int = 1
+    extra: Json = field(default_factory=dict, repr=False)          # bookkeeping (jobs.contract.jsonform)
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+
+
 @dataclass
 class RunSummary:
     run_id: str
@@ -76,7 +88,7 @@ class RunSummary:
     noise: dict[str, NoiseSeen] = field(default_factory=dict)     # platform -> the noise as the run went
     profile: OpProfile | None = None              # the op profile of the base commit (research.profile)
     simulate: dict[str, SimulatedCalibration] | None = None  # platform -> the simulated yardstick's A/A
-    error_control: Json = field(default_factory=dict)
+    error_control: ErrorControl | None = None     # None: an older summary's `{}`, written back as it was
     stacks: dict[str, ExperimentRecord] = field(default_factory=dict)   # platform -> the stack's record
     cost_usd: float = 0.0
     wall_seconds: float = 0.0
@@ -108,6 +120,8 @@ class RunSummary:
         self.machines = per_key(MachineFacts, self.machines)
         self.noise = per_key(NoiseSeen, self.noise)
         self.profile = op_profile(self.profile)
+        if isinstance(self.error_control, dict):
+            self.error_control = ErrorControl.from_json(self.error_control) if self.error_control else None
         self.hypotheses = {k: h if isinstance(h, Hypothesis) else Hypothesis.from_json(h)
                            for k, h in (self.hypotheses or {}).items()}
 
@@ -160,6 +174,8 @@ def _plain(name: str, value: Any) -> Any:
         return {k: h.to_dict() for k, h in value.items()}
     if name == "profile":
         return op_profile_json(value)
+    if name == "error_control":
+        return {} if value is None else value.to_json()
     return value
 
 

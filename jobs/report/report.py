@@ -8,7 +8,6 @@ measured says so instead of showing a table. Every line is `jobs.guard.mdsafe.Ma
 """
 from __future__ import annotations
 
-from typing import Any
 
 from jobs.guard.mdsafe import Markdown, code, details, document, join, md, spans
 from jobs.contract.model import ExperimentRecord, Hypothesis, MetricResult
@@ -16,7 +15,7 @@ from jobs.contract.opprofile import OpProfile
 from jobs.measure.machine import one_line
 from jobs.report.report_review import HEAD_PATCH, commits_section, failures_section, fenced, interval, noise_section, paired_table, rule_sentence, untrusted, untrusted_code
 from jobs.guard import mdsafe
-from jobs.contract.runsummary import RunSummary
+from jobs.contract.runsummary import ErrorControl, RunSummary
 
 STATUS_WORDS = {
     "keep": "kept", "discard": "discarded", "noise": "too noisy to judge", "build_failed": "did not build",
@@ -235,7 +234,7 @@ def _calibration(summary: RunSummary) -> list[Markdown]:
         out.append(md(""))
         out += _noise_as_it_went(summary, platform)
     if out:
-        ec = summary.error_control or {}
+        ec = summary.error_control
         out += [md("How results are judged: baseline and candidate run as coin-ordered pairs of whole processes with the "
                    "same input seed, sampled until an anytime-valid paired test decides (or the pair cap); a keep needs "
                    "its interval to clear the floor. The decision is one-sided (the interval's lower end, at the level "
@@ -243,8 +242,8 @@ def _calibration(summary: RunSummary) -> list[Markdown]:
                    "two-sided. {}Changes smaller than the MDE are reported as \"no detectable difference\", never as "
                    "wins; noise flags are warnings, never vetoes.",
                    md("Across the run, the experiment in slot i is kept at level {:g} / (i · H_{}), so the chance of any "
-                      "false keep in this run is at most {:g}. ", ec.get("alpha", 0.05), ec.get("family", "?"),
-                      ec.get("alpha", 0.05)) if ec else md("")), md("")]
+                      "false keep in this run is at most {:g}. ", ec.alpha, "?" if ec.family is None else ec.family,
+                      ec.alpha) if ec else md("")), md("")]
     return out
 
 
@@ -260,9 +259,9 @@ def _noise_as_it_went(summary: RunSummary, platform: str) -> list[Markdown]:
                "instead of the calibration's.", untrusted(summary.primary), seen, 8, noise.pool_pairs), md("")]
 
 
-def _how_sure(summary: RunSummary, ec: dict[str, Any]) -> Markdown:
+def _how_sure(summary: RunSummary, ec: ErrorControl | None) -> Markdown:
     # the yardstick decided: say so before the wall clock's own rule
-    return rule_sentence(floor_of(summary, summary.platform) if summary.platform else None, ec.get("alpha"),
+    return rule_sentence(floor_of(summary, summary.platform) if summary.platform else None, ec.alpha if ec else None,
                          simulated=bool(summary.simulate))
 
 
@@ -372,7 +371,7 @@ def render_pr(summary: RunSummary) -> Markdown:
     primary = summary.primary
     experiments = summary.experiments
     stacks = summary.stacks
-    ec = summary.error_control or {}
+    ec = summary.error_control
     out = [md("# autoresearch: CPU optimizations for {}", untrusted(summary.target)), md(""), md("## Summary"), md(""),
            *(_yardstick_headline(summary) or [_headline(summary), md("")]), *guard_leaning(summary),
            *kept_off_lines(summary), _branch_line(summary, experiments), md(""),

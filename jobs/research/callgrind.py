@@ -16,10 +16,10 @@ import re
 import secrets
 import shlex
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from jobs.guard.mdsafe import Markdown, code, join, md, spans
+from jobs.contract.callprofile import CallProfile, Remark, Spot   # noqa: F401  (this module's readers take them from here)
 from jobs.contract.model import Hypothesis
 from jobs.measure.simulate import CACHES, L1_WEIGHT, LL_WEIGHT
 from . import cgformat
@@ -36,61 +36,6 @@ def _cycles(ev: dict[str, int]) -> int:
 
 def _miss_cycles(ev: dict[str, int]) -> int:
     return L1_WEIGHT * (ev.get("D1mr", 0) + ev.get("D1mw", 0)) + LL_WEIGHT * (ev.get("DLmr", 0) + ev.get("DLmw", 0))
-
-
-@dataclass
-class Spot:
-    where: str              # file:line, or function name
-    function: str
-    cycles: int
-    share: float            # of the whole run's simulated cycles
-    miss_share: float = 0.0  # of this spot's cycles spent in data-cache misses
-    first_line: str = ""    # a function's first costed file:line
-
-
-@dataclass
-class Remark:
-    file: str
-    line: int
-    message: str
-
-    @property
-    def where(self) -> str:
-        return f"{self.file}:{self.line}"
-
-
-@dataclass
-class CallProfile:
-    total_cycles: int
-    functions: list[Spot] = field(default_factory=list)
-    lines: list[Spot] = field(default_factory=list)
-    misses: list[Spot] = field(default_factory=list)
-    remarks: list[Remark] = field(default_factory=list)       # vectorisation misses on hot lines
-    command: str = ""
-    flags: str = ""
-    notes: list[str] = field(default_factory=list)
-    # Every executed line of the tree, not just the hot ones (what `measured_share` reads): file ->
-    # [[line, cycles]], a line's cycles inclusive (its own cost plus that of the calls made from it);
-    # and each function's executed extent per file: [function, file, first line, last line, self cycles].
-    # Empty in a profile kept before they existed: then nothing is called unexecuted.
-    coverage: dict[str, list[list[int]]] = field(default_factory=dict)
-    extents: list[list] = field(default_factory=list)
-    # The call graph's heaviest edges: [caller, callee, calls, inclusive cycles of those calls], the
-    # heaviest first (what the inlining transformation reads: a hot callee called often for little work).
-    calls: list[list] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> CallProfile:
-        spots = {k: [Spot(**s) for s in data.get(k, [])] for k in ("functions", "lines", "misses")}
-        return cls(total_cycles=int(data["total_cycles"]), **spots,
-                   remarks=[Remark(**r) for r in data.get("remarks", [])], command=data.get("command", ""),
-                   flags=data.get("flags", ""), notes=list(data.get("notes", [])),
-                   coverage={str(f): [[int(n), int(c)] for n, c in v] for f, v in (data.get("coverage") or {}).items()},
-                   extents=[list(e) for e in data.get("extents") or []],
-                   calls=[[str(a), str(b), int(n), int(c)] for a, b, n, c in data.get("calls") or []])
 
 
 def cache_file(folder: Path, commit: str, config, env_digest: str = "") -> Path:

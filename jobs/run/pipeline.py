@@ -231,7 +231,7 @@ class Run:
         with self.state.lock:
             delta = meter.usd - self._llm_charged
             self._llm_charged = meter.usd
-            llm = {**meter.as_dict(), "cost_usd": round(self.state.llm.get("cost_usd", 0.0) + delta, 6)}
+            llm = {**meter.as_dict(), "cost_usd": round(self.state.llm.cost_usd + delta, 6)}
             self.state.save(llm=llm, cost_usd=round(self.state.cost_usd + delta, 6))
 
     @cached_property
@@ -350,7 +350,7 @@ class Run:
                     raise
             results += wave_results
             if pending:
-                pending = self.agent.revise(pending, [r.to_dict() for r in results])
+                pending = self.agent.revise(pending, list(results))
                 self._charge_llm()
                 kinds.update({h.id: h.kind for h in pending})
         results += self._combinations(results, done, kinds)

@@ -17,7 +17,7 @@ from jobs.contract.model import ExperimentRecord, Hypothesis
 from jobs.contract.noisetrack import NoiseSeen
 from jobs.report.report import render_pr
 from jobs.report.report_review import CLI, reproduce_lines
-from jobs.contract.runsummary import RunSummary
+from jobs.contract.runsummary import ErrorControl, RunSummary
 from jobs.executors.registry import DEFAULT as DEFAULT_EXECUTOR
 from jobs.guard.shellcmd import command
 from jobs.stats.reach import cap_warning
@@ -59,8 +59,8 @@ class Reporting:
             profile_missing=state.profile_missing,
             noise={p: NoiseSeen.of(n) for p, n in state.noise.items()},
             profile=state.profile, simulate=state.simulate,
-            error_control={"alpha": self.config.thresholds.alpha, "family": self.config.budget.max_experiments,
-                           "platforms": len(measured)},
+            error_control=ErrorControl(self.config.thresholds.alpha, self.config.budget.max_experiments,
+                                       len(measured)),
             stacks=dict(stacks),
             cost_usd=state.cost_usd, wall_seconds=round(wall_seconds, 1),
             stack_confirmed=state.stack_confirmed,

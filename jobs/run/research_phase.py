@@ -74,7 +74,7 @@ class Researching:
             json.dumps([h.to_dict() for h in hypotheses], indent=2), encoding="utf-8")
         profile = sources.profile.to_dict() if sources is not None and sources.profile is not None else None
         self.state.save(hypotheses=hypotheses, phase="calibrate", profile=profile,
-                        callgrind=callprof.to_dict() if callprof else None)
+                        callgrind=callprof)
         self.emit(events.ResearchDone(tuple(h.id for h in hypotheses)))
         return hypotheses
 

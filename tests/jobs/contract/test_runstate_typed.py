@@ -101,3 +101,54 @@ def test_a_summary_reads_its_hypotheses_machines_and_noise_typed():
     assert json.dumps(data["noise"]) == json.dumps(
         {"local": {"history": [{"name": "h1", "noise_pct": 1.0, "pairs": 8}], "pool_pairs": 8}})
     assert RunSummary.from_json(json.loads(json.dumps(data))).to_json() == data
+
+
+def test_the_models_spend_is_typed_and_written_back_as_read(tmp_path):
+    from jobs.contract.runstate import LlmSpend
+    older = {"cost_usd": 0.01, "calls": 3, "cache_tokens": 7}           # another order, a key this version lacks
+    ledger.save_state(tmp_path, {"run_id": "r1", "llm": older})
+    before = (tmp_path / "state.json").read_bytes()
+    state = RunState.load(tmp_path)
+    assert (state.llm.calls, state.llm.cost_usd, state.llm.stopped) == (3, 0.01, "")
+    assert isinstance(state.llm, LlmSpend) and state.llm.extra == {"cache_tokens": 7}
+    state.save()
+    assert (tmp_path / "state.json").read_bytes() == before
+    (tmp_path / "new").mkdir()
+    fresh = RunState.load(tmp_path / "new")
+    assert fresh.llm.cost_usd == 0.0 and "llm" not in fresh.to_json()            # not written until saved
+    fresh.save(llm={"calls": 1, "input_tokens": 5, "output_tokens": 2, "cost_usd": 0.5, "stopped": ""})
+    assert isinstance(fresh.llm, LlmSpend) and fresh.llm.cost_usd == 0.5
+
+
+def test_the_summarys_error_control_is_typed_and_an_older_empty_one_is_written_back_empty():
+    from jobs.contract.runsummary import ErrorControl
+    base = dict(run_id="r", target="t", repo="", base_commit="b" * 40, branch="", platform="local",
+                platforms=["local"], cpus={}, cpu="", machines={}, agent="offline", primary="m", calibration={},
+                experiments=[])
+    said = RunSummary(**base, error_control={"alpha": 0.05, "family": 8, "platforms": 1})
+    assert said.error_control == ErrorControl(0.05, 8, 1)
+    assert said.to_json()["error_control"] == {"alpha": 0.05, "family": 8, "platforms": 1}
+    assert RunSummary.from_json(said.to_json()).error_control == said.error_control
+    older = RunSummary(**base)                                            # no error_control, or `{}`
+    assert older.error_control is None and older.to_json()["error_control"] == {}
+    assert RunSummary(**base, error_control={}).error_control is None
+
+
+def test_the_callgrind_profile_is_typed_and_an_older_form_is_written_back_as_read(tmp_path):
+    from jobs.contract.callprofile import CallProfile, Spot
+    older = {"total_cycles": 1000, "functions": [{"where": "f", "function": "f", "cycles": 600, "share": 0.6,
+                                                  "miss_share": 0.0, "first_line": "a.c:3"}],
+             "lines": [], "misses": [], "remarks": [], "command": "./bench", "flags": "-g", "notes": [],
+             "from_a_newer_version": 1}                       # no `coverage`, `extents`, `calls`: kept before them
+    ledger.save_state(tmp_path, {"run_id": "r1", "callgrind": older})
+    before = (tmp_path / "state.json").read_bytes()
+    state = RunState.load(tmp_path)
+    assert isinstance(state.callgrind, CallProfile) and state.callgrind.functions[0] == \
+        Spot("f", "f", 600, 0.6, 0.0, "a.c:3") and state.callgrind.calls == []
+    state.save(phase="calibrate")
+    assert json.loads((tmp_path / "state.json").read_text())["callgrind"] == older
+    made = CallProfile(total_cycles=5, calls=[["a", "b", 1000, 20]])
+    state.save(callgrind=made)
+    again = RunState.load(tmp_path)
+    assert again.callgrind == made and again.to_json()["callgrind"] == made.to_dict()
+    assert before != (tmp_path / "state.json").read_bytes()

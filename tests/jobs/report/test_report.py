@@ -189,11 +189,12 @@ def test_an_interval_open_at_both_ends_says_so():
 
 
 def test_how_sure_names_the_yardstick_when_simulated_cycles_decided():
+    from jobs.contract.runsummary import ErrorControl
     from jobs.report.report import _how_sure
     wall = run_summary(platform="local", calibration={}, primary="x")
-    assert _how_sure(wall, {"alpha": 0.05}).startswith("How sure: a change is kept when")
+    assert _how_sure(wall, ErrorControl(0.05)).startswith("How sure: a change is kept when")
     assert "decided on simulated cycles" in _how_sure(run_summary(platform="local", primary="x",
-                                                                  simulate={"local": {}}), {"alpha": 0.05})
+                                                                  simulate={"local": {}}), ErrorControl(0.05))
 
 
 def test_a_bot_runs_reproduce_block_fetches_from_where_it_pushed_never_from_the_workers_clone():

@@ -20,9 +20,9 @@ from summaries import NEUTRAL
 
 READERS = ["jobs/report/report.py", "jobs/report/report_review.py", "jobs/report/review_facts.py",
            "jobs/run/reporting.py", "jobs/cli.py", "jobs/measure/simulate.py", "jobs/contract/runsummary.py",
-           "bot/bench.py", "bot/dashboard/view.py", "bot/status.py", "jobs/contract/results.py"]
-# (jobs.contract.results's `metric` takes a ledger line, a mapping by design (the agent's prompt is
-# given the lines as they are); the dashboard's own view is plain data for its template, read by key.)
+           "bot/bench.py", "bot/dashboard/view.py", "bot/status.py", "jobs/contract/results.py",
+           "jobs/agent/prompts.py", "jobs/agent/llm.py", "jobs/agent/offline.py"]
+# (the dashboard's own view is plain data for its template, read by key.)
 # Where records or metrics are iterated from: the summary's fields, a record's metrics.
 RECORD_SOURCES = ("summary.experiments", "summary.stacks", "summary.attribution", ".metrics")
 RECORD_TYPES = ("ExperimentRecord", "MetricResult")

@@ -12,6 +12,7 @@ from jobs.agent import claude
 from jobs.agent.meter import BudgetExceeded, ChatSettings
 from jobs.agent.offline import NotImplementable
 from jobs.contract.config import load_config
+from jobs.contract.model import ExperimentRecord
 from jobs.contract.model import Evidence, Hypothesis
 from jobs.run.pipeline import RunError
 from synthetic import FASTER, synthetic_target
@@ -154,8 +155,9 @@ def test_research_and_revise_return_validated_schemas(target):
         assert [h.id for h in hyps] == pending_ids
         assert hyps[1].recipe == "softmax-fused" and hyps[0].recipe is None
         assert hyps[0].evidence[0].where.endswith("ggml-cuda.cu:4158")
-        revised = agent.revise(hyps, [{"hypothesis": "other", "status": "discard", "reason": "no detectable "
-                                       "difference", "metrics": []}])
+        revised = agent.revise(hyps, [ExperimentRecord(run_id="r", name="other", hypothesis="other", platform="local",
+                                                       status="discard",
+                                                       reason="no detectable difference")])
     assert not fake.errors, fake.errors
     assert [h.id for h in revised] == ["softmax-fused", "rope-fused"]
     first = json.loads(fake.raw[0])
