@@ -45,7 +45,7 @@ from .commands import GRAMMAR
 from .planning import run_id_for  # noqa: F401  (the run id's home is bot.planning)
 from .ports import GitRemote, Launcher, HeldLease, Outcome, Place, RepoHost, Reply, RunStore, StopFailed, TokenProvider
 from .progress import best_effort_status
-from .record import RunRecord
+from .record import IssuePR, RunRecord
 from .routing import CommentCommand
 from .status import (approve_names_plan, help_reply, login, pending_plan_kept, plan_body, plan_marker, pr_body, pr_title,
                      resumed_message, status_body, status_marker)
@@ -371,7 +371,7 @@ class Flow:
         issue's existing PR's branch (a rerun updates that PR), else the run's own branch."""
         existing = self.store.issue_pr(self.repo, rec.issue)
         return (*push_target(self.place.fork_owner, prep.config, rec.owner, rec.name),
-                existing["branch"] if existing else own_branch)
+                existing.branch if existing else own_branch)
 
     def published(self, rec: RunRecord, prep: api.Preparation) -> api.Published:
         """Where a maintainer fetches this run's result, told to the run before it starts so that
@@ -406,13 +406,13 @@ class Flow:
         body = clip(pr_body(report, rec.issue, prep.config.agent, kept), COMMENT_LIMIT)
         title = pr_title(rec.issue, summary.target or rec.name)
         if existing:
-            url, number = self.gh.update_pr(existing["number"], title, body), existing["number"]
+            url, number = self.gh.update_pr(existing.number, title, body), existing.number
         else:
             head = f"{fork_owner}:{branch}" if fork_owner != rec.owner else branch
             same_owner_fork = fork_owner == rec.owner and fork_name != rec.name
             number, url = self.gh.create_draft_pr(title, head, rec.default_branch, body,
                                                   head_repo=f"{fork_owner}/{fork_name}" if same_owner_fork else "")
-            self.store.set_issue_pr(self.repo, rec.issue, {"number": number, "url": url, "branch": branch})
+            self.store.set_issue_pr(self.repo, rec.issue, IssuePR(number, url, branch))
         return {"pr_url": url, "pr_number": number, "message": f"draft pull request: {url}"}
 
     def run_bench(self, cmd: CommentCommand) -> Outcome:

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from .ports import PROGRESS_FIELDS
-from .record import RunRecord, changes, from_fields, to_fields
+from .record import IssuePR, RunRecord, changes, from_fields, to_fields
 
 STATE_MARKER = "<!-- autoresearch:action-state -->"
 _STATE_JSON = re.compile(r"```json\n(.*?)\n```", re.S)
@@ -148,9 +148,9 @@ class IssueStateStore:
     def cancel_requested(self, repo: str, run_id: str) -> bool:
         return run_id in self.data["cancel"]
 
-    def issue_pr(self, repo: str, issue: int) -> dict[str, Any] | None:
-        return self.data.get("pr")
+    def issue_pr(self, repo: str, issue: int) -> IssuePR | None:
+        return IssuePR.from_dict(self.data.get("pr"))
 
-    def set_issue_pr(self, repo: str, issue: int, pr: dict[str, Any]) -> None:
-        self.data["pr"] = pr
+    def set_issue_pr(self, repo: str, issue: int, pr: IssuePR) -> None:
+        self.data["pr"] = pr.to_dict()
         self.flush()

@@ -30,7 +30,7 @@ from jobs.api import RunLayout
 from jobs.api import OperatorPolicy, RunStopped, RunSummary
 from jobs.guard.mdsafe import Markdown, document
 
-from .record import RunRecord
+from .record import IssuePR, RunRecord
 from .routing import CommentCommand
 
 TokenProvider = Callable[[], str]      # asked right before a git clone/fetch/push; never stored
@@ -87,9 +87,9 @@ class RunStore(Protocol):
 
     def cancel_requested(self, repo: str, run_id: str) -> bool: ...
 
-    def issue_pr(self, repo: str, issue: int) -> dict[str, Any] | None: ...
+    def issue_pr(self, repo: str, issue: int) -> IssuePR | None: ...
 
-    def set_issue_pr(self, repo: str, issue: int, pr: dict[str, Any]) -> None: ...
+    def set_issue_pr(self, repo: str, issue: int, pr: IssuePR) -> None: ...
 
 
 class PullRequest(Protocol):

@@ -65,6 +65,27 @@ class RunRecord:
     created: float = 0.0
 
 
+@dataclass(frozen=True)
+class IssuePR:
+    """The draft pull request a run opened for an issue: a later run on the issue updates it (its
+    branch is pushed again) instead of opening another."""
+    number: int
+    url: str
+    branch: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"number": self.number, "url": self.url, "branch": self.branch}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> IssuePR | None:
+        """The stored form back; None for what is not one (absent, or another shape: then a new PR is
+        opened rather than a wrong one updated)."""
+        try:
+            return cls(int(data["number"]), str(data.get("url", "")), str(data["branch"]))
+        except (TypeError, KeyError, ValueError, AttributeError):
+            return None
+
+
 FIELDS = frozenset(f.name for f in fields(RunRecord))
 REQUIRED = frozenset(f.name for f in fields(RunRecord) if f.default is MISSING and f.default_factory is MISSING)
 

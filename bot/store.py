@@ -25,7 +25,7 @@ from typing import Any, Iterator
 import redis
 
 from .approval import RUNNING
-from .record import RunRecord, changes, from_fields, to_fields
+from .record import IssuePR, RunRecord, changes, from_fields, to_fields
 
 
 def delivery_key(delivery: str) -> str:
@@ -149,9 +149,12 @@ class Store:
         return bool(self.r.exists(f"ar:cancel:{repo}:{run_id}"))
 
     # -- pull requests ---------------------------------------------------------------------------
-    def issue_pr(self, repo: str, issue: int) -> dict[str, Any] | None:
+    def issue_pr(self, repo: str, issue: int) -> IssuePR | None:
         raw = self.r.get(f"ar:pr:{repo}#{issue}")
-        return json.loads(raw) if raw else None
+        try:
+            return IssuePR.from_dict(json.loads(raw)) if raw else None
+        except ValueError:                     # not JSON: as if none (a new PR rather than a wrong one)
+            return None
 
-    def set_issue_pr(self, repo: str, issue: int, pr: dict[str, Any]) -> None:
-        self.r.set(f"ar:pr:{repo}#{issue}", json.dumps(pr))
+    def set_issue_pr(self, repo: str, issue: int, pr: IssuePR) -> None:
+        self.r.set(f"ar:pr:{repo}#{issue}", json.dumps(pr.to_dict()))

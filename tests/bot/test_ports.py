@@ -6,7 +6,7 @@ import pytest
 import redis
 
 from bot import approval as ap
-from bot.record import RecordError
+from bot.record import IssuePR, RecordError
 from botfixtures import BOT_LOGIN, app_key, bot_env, webhook_examples  # noqa: F401  (fixtures)
 from jobs.contract.config import Overrides
 from recordfixtures import record
@@ -64,5 +64,7 @@ def test_cancel_flags_and_the_issues_pull_request(stores):
     store.clear_cancel(REPO, "7-abc1234")
     assert not stores().cancel_requested(REPO, "7-abc1234")
     assert store.issue_pr(REPO, 7) is None
-    store.set_issue_pr(REPO, 7, {"number": 100, "url": "https://github.com/octo/store/pull/100", "branch": "b"})
-    assert stores().issue_pr(REPO, 7)["number"] == 100
+    pr = IssuePR(100, "https://github.com/octo/store/pull/100", "b")
+    store.set_issue_pr(REPO, 7, pr)
+    assert stores().issue_pr(REPO, 7) == pr                # typed both ways, in Redis and in the Action's comment
+    assert IssuePR.from_dict({"url": "u", "branch": "b"}) is None and IssuePR.from_dict(None) is None
