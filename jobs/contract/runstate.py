@@ -21,6 +21,7 @@ does not know); a new or changed one as its `to_dict()`.
 from __future__ import annotations
 
 import copy
+import functools
 import threading
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -152,22 +153,15 @@ class RunState:
         return copy.deepcopy(read) if read is not None else hypothesis.to_dict()
 
     def _typed(self, key: str, value: Any) -> Any:
-        """A field's value in memory: the calibrations, hypotheses, machines and noise typed (a
-        hypothesis given typed is copied, as its JSON form was: changing it later changes no state)."""
-        if key == "calibration":
-            return platform_calibrations(value)
-        if key == "simulate":
-            return simulated_calibrations(value)
-        if key == "profile":
-            return op_profile(value)
-        if key == "llm":
-            return value if isinstance(value, LlmSpend) else LlmSpend.from_json(value or {})
+        """A field's value in memory: the calibrations, profiles, hypotheses, machines, noise and the
+        model's spend typed (a hypothesis given typed is copied, as its JSON form was: changing it later
+        changes no state; a hypothesis or callgrind profile read from JSON is remembered with that JSON)."""
+        if key in _CONVERTED:
+            return _CONVERTED[key][0](value)
         if key == "callgrind" and isinstance(value, dict):
             profile = CallProfile.from_dict(value)
             self.callgrind_read = (copy.deepcopy(profile), copy.deepcopy(value))
             return profile
-        if key in _PER_PLATFORM:
-            return per_key(_PER_PLATFORM[key], value)
         if key == "hypotheses" and value is not None:
             out = []
             for h in value:
@@ -180,26 +174,33 @@ class RunState:
         return value
 
     def _plain(self, key: str, value: Any) -> Any:
-        """A field's value in state.json: the typed ones in their JSON form."""
-        if key == "calibration":
-            return platform_calibrations_json(value)
-        if key == "simulate":
-            return simulated_calibrations_json(value)
-        if key == "profile":
-            return op_profile_json(value)
-        if key == "llm":
-            return value.to_json()
-        if key == "callgrind" and value is not None:    # written back as read while unchanged (an older form)
+        """A field's value in state.json: the typed ones in their JSON form; a hypothesis or callgrind
+        profile read from the file as it was read while it is unchanged (an older form)."""
+        if key in _CONVERTED:
+            return _CONVERTED[key][1](value)
+        if key == "callgrind" and value is not None:
             read = self.callgrind_read
             return copy.deepcopy(read[1]) if read is not None and read[0] == value else value.to_dict()
-        if key in _PER_PLATFORM:
-            return per_key_json(value)
         if key == "hypotheses" and value is not None:
             return [self.hypothesis_json(h) for h in value]
         return value
 
 
+def _llm_spend(value: Any) -> LlmSpend:
+    return value if isinstance(value, LlmSpend) else LlmSpend.from_json(value or {})
+
+
+# The fields typed without memory of what was read: key -> (its JSON form -> typed, typed -> its JSON form).
+_CONVERTED = {
+    "calibration": (platform_calibrations, platform_calibrations_json),
+    "simulate": (simulated_calibrations, simulated_calibrations_json),
+    "profile": (op_profile, op_profile_json),
+    "llm": (_llm_spend, LlmSpend.to_json),
+    "machines": (functools.partial(per_key, MachineFacts), per_key_json),
+    "noise": (functools.partial(per_key, NoiseTrack), per_key_json),
+}
+
+
 KEYS = frozenset(f.name for f in fields(RunState)) - {"out", "extra", "present", "lock", "hypotheses_read",
                                                      "callgrind_read"}
-_TYPED = ("calibration", "simulate", "hypotheses", "machines", "noise", "profile", "llm", "callgrind")
-_PER_PLATFORM = {"machines": MachineFacts, "noise": NoiseTrack}
+_TYPED = (*_CONVERTED, "hypotheses", "callgrind")
