@@ -154,7 +154,8 @@ def stop_reason(spec: ExperimentSpec, result: RawResult) -> str:
     if spec.simulate:     # the simulation decides; pairs only serve the wall-clock guard
         from jobs.measure.simulate import Guard, compare, stop_after_pair
         return stop_after_pair(compare(result.simulated), spec.simulate_floor_pct, y, s,
-                               Guard(spec.wall_tolerance_pct, rule.alpha_loss, rule.min_pairs, rule.alpha_keep))
+                               Guard(spec.wall_tolerance_pct, rule.alpha_loss, rule.min_pairs, rule.alpha_keep,
+                                     max_pairs=rule.max_pairs))
     kind = decide(y, s, rule, prior).kind
     if kind == "keep" and spec.clock:
         # A keep is final only once the runner's own clock decides too (jobs.stats.integrity.clock_decision).

@@ -273,6 +273,7 @@ class Guard:
     alpha: float
     min_pairs: int = 3
     claim_alpha: float = 0.01         # the experiment's keep level: a claim is a wall-clock win at this level
+    max_pairs: int = 0                # the pair cap, for giving up early when it cannot settle (0: never give up)
 
 
 def wall_interval(y: list[float], s: list[float], alpha: float) -> tuple[float, float]:
@@ -280,6 +281,9 @@ def wall_interval(y: list[float], s: list[float], alpha: float) -> tuple[float, 
     from jobs.stats.sequential import confidence_sequence, to_pct
     lo, hi = confidence_sequence(y, s, alpha)
     return (to_pct(lo) if math.isfinite(lo) else -100.0, to_pct(hi) if math.isfinite(hi) else math.inf)
+
+
+UNSETTLED = "unsettled"     # the guard stopped early: the pairs left to the cap were unlikely to settle it
 
 
 def stop_after_pair(sim: Comparison | None, floor: float, y: list[float], s: list[float], guard: Guard) -> str:
@@ -302,6 +306,10 @@ def stop_after_pair(sim: Comparison | None, floor: float, y: list[float], s: lis
         return "guarded"
     if hi < -guard.tolerance_pct:
         return "loss"
+    from jobs.stats.curtail import give_up
+    if guard.max_pairs and give_up(y, s, max_pairs=guard.max_pairs, tolerance_pct=guard.tolerance_pct,
+                                   alpha=guard.alpha, lean_alpha=guard.alpha):
+        return UNSETTLED
     return ""
 
 
@@ -396,8 +404,10 @@ def judge_yardstick(raw, config, plan, floor: float, guard: Guard, digests: list
         view.wall_guard.confirmed = confirmed
         word = ("confirmed: it excludes a regression beyond" if confirmed else
                 "neither confirms nor refutes it: no regression beyond")
+        early = (f" (the guard stopped at {len(y)} of {plan.max_pairs} pairs: more were unlikely to settle it)"
+                 if raw.stopped == UNSETTLED else "")
         return Judgement(Status.KEEP, f"{simtext}; {walltext} {word} {guard.tolerance_pct:g}%"
-                         + ("" if confirmed else " was shown"), wall.metrics, wall.flags, view)
+                         + ("" if confirmed else " was shown") + early, wall.metrics, wall.flags, view)
     if sim.delta_pct >= floor:
         return Judgement(Status.DISCARD, f"slower: {simtext}; {walltext}", wall.metrics, wall.flags, view)
     return Judgement(Status.DISCARD, f"no change in simulated cycles: {simtext}; {walltext}", wall.metrics,

@@ -3,6 +3,7 @@
     .venv/bin/python tests/benchmarks/verdict_power.py simulate                 # the table, at the defaults
     PYTHONPATH=/path/to/other/checkout .venv/bin/python tests/benchmarks/verdict_power.py simulate   # "before"
     .venv/bin/python tests/benchmarks/verdict_power.py yardstick                # a simulate: target's wall guard
+    .venv/bin/python tests/benchmarks/verdict_power.py curtail                  # what the guard's early stop costs
     .venv/bin/python tests/benchmarks/verdict_power.py demo --runs 10 --nulls 3
     .venv/bin/python tests/benchmarks/verdict_power.py demo --runs 2 --nulls 3 --load states
 
@@ -27,6 +28,10 @@ examples/llama.cpp/autoresearch.yml: 8 A/A pairs, at most 20 per experiment), ju
 losses). Keeps are split into confirmed (the interval excludes a regression beyond the tolerance)
 and unconfirmed (kept on the count alone); at a negative wall effect every keep is a slowdown sold
 as a gain.
+
+`curtail`: the same runs, paired: each sampled to its end without the guard giving up early, then judged
+on all its pairs and on those up to where `jobs.stats.curtail.give_up` would have stopped it: how often
+it gives up, the pairs that saves, and how often (and how) the verdict changes.
 
 `demo`: the real loop on this machine, `--runs` times: `autoresearch run` on the bundled demo
 target with the offline agent (all recipes) plus `--nulls` maintainer candidates that change only
@@ -218,17 +223,17 @@ YARDSTICK_MODELS = ("quiet", "tg128", "states-markov", "noisy")
 
 
 def one_yardstick_run(kind: str, wall_pct: float, sim_pct: float, rng: np.random.Generator, config, slot: int,
-                      family: int) -> str:
+                      family: int) -> tuple[str, int]:
     """One calibration + one experiment of a target with `simulate:`: the candidate's simulated cycles
     change by `sim_pct` (past the floor when negative), its real speed by `wall_pct`; sampled with the
-    runner's stop rule and judged by `jobs.measure.simulate.judge_yardstick`. Returns keep-confirmed,
-    keep-unconfirmed or the status."""
+    runner's stop rule and judged by `jobs.measure.simulate.judge_yardstick`. Returns (keep-confirmed,
+    keep-unconfirmed or the status; the wall-clock pairs it sampled)."""
     from jobs.measure.simulate import Guard, judge_yardstick
     sampler = Sampler(Noise(kind, rng), rng)
     floor = config.simulate.min_effect_pct
     got = calibrated(sampler, config, slot, family, simulate_floor_pct=floor)
     if got is None:
-        return "calibration-refused"
+        return "calibration-refused", 0
     plan, spec = got
     base = 10**9
     simulated = {"A": {"cycles": base}, "B": {"cycles": round(base * (1 + sim_pct / 100))}}
@@ -239,8 +244,8 @@ def one_yardstick_run(kind: str, wall_pct: float, sim_pct: float, rng: np.random
         runner = judged.runner          # a dict before the runner's view was typed (issue 42), a RunnerView since
         guard = (runner.get("wall_guard") or {}).get("confirmed") if isinstance(runner, dict) else \
             getattr(runner.wall_guard, "confirmed", None)
-        return "keep-confirmed" if guard else "keep-unconfirmed"
-    return judged.status.value
+        return ("keep-confirmed" if guard else "keep-unconfirmed"), len(raw.pairs())
+    return judged.status.value, len(raw.pairs())
 
 
 def yardstick(args) -> None:
@@ -258,12 +263,72 @@ def yardstick(args) -> None:
         if only and kind not in only:
             continue
         for wall in (float(w) for w in args.wall.split(",")):
-            outcomes = [one_yardstick_run(kind, wall, args.sim_pct, rng, config, args.slot, family)
-                        for _ in range(args.sims)]
+            runs = [one_yardstick_run(kind, wall, args.sim_pct, rng, config, args.slot, family)
+                    for _ in range(args.sims)]
+            outcomes = [status for status, _ in runs]
             tag = f"yardstick.{kind}.wall{wall:+g}"
+            print(f"METRIC {tag}.pairs_mean={np.mean([pairs for _, pairs in runs]):.1f}")
             for what in ("keep-confirmed", "keep-unconfirmed", "discard"):
                 print(f"METRIC {tag}.{what.replace('-', '_')}_rate={outcomes.count(what) / args.sims:.3f}")
             print(f"METRIC {tag}.runs={args.sims}", flush=True)
+
+
+def curtail(args) -> None:
+    """What giving up early costs the wall-clock guard, paired: each run of `yardstick`'s shape is
+    sampled to its own end without giving up (`jobs.stats.curtail.give_up` switched off), then judged
+    on all its pairs and on the pairs up to where `give_up` would first have stopped it. Prints how
+    often it gives up, the pairs it saves, and how often the verdict differs (and how)."""
+    import copy
+    import jobs.stats.curtail as curtailing
+    from jobs.contract.config import parse_config
+    from jobs.measure.simulate import UNSETTLED, Guard, judge_yardstick
+    from jobs.stats.sequential import adjusted
+    from jobs.stats.verdict import metric_pairs
+    give_up, curtailing.give_up = curtailing.give_up, lambda *a, **k: False
+    config = parse_config(YARDSTICK_CONFIG)
+    family, floor, primary = config.budget.max_experiments, config.simulate.min_effect_pct, config.primary
+    rng = np.random.default_rng(args.seed)
+
+    def outcome(judged) -> str:
+        if judged.status.value != "keep":
+            return judged.status.value
+        return "confirmed" if judged.runner.wall_guard.confirmed else "unconfirmed"
+    for kind in YARDSTICK_MODELS:
+        if args.only and kind not in args.only.split(","):
+            continue
+        for wall in (float(w) for w in args.wall.split(",")):
+            gave, saved, changed, runs = 0, [], {}, 0
+            for _ in range(args.sims):
+                sampler = Sampler(Noise(kind, rng), rng)
+                got = calibrated(sampler, config, args.slot, family, simulate_floor_pct=floor)
+                if got is None:
+                    continue
+                plan, spec = got
+                runs += 1
+                simulated = {"A": {"cycles": 10**9}, "B": {"cycles": round(10**9 * (1 + args.sim_pct / 100))}}
+                raw = sampler.measure(spec.n_per_arm, math.log1p(wall / 100), spec.seed, stop=spec, simulated=simulated)
+                guard = Guard(config.simulate.wall_tolerance_pct, plan.alpha_loss, plan.min_pairs, plan.alpha)
+                full = outcome(judge_yardstick(raw, config, plan, floor, guard, None))
+                n, early = len(raw.pairs()), None
+                for k in range(plan.min_pairs, n):
+                    cut = copy.deepcopy(raw)
+                    cut.invocations = [inv for inv in raw.invocations if inv.pair < k]
+                    y, s = adjusted(metric_pairs(cut, primary.name, primary.direction,
+                                                 tuple(plan.adjust.get(primary.name, ()))), plan.prior(primary.name))
+                    if give_up(y, s, max_pairs=spec.n_per_arm, tolerance_pct=guard.tolerance_pct, alpha=guard.alpha,
+                               lean_alpha=guard.alpha):
+                        cut.stopped = UNSETTLED
+                        early = outcome(judge_yardstick(cut, config, plan, floor, guard, None))
+                        gave, saved = gave + 1, saved + [n - k]
+                        break
+                if early is not None and early != full:
+                    changed[f"{full}->{early}"] = changed.get(f"{full}->{early}", 0) + 1
+            tag = f"curtail.{kind}.wall{wall:+g}"
+            runs = max(1, runs)
+            print(f"METRIC {tag}.gave_up_rate={gave / runs:.3f}")
+            print(f"METRIC {tag}.pairs_saved_mean={sum(saved) / runs:.2f}")
+            print(f"METRIC {tag}.verdict_changed_rate={sum(changed.values()) / runs:.3f}")
+            print(f"# {tag}: {runs} runs, changed: {changed or 'none'}", flush=True)
 
 
 def simulate(args) -> None:
@@ -385,12 +450,19 @@ def main() -> int:
     y.add_argument("--sim-pct", type=float, default=-2.3, help="the candidate's change in simulated cycles")
     y.add_argument("--wall", default="2,0,-4,-8,-15", help="comma-separated true wall-clock effects in %%")
     y.add_argument("--seed", type=int, default=0)
+    c = sub.add_parser("curtail")
+    c.add_argument("--sims", type=int, default=100, help="runs per (noise model, wall effect)")
+    c.add_argument("--slot", type=int, default=1)
+    c.add_argument("--only", default="", help="comma-separated noise model names")
+    c.add_argument("--sim-pct", type=float, default=-2.3, help="the candidate's change in simulated cycles")
+    c.add_argument("--wall", default="2,0,-4,-8,-15", help="comma-separated true wall-clock effects in %%")
+    c.add_argument("--seed", type=int, default=0)
     d = sub.add_parser("demo")
     d.add_argument("--runs", type=int, default=10)
     d.add_argument("--nulls", type=int, default=3)
     d.add_argument("--load", choices=["none", "states"], default="none")
     args = parser.parse_args()
-    {"simulate": simulate, "yardstick": yardstick, "demo": demo}[args.what](args)
+    {"simulate": simulate, "yardstick": yardstick, "curtail": curtail, "demo": demo}[args.what](args)
     return 0
 
 

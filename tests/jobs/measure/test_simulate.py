@@ -371,3 +371,15 @@ def test_pr_summary_leads_with_the_yardstick_when_it_decided_the_stack():
     assert headline(run_summary(stacks={"local": {**stack, "status": "discard"}})) == []
     none = headline(run_summary(simulate={"local": {}}, stacks={}, experiments=[{"runner": j.runner}]))[0]
     assert none.startswith("No optimization changed the simulated cycles by more than the floor")
+
+
+def test_a_keep_whose_guard_gave_up_early_says_so():
+    from jobs.measure.simulate import UNSETTLED
+    raw = raw_with(0.01, 1_000_000, 985_000, n=9, noise=0.15, seed=4)
+    raw.stopped = UNSETTLED
+    j = judge_yardstick(raw, CONFIG, PLAN, 0.5, GUARD)
+    assert j.status == Status.KEEP, j.reason
+    assert "neither confirms nor refutes" in j.reason
+    assert "the guard stopped at 9 of 30 pairs: more were unlikely to settle it" in j.reason
+    raw.stopped = "exhausted"
+    assert "the guard stopped at" not in judge_yardstick(raw, CONFIG, PLAN, 0.5, GUARD).reason
