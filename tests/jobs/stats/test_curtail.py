@@ -74,3 +74,26 @@ def test_slow_states_do_not_hide_a_shift_in_the_many_pairs():
     # of them slow. The lean test sees the shift in the many, so going on is worth it.
     y, s = pairs([-8, -7, -9, 160, -8, -6, -65, -9, -8, -7], 0.30)
     assert settle_chance(y, s, **ARGS) > 0.5
+
+
+def test_the_runner_gives_up_at_its_own_pair_cap():
+    """Wired through the runner's stop rule: the spec's cap (its `stop.max_pairs`) is the guard's."""
+    from jobs.contract.config import parse_config
+    from jobs.contract.spec import ExperimentSpec, Invocation, RawResult, Rule
+    from jobs.measure.runner import stop_reason
+    from jobs.stats.sequential import pair_schedule
+    config = parse_config("build: make\nbenchmark: ./b\nchecks: ./c\nmetrics: [{name: tps, primary: true}]\n"
+                          "editable: [src/**]\nsimulate: {command: ./b 10}\n")
+    raw = RawResult(status="ok", simulated={"A": {"cycles": 1_000_000}, "B": {"cycles": 970_000}})
+    for i, (first, seed) in enumerate(pair_schedule(len(NOISY), 3)):
+        for position, arm in enumerate((first, "A" if first == "B" else "B")):
+            tps = 100.0 * (1 + NOISY[i] / 100) if arm == "B" else 100.0
+            raw.invocations.append(Invocation(arm=arm, pair=i, position=position, seed=seed, index=2 * i + position,
+                                              wall_s=1.0, cpu_s=1.0, metrics={"tps": tps}))
+
+    def spec(cap: int) -> ExperimentSpec:
+        return ExperimentSpec.from_config(config, run_id="r", name="x", platform="p", base_commit="a", head_commit="b",
+                                          n_per_arm=cap, simulate_floor_pct=0.5,
+                                          stop=Rule(alpha_keep=0.0125, floor=0.01, target=0.05, max_pairs=cap))
+    assert stop_reason(spec(20), raw) == UNSETTLED
+    assert stop_reason(spec(40), raw) == ""        # 12 of 40: not yet half the cap
