@@ -104,6 +104,14 @@ def test_a_run_folder_reads_back_typed_keeping_what_this_version_does_not_know(t
     assert files.records == api.read_records(layout.out) == [ExperimentRecord.from_summary(line)]
     assert files.records[0].metric("tg_tps").delta_pct is None and files.records[0].kind == "experiment"
     assert api.spent_usd(layout.out) == 2.5 and api.spent_usd(tmp_path / "nowhere") == 0.0
+    # the one number is read on its own: another field of the wrong shape does not hide it
+    ledger.save_state(layout.out, {"run_id": layout.run_id, "cost_usd": 1.25, "hypotheses": "not a list"})
+    assert api.spent_usd(layout.out) == 1.25 and api.read_run(tmp_path / "work", layout.run_id).state.cost_usd == 0.0
+    for wrong in ("3", None, True, [1]):
+        ledger.save_state(layout.out, {"run_id": layout.run_id, "cost_usd": wrong})
+        assert api.spent_usd(layout.out) == 0.0, wrong
+    ledger.save_state(layout.out, {"run_id": layout.run_id, "cost_usd": 2.5, "hypotheses": [{"id": "a", "title": "t"}],
+                                   "from_a_later_version": [1]})
     (layout.out / ledger.LEDGER).write_text("{not json\n" + json.dumps(line) + "\n")
     assert api.read_records(layout.out) == []           # an unreadable ledger reads as empty
 
