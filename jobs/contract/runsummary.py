@@ -18,6 +18,7 @@ were read (`jobs.contract.jsonform`).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -110,20 +111,8 @@ class RunSummary:
         if not isinstance(self.experiments, list) or not isinstance(self.attribution, list) \
                 or not isinstance(self.stacks, dict):
             raise TypeError("experiments and attribution are lists of records, stacks a mapping of them")
-        self.experiments = [_record(r) for r in self.experiments]
-        if self.commits is not None:
-            self.commits = [c if isinstance(c, BranchCommit) else BranchCommit.from_json(c) for c in self.commits]
-        self.attribution = [_record(r) for r in self.attribution]
-        self.stacks = {p: _record(r) for p, r in self.stacks.items()}
-        self.calibration = platform_calibrations(self.calibration)
-        self.simulate = simulated_calibrations(self.simulate)
-        self.machines = per_key(MachineFacts, self.machines)
-        self.noise = per_key(NoiseSeen, self.noise)
-        self.profile = op_profile(self.profile)
-        if isinstance(self.error_control, dict):
-            self.error_control = ErrorControl.from_json(self.error_control) if self.error_control else None
-        self.hypotheses = {k: h if isinstance(h, Hypothesis) else Hypothesis.from_json(h)
-                           for k, h in (self.hypotheses or {}).items()}
+        for name, (typed, _) in _CONVERTED.items():
+            setattr(self, name, typed(getattr(self, name)))
 
     def to_json(self) -> Json:
         """The summary.json object (write it with `jobs.contract.ledger.dumps(..., indent=2)`)."""
@@ -156,27 +145,39 @@ def _record(value: ExperimentRecord | Json) -> ExperimentRecord:
     return value if isinstance(value, ExperimentRecord) else ExperimentRecord.from_summary(value)
 
 
-def _plain(name: str, value: Any) -> Any:
-    """A field's JSON form: the records as summary.json holds them, the rest as it is."""
-    if name == "stacks":
-        return {p: r.summary_dict() for p, r in value.items()}
-    if name in ("experiments", "attribution"):
-        return [r.summary_dict() for r in value]
-    if name == "calibration":
-        return platform_calibrations_json(value)
-    if name == "simulate":
-        return simulated_calibrations_json(value)
-    if name in ("machines", "noise"):
-        return per_key_json(value)
-    if name == "commits" and value is not None:
-        return [c.to_json() for c in value]
-    if name == "hypotheses":
-        return {k: h.to_dict() for k, h in value.items()}
-    if name == "profile":
-        return op_profile_json(value)
-    if name == "error_control":
-        return {} if value is None else value.to_json()
+def _commits(value: list | None) -> list[BranchCommit] | None:
+    return None if value is None else [c if isinstance(c, BranchCommit) else BranchCommit.from_json(c) for c in value]
+
+
+def _error_control(value: ErrorControl | Json | None) -> ErrorControl | None:
+    if isinstance(value, dict):                 # read from JSON; an older summary's `{}` said none
+        return ErrorControl.from_json(value) if value else None
     return value
+
+
+def _hypotheses(value: dict | None) -> dict[str, Hypothesis]:
+    return {k: h if isinstance(h, Hypothesis) else Hypothesis.from_json(h) for k, h in (value or {}).items()}
+
+
+# The typed fields: name -> (its JSON form -> typed, typed -> its JSON form as summary.json holds it).
+_CONVERTED = {
+    "experiments": (lambda v: [_record(r) for r in v], lambda v: [r.summary_dict() for r in v]),
+    "commits": (_commits, lambda v: None if v is None else [c.to_json() for c in v]),
+    "attribution": (lambda v: [_record(r) for r in v], lambda v: [r.summary_dict() for r in v]),
+    "stacks": (lambda v: {p: _record(r) for p, r in v.items()}, lambda v: {p: r.summary_dict() for p, r in v.items()}),
+    "calibration": (platform_calibrations, platform_calibrations_json),
+    "simulate": (simulated_calibrations, simulated_calibrations_json),
+    "machines": (functools.partial(per_key, MachineFacts), per_key_json),
+    "noise": (functools.partial(per_key, NoiseSeen), per_key_json),
+    "profile": (op_profile, op_profile_json),
+    "error_control": (_error_control, lambda v: {} if v is None else v.to_json()),
+    "hypotheses": (_hypotheses, lambda v: {k: h.to_dict() for k, h in v.items()}),
+}
+
+
+def _plain(name: str, value: Any) -> Any:
+    """A field's JSON form: the typed ones as summary.json holds them, the rest as it is."""
+    return _CONVERTED[name][1](value) if name in _CONVERTED else value
 
 
 @dataclass(frozen=True)
