@@ -222,30 +222,44 @@ YARDSTICK_CONFIG = (   # the shape of examples/llama.cpp/autoresearch.yml with i
 YARDSTICK_MODELS = ("quiet", "tg128", "states-markov", "noisy")
 
 
-def one_yardstick_run(kind: str, wall_pct: float, sim_pct: float, rng: np.random.Generator, config, slot: int,
-                      family: int) -> tuple[str, int]:
+def yardstick_experiment(kind: str, wall_pct: float, sim_pct: float, rng: np.random.Generator, config, slot: int,
+                         family: int):
     """One calibration + one experiment of a target with `simulate:`: the candidate's simulated cycles
     change by `sim_pct` (past the floor when negative), its real speed by `wall_pct`; sampled with the
-    runner's stop rule and judged by `jobs.measure.simulate.judge_yardstick`. Returns (keep-confirmed,
-    keep-unconfirmed or the status; the wall-clock pairs it sampled)."""
-    from jobs.measure.simulate import Guard, judge_yardstick
+    runner's stop rule. Returns (raw, plan, guard), or None when the calibration refused."""
+    from jobs.measure.simulate import Guard
     sampler = Sampler(Noise(kind, rng), rng)
-    floor = config.simulate.min_effect_pct
-    got = calibrated(sampler, config, slot, family, simulate_floor_pct=floor)
+    got = calibrated(sampler, config, slot, family, simulate_floor_pct=config.simulate.min_effect_pct)
     if got is None:
-        return "calibration-refused", 0
+        return None
     plan, spec = got
     base = 10**9
     simulated = {"A": {"cycles": base}, "B": {"cycles": round(base * (1 + sim_pct / 100))}}
     raw = sampler.measure(spec.n_per_arm, math.log1p(wall_pct / 100), spec.seed, stop=spec, simulated=simulated)
-    guard = Guard(config.simulate.wall_tolerance_pct, plan.alpha_loss, plan.min_pairs, plan.alpha)
-    judged = judge_yardstick(raw, config, plan, floor, guard, None)
-    if judged.status.value == "keep":
-        runner = judged.runner          # a dict before the runner's view was typed (issue 42), a RunnerView since
-        guard = (runner.get("wall_guard") or {}).get("confirmed") if isinstance(runner, dict) else \
-            getattr(runner.wall_guard, "confirmed", None)
-        return ("keep-confirmed" if guard else "keep-unconfirmed"), len(raw.pairs())
-    return judged.status.value, len(raw.pairs())
+    return raw, plan, Guard(config.simulate.wall_tolerance_pct, plan.alpha_loss, plan.min_pairs, plan.alpha)
+
+
+def yardstick_outcome(raw, config, plan, guard) -> str:
+    """`jobs.measure.simulate.judge_yardstick`'s verdict: keep-confirmed, keep-unconfirmed or the status."""
+    from jobs.measure.simulate import judge_yardstick
+    judged = judge_yardstick(raw, config, plan, config.simulate.min_effect_pct, guard, None)
+    if judged.status.value != "keep":
+        return judged.status.value
+    runner = judged.runner          # a dict before the runner's view was typed (issue 42), a RunnerView since
+    confirmed = (runner.get("wall_guard") or {}).get("confirmed") if isinstance(runner, dict) else \
+        getattr(runner.wall_guard, "confirmed", None)
+    return "keep-confirmed" if confirmed else "keep-unconfirmed"
+
+
+def one_yardstick_run(kind: str, wall_pct: float, sim_pct: float, rng: np.random.Generator, config, slot: int,
+                      family: int) -> tuple[str, int]:
+    """`yardstick_experiment` judged: (keep-confirmed, keep-unconfirmed or the status; the wall-clock
+    pairs it sampled)."""
+    got = yardstick_experiment(kind, wall_pct, sim_pct, rng, config, slot, family)
+    if got is None:
+        return "calibration-refused", 0
+    raw, plan, guard = got
+    return yardstick_outcome(raw, config, plan, guard), len(raw.pairs())
 
 
 def yardstick(args) -> None:
@@ -281,44 +295,35 @@ def curtail(args) -> None:
     import copy
     import jobs.stats.curtail as curtailing
     from jobs.contract.config import parse_config
-    from jobs.measure.simulate import UNSETTLED, Guard, judge_yardstick
+    from jobs.measure.simulate import UNSETTLED
     from jobs.stats.sequential import adjusted
     from jobs.stats.verdict import metric_pairs
     give_up, curtailing.give_up = curtailing.give_up, lambda *a, **k: False
     config = parse_config(YARDSTICK_CONFIG)
-    family, floor, primary = config.budget.max_experiments, config.simulate.min_effect_pct, config.primary
+    family, primary = config.budget.max_experiments, config.primary
     rng = np.random.default_rng(args.seed)
-
-    def outcome(judged) -> str:
-        if judged.status.value != "keep":
-            return judged.status.value
-        return "confirmed" if judged.runner.wall_guard.confirmed else "unconfirmed"
     for kind in YARDSTICK_MODELS:
         if args.only and kind not in args.only.split(","):
             continue
         for wall in (float(w) for w in args.wall.split(",")):
             gave, saved, changed, runs = 0, [], {}, 0
             for _ in range(args.sims):
-                sampler = Sampler(Noise(kind, rng), rng)
-                got = calibrated(sampler, config, args.slot, family, simulate_floor_pct=floor)
+                got = yardstick_experiment(kind, wall, args.sim_pct, rng, config, args.slot, family)
                 if got is None:
                     continue
-                plan, spec = got
+                raw, plan, guard = got
                 runs += 1
-                simulated = {"A": {"cycles": 10**9}, "B": {"cycles": round(10**9 * (1 + args.sim_pct / 100))}}
-                raw = sampler.measure(spec.n_per_arm, math.log1p(wall / 100), spec.seed, stop=spec, simulated=simulated)
-                guard = Guard(config.simulate.wall_tolerance_pct, plan.alpha_loss, plan.min_pairs, plan.alpha)
-                full = outcome(judge_yardstick(raw, config, plan, floor, guard, None))
+                full = yardstick_outcome(raw, config, plan, guard)
                 n, early = len(raw.pairs()), None
                 for k in range(plan.min_pairs, n):
                     cut = copy.deepcopy(raw)
                     cut.invocations = [inv for inv in raw.invocations if inv.pair < k]
                     y, s = adjusted(metric_pairs(cut, primary.name, primary.direction,
                                                  tuple(plan.adjust.get(primary.name, ()))), plan.prior(primary.name))
-                    if give_up(y, s, max_pairs=spec.n_per_arm, tolerance_pct=guard.tolerance_pct, alpha=guard.alpha,
+                    if give_up(y, s, max_pairs=plan.max_pairs, tolerance_pct=guard.tolerance_pct, alpha=guard.alpha,
                                lean_alpha=guard.alpha):
                         cut.stopped = UNSETTLED
-                        early = outcome(judge_yardstick(cut, config, plan, floor, guard, None))
+                        early = yardstick_outcome(cut, config, plan, guard)
                         gave, saved = gave + 1, saved + [n - k]
                         break
                 if early is not None and early != full:
