@@ -308,7 +308,7 @@ def stop_after_pair(sim: Comparison | None, floor: float, y: list[float], s: lis
         return "loss"
     from jobs.stats.curtail import give_up
     if guard.max_pairs and give_up(y, s, max_pairs=guard.max_pairs, tolerance_pct=guard.tolerance_pct,
-                                   alpha=guard.alpha, lean_alpha=guard.alpha):
+                                   alpha=guard.alpha):
         return UNSETTLED
     return ""
 

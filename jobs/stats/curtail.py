@@ -49,9 +49,10 @@ def _lean_z(alpha: float) -> float:
 
 
 def settle_chance(y: np.ndarray, s: np.ndarray, *, max_pairs: int, tolerance_pct: float, alpha: float,
-                  lean_alpha: float, paths: int = PATHS) -> float:
-    """The chance that sampling on to `max_pairs` settles the guard (see the module docstring), given
-    the adjusted pairs `y` (log units, + is better) and their scales `s` so far. 1.0 before half the
+                  paths: int = PATHS) -> float:
+    """The chance that sampling on to `max_pairs` settles the guard (see the module docstring) at its
+    level `alpha` (its interval's and its lean's alike), given the adjusted pairs `y` (log units, + is
+    better) and their scales `s` so far. 1.0 before half the
     cap (what a few pairs say of a noisy machine's shape is too little to give up on) and at the cap."""
     y, s = np.asarray(y, float), np.asarray(s, float)
     k = y.size
@@ -73,13 +74,11 @@ def settle_chance(y: np.ndarray, s: np.ndarray, *, max_pairs: int, tolerance_pct
     d0 = to_log(-tolerance_pct)
     confirmed = log_wealth(rows, scales, d0, "up")[:, 0, :].max(axis=1) >= bar
     refuted = log_wealth(rows, scales, d0, "down")[:, 0, :].max(axis=1) >= bar
-    leans = _signed_rank_z(rows) < _lean_z(lean_alpha)
+    leans = _signed_rank_z(rows) < _lean_z(alpha)
     return float(np.mean(confirmed | refuted | leans))
 
 
-def give_up(y: np.ndarray, s: np.ndarray, *, max_pairs: int, tolerance_pct: float, alpha: float,
-            lean_alpha: float) -> bool:
+def give_up(y: np.ndarray, s: np.ndarray, *, max_pairs: int, tolerance_pct: float, alpha: float) -> bool:
     """True when the guard's remaining pairs are unlikely to settle it (`settle_chance` below
     `GIVE_UP_BELOW`)."""
-    return settle_chance(y, s, max_pairs=max_pairs, tolerance_pct=tolerance_pct, alpha=alpha,
-                         lean_alpha=lean_alpha) < GIVE_UP_BELOW
+    return settle_chance(y, s, max_pairs=max_pairs, tolerance_pct=tolerance_pct, alpha=alpha) < GIVE_UP_BELOW

@@ -320,8 +320,7 @@ def curtail(args) -> None:
                     cut.invocations = [inv for inv in raw.invocations if inv.pair < k]
                     y, s = adjusted(metric_pairs(cut, primary.name, primary.direction,
                                                  tuple(plan.adjust.get(primary.name, ()))), plan.prior(primary.name))
-                    if give_up(y, s, max_pairs=plan.max_pairs, tolerance_pct=guard.tolerance_pct, alpha=guard.alpha,
-                               lean_alpha=guard.alpha):
+                    if give_up(y, s, max_pairs=plan.max_pairs, tolerance_pct=guard.tolerance_pct, alpha=guard.alpha):
                         cut.stopped = UNSETTLED
                         early = yardstick_outcome(cut, config, plan, guard)
                         gave, saved = gave + 1, saved + [n - k]

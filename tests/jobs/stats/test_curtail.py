@@ -8,7 +8,7 @@ import numpy as np
 from jobs.measure.simulate import UNSETTLED, Comparison, Guard, stop_after_pair
 from jobs.stats.curtail import GIVE_UP_BELOW, give_up, settle_chance
 
-ARGS = dict(max_pairs=20, tolerance_pct=5.0, alpha=0.05, lean_alpha=0.05)
+ARGS = dict(max_pairs=20, tolerance_pct=5.0, alpha=0.05)
 
 
 def pairs(values: list[float], scale: float) -> tuple[np.ndarray, np.ndarray]:
