@@ -38,7 +38,7 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
-from jobs.measure.simulate import SimulateError, extract, extract_digests, wrapped_command
+from jobs.measure.simulate import SLOWED_TIMEOUT, SimulateError, extract, extract_digests, wrapped_command
 
 VALGRIND_HINT = "install valgrind (Debian: apt-get install valgrind), or remove `simulate:` from the config"
 
@@ -51,18 +51,23 @@ class SimulationFailed(RuntimeError):
         self.status, self.reason, self.log = status, reason, log
 
 
-def simulate(command: str, tree: Path, timeout: float, run_step: Callable, seed: int, who: str) -> dict:
+def simulate(command: str, tree: Path, timeout: float, run_step: Callable, seed: int, who: str,
+             slowed: bool = False) -> dict:
     """One simulated run of `command` in `tree`: cachegrind's totals + `cycles` + the run's wall time,
-    and the DIGEST lines the workload printed (`digests`, compared with the other arm's)."""
+    and the DIGEST lines the workload printed (`digests`, compared with the other arm's). `slowed`: the
+    A/A's second run, slowed on purpose (jobs.measure.simulate.SLOWED) and allowed SLOWED_TIMEOUT times
+    `timeout`; its record says so (`slowed`)."""
     if shutil.which("valgrind") is None:
         raise SimulationFailed("crash", f"simulate: valgrind is not installed; {VALGRIND_HINT}")
     marker = "AUTORESEARCH-CACHEGRIND-" + secrets.token_hex(12)
-    done = run_step(wrapped_command(command, marker), tree, timeout, step="benchmark",
+    limit = timeout * SLOWED_TIMEOUT if slowed else timeout
+    done = run_step(wrapped_command(command, marker, slowed=slowed), tree, limit, step="benchmark",
                     extra_env={"AUTORESEARCH_SEED": str(seed)})
     if done.overflow:
         raise SimulationFailed("crash", f"{who} simulated run stopped: {done.overflow}", done.output[-3000:])
     if done.returncode is None:
-        raise SimulationFailed("timeout", f"{who} simulated run exceeded {timeout:.0f} s (simulate.timeout)",
+        raise SimulationFailed("timeout", f"{who} simulated run exceeded {limit:.0f} s (simulate.timeout"
+                               f"{f' x {SLOWED_TIMEOUT:g}: the run slowed on purpose' if slowed else ''})",
                                done.output[-3000:])
     if done.returncode != 0:
         raise SimulationFailed("crash", f"{who} simulated run exited with status {done.returncode}",
@@ -72,7 +77,7 @@ def simulate(command: str, tree: Path, timeout: float, run_step: Callable, seed:
     except SimulateError as exc:
         raise SimulationFailed("crash", f"{who} simulated run: {exc}", done.output[-3000:]) from None
     return {**counts.to_dict(), "wall_s": round(done.seconds, 3), "cpu_s": round(done.cpu_s, 3),
-            "digests": extract_digests(done.output, marker)}
+            "digests": extract_digests(done.output, marker), **({"slowed": True} if slowed else {})}
 
 
 def side_by_side(runs: dict[str, Callable[[], dict]], workers: int | None = None) -> dict[str, dict | SimulationFailed]:

@@ -155,13 +155,48 @@ def total(parts: list[Counts]) -> Counts:
     return Counts(tuple((n, sum(c.get(n) for c in parts)) for n in names), sum(c.processes for c in parts))
 
 
-def wrapped_command(command: str, marker: str) -> str:
+# Valgrind options that make the simulated run slower (~1.4-1.6x with cachegrind here: no optimisation of
+# the translated code, every translation checked for self-modifying code, no chasing across branches)
+# without changing what the workload does or what is counted: the A/A's second run uses them, to see
+# whether the counted work depends on how fast the workload runs (`time_budget_problem`).
+SLOWED = ("--vex-iropt-level=0", "--smc-check=all", "--vex-guest-chase=no")
+SLOWED_TIMEOUT = 2.0      # the slowed run's time limit, as a multiple of the simulation's own
+BUDGET_FALL_PCT = 10.0    # counts that fall by this much when the run is slowed: work that follows the time
+
+
+def wrapped_command(command: str, marker: str, slowed: bool = False) -> str:
     """The shell command that runs `command` under cachegrind (every child process too) inside the
     sandbox and prints the workload's DIGEST lines, then its listing of each process's records after
     a `marker` line (jobs/measure/cgoutput.py: where they are kept and what is read of them). The rest of
-    the workload's output goes to a file, printed (tail) only when it fails."""
+    the workload's output goes to a file, printed (tail) only when it fails. `slowed`: with `SLOWED`."""
     return cgoutput.script(command, marker, ["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--branch-sim=no",
-                                             *CACHES, "--trace-children=yes", "--vgdb=no"])
+                                             *CACHES, *(SLOWED if slowed else ()), "--trace-children=yes",
+                                             "--vgdb=no"])
+
+
+def time_budget_problem(simulated: dict, what: str) -> str | None:
+    """Why an A/A's simulated runs (`RawResult.simulated`: A as is, B slowed by `SLOWED`) show that
+    `what` (the workload's command, in words) does as much work as its time allows, or None. A workload
+    with a fixed amount of work counts the same at any speed (two runs agree to parts per million);
+    one that repeats its work until a time budget is spent (Google Benchmark's default, a "run for N
+    seconds" loop) does less of it when slowed, so its counts fall. Such a workload defeats both
+    yardsticks: a faster candidate does more rounds in the same time, so the simulated cycles do not
+    fall, and the benchmark process takes its budget either way, so the runner's own clock cannot
+    confirm a claimed speed-up (jobs.stats.integrity) and every real one would be called invalid."""
+    sim = compare(simulated)
+    if sim is None or not simulated.get("B", {}).get("slowed") or sim.delta_pct > -BUDGET_FALL_PCT:
+        return None
+    seconds = [simulated[arm].get("wall_s") for arm in ("A", "B")]
+    took = (f" in {seconds[0]:.1f} s and {seconds[1]:.1f} s" if all(isinstance(t, (int, float)) for t in seconds)
+            else "")
+    return (f"{what} does as much work as its time allows: run twice under cachegrind, the second time slowed "
+            f"(Valgrind without its optimiser, ~1.5x), it counted {sim.base:,} and then {sim.head:,} simulated cycles "
+            f"({sim.delta_pct:+.1f}%){took}, where a fixed amount of work counts the same at any speed. A loop "
+            "that runs until a time budget is spent does this (Google Benchmark's default, a run-for-N-seconds "
+            "loop). Neither yardstick can judge it: a faster candidate does more rounds in the same time, so its "
+            "simulated cycles do not fall, and its process takes the same time, so the runner's own clock would "
+            "call every real speed-up invalid. Give it a fixed amount of work (a fixed number of rounds; Google "
+            "Benchmark: --benchmark_min_time=<N>x)")
 
 
 def extract(output: str, marker: str) -> Counts:
@@ -451,7 +486,8 @@ def render_section(summary: RunSummary) -> list:
         slow = (md("; {:.1f} s simulated vs {:.2f} s native = {:.0f}x slowdown", c.seconds, c.native_seconds,
                    c.seconds / c.native_seconds) if c.seconds and c.native_seconds else md(""))
         aa = c.aa_delta_pct
-        out.append(md("- {}: A/A (two builds of the base) {:+.4f}% in simulated cycles ({:,} cycles per run){}.",
+        out.append(md("- {}: A/A (two builds of the base, the second run slowed ~1.5x under Valgrind: a count that "
+                      "followed the time would fall) {:+.4f}% in simulated cycles ({:,} cycles per run){}.",
                       platform, aa, c.base_cycles or 0, slow) if aa is not None else
                    md("- {}: no A/A simulation", platform))
     if cal:

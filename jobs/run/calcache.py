@@ -28,6 +28,9 @@ from jobs.contract.calibrated import MetricCalibration, SimulatedCalibration, me
 from jobs.contract.jsonform import per_key_json
 
 MAX_AGE_S = 6 * 3600
+# What an A/A measures, by version: an entry stored by another procedure is not reused (2: the second
+# simulated run is slowed, to find work that follows the time; jobs.measure.simulate.time_budget_problem).
+PROCEDURE = 2
 FIELDS = ("build", "benchmark", "checks", "metrics", "repeats", "thresholds", "integrity", "sandbox", "simulate", "timeouts",
           "artifacts")
 
@@ -37,7 +40,7 @@ def key(config, base: str, platform: str, cpu: str, repeats: int | None, env_dig
     keys the op profile's cache too)."""
     contract = {f: getattr(config, f, None) for f in FIELDS}
     text = json.dumps({"base": base, "platform": platform, "host": socket.gethostname(), "cpu": cpu,
-                       "repeats": repeats, "env": env_digest,
+                       "repeats": repeats, "env": env_digest, "procedure": PROCEDURE,
                        "contract": {k: (v.model_dump() if hasattr(v, "model_dump") else
                                         [x.model_dump() if hasattr(x, "model_dump") else x for x in v]
                                         if isinstance(v, list) else v) for k, v in contract.items()}},

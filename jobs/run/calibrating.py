@@ -50,6 +50,16 @@ class Calibrating:
                 raise RunError(f"the baseline itself could not be measured on {ex.platform} "
                                f"({raw.status}: {raw.reason}); fix the target's build/benchmark/checks "
                                f"first.\n{raw.log}")
+            if raw.simulated:     # the A/A's slowed second run: counted work that follows the time judges nothing
+                budget = simulate.time_budget_problem(
+                    raw.simulated, "the benchmark command" if spec.simulate_derived else "`simulate.command`")
+                if budget:
+                    raise RunError(f"calibration on {ex.platform}: {budget}" + (
+                        ". If its work is fixed after all, `simulate: false` runs on the wall clock alone, without "
+                        "this check" if spec.simulate_derived else
+                        ". That is the `simulate:` workload; the benchmark command itself runs only natively and was "
+                        "not checked")
+                        + ". No experiment was run.")
             derived = spec.simulate_derived and bool(raw.simulated)
             if derived:               # the benchmark itself fit under cachegrind: judged as a declared yardstick is
                 capped = simulate.tried(capped)

@@ -318,7 +318,8 @@ def clock_check(raw: RawResult, metric: str, clock: str, claim_lo: float, timed_
     if state == EXCLUDED:
         said += (f", and its interval excludes that at level {alpha_exclude:.3g}: the work went where the "
                  "benchmark's clock does not see it (child processes, untimed set-up, a cache), or the number "
-                 "printed is not the time taken")
+                 "printed is not the time taken (a benchmark that runs until a time budget is spent takes the same "
+                 "time however fast it is: give it a fixed amount of work)")
     return state, said
 
 
