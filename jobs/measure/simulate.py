@@ -29,7 +29,10 @@ How it combines with wall-clock pairs (`judge_yardstick`), in order:
    level) while the simulated cycles do not move beyond the floor is `invalid`: the work it claims
    to save is still being done. Where the workload runs a build of its own (`separate_build`, e.g.
    an AVX2 copy because Valgrind has no AVX-512) the claim may be true on a path only the measured
-   build runs: discarded as unseen instead.
+   build runs: discarded as unseen instead. Nor where the candidate runs its work on more cores at once
+   (`at_once`: the runner's CPU time per wall second rose), which the simulation, running threads one
+   at a time, cannot count: the wall-clock verdict alone decides it (a keep says "kept on the wall
+   clock alone"; anything else is discarded as unseen).
 4. **Keep** needs both: the simulated cycles fall by at least the floor, AND the wall-clock
    interval of the primary metric (anytime-valid, at level `alpha_loss`) does not lie below
    `-wall_tolerance_pct`: the simulator models neither branch prediction nor threads nor the real
@@ -348,6 +351,24 @@ def stop_after_pair(sim: Comparison | None, floor: float, y: list[float], s: lis
     return ""
 
 
+MORE_AT_ONCE = 1.15     # CPU time per wall second, candidate over baseline (and the candidate's own): more cores at once
+
+
+def at_once(raw) -> tuple[float, float] | None:
+    """(baseline, candidate), each arm's median over complete pairs of its process tree's CPU time over
+    its wall time (1.0: one core busy throughout), when the candidate's is at least `MORE_AT_ONCE`
+    times the baseline's in the median pair and at least `MORE_AT_ONCE` itself: a candidate that does
+    its work on more cores at once. None otherwise, or where the runner has no CPU times."""
+    import statistics
+    rows = [(a.cpu_s / a.wall_s, b.cpu_s / b.wall_s) for a, b in raw.pairs()
+            if a.wall_s > 0 and b.wall_s > 0 and a.cpu_s > 0 and b.cpu_s > 0]
+    if not rows:
+        return None
+    base, head = statistics.median(a for a, _ in rows), statistics.median(b for _, b in rows)
+    more = statistics.median(b / a for a, b in rows)
+    return (base, head) if more >= MORE_AT_ONCE and head >= MORE_AT_ONCE else None
+
+
 def sim_view(sim: Comparison, floor: float, raw_simulated: dict) -> SimulatedView:
     return SimulatedView(base_cycles=sim.base, head_cycles=sim.head, delta_pct=round(sim.delta_pct, 4),
                          floor_pct=floor, seconds={a: raw_simulated.get(a, {}).get("wall_s") for a in ("A", "B")},
@@ -399,6 +420,20 @@ def judge_yardstick(raw, config, plan, floor: float, guard: Guard, digests: list
     claim_lo = wall_interval(y, s, guard.claim_alpha)[0] if len(y) >= 2 else -100.0
     claims = main is not None and (main.verdict == "win" or claim_lo > 0)
     if claims and abs(sim.delta_pct) < floor:
+        parallel = at_once(raw)
+        if parallel:
+            # Not a saving the count hides: the work runs on more cores at once (the runner's CPU time of
+            # the process tree did not fall with its wall time). The simulation runs threads one at a
+            # time, so only the wall clock can judge it, as it would without a yardstick.
+            why = (f"the candidate runs more of its work at once (its processes' CPU time is {parallel[1]:.2f}x "
+                   f"their wall time, the baseline's {parallel[0]:.2f}x), which the simulation, running threads one "
+                   "at a time, cannot count")
+            if wall.status == Status.KEEP:
+                return Judgement(Status.KEEP, f"kept on the wall clock alone: {wall.reason}; the {simtext} did not "
+                                 f"move: {why}", wall.metrics, wall.flags, view)
+            return Judgement(Status.DISCARD, f"unseen by the yardstick: {walltext}, but the {simtext} did not move: "
+                             f"{why}; on the wall clock alone it is not a keep ({wall.reason})", wall.metrics,
+                             wall.flags, view)
         if config.simulate.separate_build:
             # The workload ran a build of its own (another ISA): the win may be on a path only the
             # measured build runs. Not kept (the yardstick does not see it), and not called a cheat.
@@ -412,7 +447,7 @@ def judge_yardstick(raw, config, plan, floor: float, guard: Guard, digests: list
                          f"interval excludes 0 at the keep level {guard.claim_alpha:.3g}) but the {simtext} did not "
                          "move: the work it claims to save is still done. A gain the model cannot see (instruction "
                          "latency, branch prediction, e.g. from -march) looks the same: judge such a change on the "
-                         "wall clock alone, without `simulate`", wall.metrics, wall.flags, view)
+                         "wall clock alone (`simulate: false`)", wall.metrics, wall.flags, view)
     if sim.saving_pct >= floor:
         losses = [m for m in wall.metrics if m.verdict == "loss"]
         if losses:
@@ -521,6 +556,12 @@ def headline(summary: RunSummary) -> list:
         m = st.metric(summary.primary)
         wall = (md("{} {:+.1f}%, interval {} at level {:g} over {} pairs", summary.primary, m.delta_pct,
                    guard_interval(g), g.alpha, g.pairs) if m else md("no pairs"))
+        if -sim.delta_pct < sim.floor_pct:      # kept on the wall clock alone (`at_once`): the count did not move
+            out.append(md("{} optimization(s) kept ({}) on {}, decided by the **wall clock alone**: {}. The simulated "
+                          "cycles did not move ({:+.2f}%, floor {:.2g}%): the gain comes from running work on more "
+                          "cores at once, which the simulation cannot count.", len(kept), join(", ", kept), platform,
+                          wall, sim.delta_pct, sim.floor_pct))
+            continue
         out.append(md("{} optimization(s) kept ({}), decided by the deterministic yardstick on {}: **simulated cycles "
                       "{:+.2f}%** (floor {:.2g}%). Wall clock beside it: {}, which {}", len(kept), join(", ", kept),
                       platform, sim.delta_pct, sim.floor_pct, wall,
