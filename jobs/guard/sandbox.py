@@ -297,10 +297,11 @@ def grant_tree(tree: Path, gid: int) -> None:
 
 
 def run(command: str, cwd: Path, timeout: float, *, policy: Policy | None,
-        env: dict[str, str] | None = None, cpus: set[int] | None = None, limits: Limits | None = None) -> Completed:
+        env: dict[str, str] | None = None, cpus: set[int] | None = None, limits: Limits | None = None,
+        cancel: threading.Event | None = None) -> Completed:
     """Run `bash -c command` (in the sandbox when `policy` is given, else in a process group of
-    its own with `env`), kill the whole tree at `timeout` or when its output passes the cap, and
-    measure its wall and CPU time."""
+    its own with `env`), kill the whole tree at `timeout`, when its output passes the cap or when
+    `cancel` is set (then it ends as a timeout does: returncode None), and measure its wall and CPU time."""
     limits = policy.limits if policy is not None else (limits or Limits())
     start = time.monotonic()
     if policy is not None:
@@ -339,6 +340,14 @@ def run(command: str, cwd: Path, timeout: float, *, policy: Policy | None,
         _kill_group(proc.pid)
     timer = threading.Timer(timeout, kill)
     timer.start()
+    finished = threading.Event()
+    if cancel is not None:
+        def watch() -> None:        # polls: the step ends on its own far more often than it is cancelled
+            while not finished.is_set():
+                if cancel.wait(0.2):
+                    kill()
+                    return
+        threading.Thread(target=watch, daemon=True).start()
     try:
         _, status, usage = os.wait4(proc.pid, 0)   # the tree's rusage: every descendant was reaped below us
     except BaseException:
@@ -351,6 +360,7 @@ def run(command: str, cwd: Path, timeout: float, *, policy: Policy | None,
         raise
     finally:
         timer.cancel()
+        finished.set()
     wall = time.monotonic() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
     if policy is None:

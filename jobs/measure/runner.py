@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,16 +49,18 @@ class Step:
 
 
 def run_step(command: str, cwd: Path, timeout: float, *, isolation: Isolation = DEFAULT_ISOLATION,
-             step: str = "build", extra_env: dict[str, str] | None = None, arm: str | None = None) -> Step:
+             step: str = "build", extra_env: dict[str, str] | None = None, arm: str | None = None,
+             cancel: threading.Event | None = None) -> Step:
     """Run a target command: sandboxed (unless the operator switched it off), under the operator's
-    limits, the whole tree killed at the time limit, at the output cap and when the command ends."""
+    limits, the whole tree killed at the time limit, at the output cap, when `cancel` is set (as at
+    the time limit) and when the command ends."""
     policy = isolation.policy(cwd, step, extra_env, arm)
     if policy is None:      # unsandboxed: the compiler cache's settings for a build step (jobs.measure.isolation)
         base_env = scrubbed_env()
         env = {**base_env, **isolation.build_env(cwd, step, arm, base_env.get("PATH", "")), **(extra_env or {})}
     else:
         env = None
-    done = sandbox.run(command, Path(cwd), timeout, policy=policy, env=env, limits=isolation.limits)
+    done = sandbox.run(command, Path(cwd), timeout, policy=policy, env=env, limits=isolation.limits, cancel=cancel)
     return Step(done.returncode, done.output, done.wall_s, done.cpu_s, done.overflow)
 
 
@@ -198,23 +201,23 @@ def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: 
         return False
     seed = spec.seed % 2147483629 + 7
 
-    def simulate_arm(arm: str) -> dict:
+    def simulate_arm(arm: str, cancel: threading.Event) -> dict:
         tree, who = trees[arm]
         side = "candidate" if arm == "B" else base_arm(spec)
         # The A/A's second run is slowed on purpose: work that follows the time shows as counts that
         # fall (jobs.measure.simulate.time_budget_problem); a fixed amount of work counts the same.
         return simrun.simulate(spec.simulate, tree, spec.simulate_timeout, seed=seed, who=who,
-                               slowed=spec.kind == "calibration" and arm == "B",
+                               slowed=spec.kind == "calibration" and arm == "B", cancel=cancel,
                                run_step=lambda c, cwd, t, **kw: run_step(c, cwd, t, isolation=isolation, arm=side, **kw))
     progress("simulating baseline and candidate side by side (cachegrind)", 0.12)
     outcomes = simrun.side_by_side({arm: functools.partial(simulate_arm, arm) for arm in trees})
-    failed = [o for o in outcomes.values() if isinstance(o, simrun.SimulationFailed)]
+    failed = simrun.first_failure(outcomes)
     if failed and spec.simulate_derived:     # the A/A's try of the derived yardstick: the run goes on without it
-        result.simulate_problem = simrun.why_not_derived(failed[0], spec.simulate_timeout)
-        log.append(f"== derived yardstick not used: {result.simulate_problem}\n{tail(failed[0].log, 1000)}\n")
+        result.simulate_problem = simrun.why_not_derived(failed, spec.simulate_timeout)
+        log.append(f"== derived yardstick not used: {result.simulate_problem}\n{tail(failed.log, 1000)}\n")
         return False
     if failed:
-        raise Failure(failed[0].status, failed[0].reason, failed[0].log)
+        raise Failure(failed.status, failed.reason, failed.log)
     result.simulated.update(outcomes)
     for arm, (tree, who) in trees.items():
         log.append(f"== simulated {who}: {result.simulated[arm]['cycles']:,} cycles "

@@ -35,11 +35,13 @@ import hashlib
 import os
 import secrets
 import shutil
+import threading
 from pathlib import Path
 from typing import Callable
 
 from jobs.measure.simulate import SLOWED_TIMEOUT, SimulateError, extract, extract_digests, wrapped_command
 
+CANCELLED = "cancelled"     # a run stopped because another arm's had failed
 VALGRIND_HINT = "install valgrind (Debian: apt-get install valgrind), or remove `simulate:` from the config"
 
 
@@ -52,17 +54,20 @@ class SimulationFailed(RuntimeError):
 
 
 def simulate(command: str, tree: Path, timeout: float, run_step: Callable, seed: int, who: str,
-             slowed: bool = False) -> dict:
+             slowed: bool = False, cancel: threading.Event | None = None) -> dict:
     """One simulated run of `command` in `tree`: cachegrind's totals + `cycles` + the run's wall time,
     and the DIGEST lines the workload printed (`digests`, compared with the other arm's). `slowed`: the
     A/A's second run, slowed on purpose (jobs.measure.simulate.SLOWED) and allowed SLOWED_TIMEOUT times
-    `timeout`; its record says so (`slowed`)."""
+    `timeout`; its record says so (`slowed`). `cancel`: set when another arm's run failed, which makes
+    this one useless: it is stopped, and fails as `cancelled`."""
     if shutil.which("valgrind") is None:
         raise SimulationFailed("crash", f"simulate: valgrind is not installed; {VALGRIND_HINT}")
     marker = "AUTORESEARCH-CACHEGRIND-" + secrets.token_hex(12)
     limit = timeout * SLOWED_TIMEOUT if slowed else timeout
     done = run_step(wrapped_command(command, marker, slowed=slowed), tree, limit, step="benchmark",
-                    extra_env={"AUTORESEARCH_SEED": str(seed)})
+                    extra_env={"AUTORESEARCH_SEED": str(seed)}, cancel=cancel)
+    if done.returncode is None and cancel is not None and cancel.is_set():
+        raise SimulationFailed(CANCELLED, f"{who} simulated run stopped: the other arm's run had failed")
     if done.overflow:
         raise SimulationFailed("crash", f"{who} simulated run stopped: {done.overflow}", done.output[-3000:])
     if done.returncode is None:
@@ -80,23 +85,35 @@ def simulate(command: str, tree: Path, timeout: float, run_step: Callable, seed:
             "digests": extract_digests(done.output, marker), **({"slowed": True} if slowed else {})}
 
 
-def side_by_side(runs: dict[str, Callable[[], dict]], workers: int | None = None) -> dict[str, dict | SimulationFailed]:
+def side_by_side(runs: dict[str, Callable[[threading.Event], dict]],
+                 workers: int | None = None) -> dict[str, dict | SimulationFailed]:
     """Each arm's simulated run, at the same time up to the cores this process may use: simulated
     counts do not depend on the machine's load (nor on a neighbour), so unlike wall-clock pairs they
-    need not take turns. A failed run is returned (not raised) so the caller sees every arm's outcome."""
+    need not take turns. Each run gets an event that is set once any run has failed (the others' counts
+    are of no use then: a run that honours it stops as `cancelled`, instead of taking up to its time
+    limit). A failed run is returned (not raised) so the caller sees every arm's outcome; `first_failure`
+    picks the one to report."""
     from concurrent.futures import ThreadPoolExecutor
     workers = workers or max(1, min(len(runs), len(os.sched_getaffinity(0))))
+    failed = threading.Event()
 
-    def attempt(run: Callable[[], dict]) -> dict | SimulationFailed:
+    def attempt(run: Callable[[threading.Event], dict]) -> dict | SimulationFailed:
         try:
-            return run()
+            return run(failed)
         except SimulationFailed as exc:
+            failed.set()
             return exc
     if workers == 1:
         return {arm: attempt(run) for arm, run in runs.items()}
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="simulate") as pool:
         futures = {arm: pool.submit(attempt, run) for arm, run in runs.items()}
         return {arm: future.result() for arm, future in futures.items()}
+
+
+def first_failure(outcomes: dict[str, dict | SimulationFailed]) -> SimulationFailed | None:
+    """The failed run that says why (one stopped only because another failed comes last), or None."""
+    failed = [o for o in outcomes.values() if isinstance(o, SimulationFailed)]
+    return min(failed, key=lambda f: f.status == CANCELLED) if failed else None
 
 
 ELF_MAGIC = b"\x7fELF"

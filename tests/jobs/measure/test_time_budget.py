@@ -127,3 +127,40 @@ def test_a_declared_workload_with_a_time_budget_is_a_config_error_naming_it(tmp_
                                        r"`simulate:` workload"):
         Run(RunOptions(target=target, out=tmp_path / "out", run_id="b2", agent="none",
                        calibrate_only=True)).execute()
+
+
+@needs_valgrind
+def test_when_one_arm_fails_the_other_is_stopped_not_waited_for(tmp_path):
+    """The slowed run may take twice the simulation's time limit: a benchmark far too slow for cachegrind
+    would keep the A/A waiting that long after the other run had already failed."""
+    import time
+    from jobs.guard import sandbox
+    from jobs.measure import simrun
+
+    def run_step(command, cwd, timeout, **kw):
+        return sandbox.run(command, cwd, timeout, policy=None, env={"PATH": "/usr/bin:/bin"},
+                           cancel=kw.get("cancel"))
+
+    def arm(command, slowed):
+        return lambda cancel: simrun.simulate(command, tmp_path, 60, run_step, seed=1, who="arm", slowed=slowed,
+                                              cancel=cancel)
+    started = time.monotonic()
+    outcomes = simrun.side_by_side({"A": arm("exit 3", False), "B": arm("sleep 50", True)}, workers=2)
+    assert time.monotonic() - started < 20
+    assert outcomes["A"].status == "crash" and outcomes["B"].status == simrun.CANCELLED
+    assert simrun.first_failure(outcomes) is outcomes["A"]
+    assert simrun.first_failure({"B": outcomes["B"], "A": outcomes["A"]}) is outcomes["A"]
+
+
+def test_cancel_stops_a_step_as_a_timeout_does(tmp_path):
+    import threading
+    import time
+    from jobs.guard import sandbox
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    started = time.monotonic()
+    done = sandbox.run("sleep 30", tmp_path, 60, policy=None, env={"PATH": "/usr/bin:/bin"}, cancel=cancel)
+    assert done.returncode is None and time.monotonic() - started < 10
+    quick = sandbox.run("echo hi", tmp_path, 60, policy=None, env={"PATH": "/usr/bin:/bin"},
+                        cancel=threading.Event())
+    assert quick.returncode == 0 and quick.output == "hi\n"
