@@ -275,7 +275,8 @@ class TargetConfig(Strict):
     version: Literal[1] = Field(1, description="the file format's version")
     name: str = Field("", description="shown in reports; default: the repository's folder name")
     build: str = Field(description="shell command that builds the tree, run in its root")
-    benchmark: str = Field(description="shell command, one process = one sample; prints METRIC (and DIGEST) lines")
+    benchmark: str = Field(description="shell command, one process = one sample, a fixed amount of work (not "
+                                       "a time budget); prints METRIC (and DIGEST) lines")
     checks: str = Field(description="shell command; exit 0 = outputs still correct")
     metrics: list[Metric] = Field(min_length=1, description="what the benchmark prints; one is primary")
     editable: list[str] = Field(min_length=1, description="globs (fnmatch, from the repository root) of the only "
