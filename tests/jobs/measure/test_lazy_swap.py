@@ -52,7 +52,10 @@ def test_a_candidate_the_simulation_discards_is_never_built_in_the_other_folder(
 
 def test_a_candidate_that_saves_simulated_cycles_is_built_in_both_folders(pipeline):
     e = pipeline["drop_redundant"]
-    assert e.status == "keep", e.reason
+    assert e.runner.simulated.delta_pct < -1.0, e.runner.simulated
+    # Kept, unless the machine's noise made its guard pairs lean to a loss (a 5% test: seen once beside
+    # two CPU hogs and the suite's other worker); either way it was measured in both folders.
+    assert e.status == "keep" or "lean to a loss" in e.reason, e.reason
     assert "build_candidate_swapped" in e.runner.steps and "screening_pairs" not in e.runner.steps
 
 
