@@ -157,6 +157,9 @@ def run_action(env: dict[str, str] | None = None) -> int:
     launcher = RunNow(gh, env, workflow_run_id)
     flow = Flow(place=s, store=store, gh=gh, token=lambda: token, launcher=launcher, git=gitclone)
     signal.signal(signal.SIGTERM, _interrupt)
+    # The runner's cancel is SIGINT: make it one even where this process was started with SIGINT ignored
+    # (Python then leaves it ignored; a background job of a non-interactive shell starts so).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         outcome = flow.handle(cmd)
         outcome = launcher.run_pending(flow) or outcome

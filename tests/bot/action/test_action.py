@@ -325,9 +325,12 @@ def test_cancel_of_a_run_whose_workflow_is_gone_unblocks_the_issue(bot_env, tmp_
     assert "🛑 cancelled" in status["body"] and "workflow run 4242 could not be cancelled" in status["body"]
 
 
-def test_runner_cancellation_stops_the_run_and_says_so(bot_env, tmp_path):
+@pytest.mark.parametrize("sigint_ignored_at_start", [False, True])
+def test_runner_cancellation_stops_the_run_and_says_so(bot_env, tmp_path, sigint_ignored_at_start):
     """Cancelling a workflow run sends the step SIGINT (then SIGTERM): the pipeline stops within a
-    step, finished work stays on record, the status comment and outputs say cancelled."""
+    step, finished work stays on record, the status comment and outputs say cancelled. Also when the
+    step's process was started with SIGINT ignored (as a shell starts a background job; Python then
+    leaves it ignored): seen twice in the suite, a SIGINT that did nothing and a run that finished."""
     import signal
     import time
     t = _target(tmp_path)
@@ -351,8 +354,10 @@ def test_runner_cancellation_stops_the_run_and_says_so(bot_env, tmp_path):
            "AUTORESEARCH_STATE_KEY": STATE_KEY,
            "AUTORESEARCH_EXECUTOR": "local", "AUTORESEARCH_WORKDIR": str(tmp_path / "action-work"),
            "PYTHONPATH": str(ROOT)}
+    # Either way the parent's own disposition is not passed on: the step starts as the test says.
+    disposition = signal.SIG_IGN if sigint_ignored_at_start else signal.SIG_DFL
     proc = subprocess.Popen(_cli(), env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, disposition))
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
