@@ -41,7 +41,9 @@ def test_at_once_sees_more_cores_busy_in_the_candidate():
     assert base == pytest.approx(1.03) and head == pytest.approx(1.75)
     assert at_once(raw_at_once(0.7, 1.0, 1.0)) is None                    # one core each: a saving, not parallelism
     assert at_once(raw_at_once(0.7, 1.9, 1.9)) is None                    # as parallel as before
-    assert at_once(raw_at_once(0.7, 0.5, 0.5 * MORE_AT_ONCE * 1.01)) is None   # more, but below one core
+    assert at_once(raw_at_once(0.7, 0.5, 0.5 * MORE_AT_ONCE * 0.99)) is None   # a little more: not enough
+    # beside two CPU hogs both arms wait for a core, and two threads still get more of them than one
+    assert at_once(raw_at_once(0.4, 0.35, 0.6)) == pytest.approx((0.35, 0.6))
     assert at_once(RawResult(status="ok")) is None
     no_cpu = raw_at_once(0.7, 1.0, 1.8)
     for inv in no_cpu.invocations:
@@ -53,7 +55,7 @@ def test_a_wall_clock_win_from_running_at_once_is_kept_on_the_wall_clock_alone()
     j = judge_yardstick(raw_at_once(0.7, 1.03, 1.75), CONFIG, PLAN, 0.5, GUARD)
     assert j.status == Status.KEEP, j.reason
     assert j.reason.startswith("kept on the wall clock alone:") and "runs more of its work at once" in j.reason
-    assert "1.75x" in j.reason and "1.03x" in j.reason
+    assert "wall time 1.75, the baseline's 1.03" in j.reason
 
 
 def test_running_at_once_that_the_wall_clock_does_not_keep_is_discarded_unseen_not_invalid():
@@ -107,7 +109,7 @@ int main(int argc, char **argv) {
 PAR_CONFIG = """\
 name: par
 build: make -s
-benchmark: ./par 1500000
+benchmark: ./par 4000000
 checks: ./par 1000 >/dev/null
 metrics: [{name: items_per_s, direction: higher, primary: true, clock: wall}]
 editable: ["src/**"]
@@ -133,8 +135,9 @@ def test_balancing_two_threads_is_not_called_invalid_by_the_derived_yardstick(tm
                              candidates=[balance])).execute()
     assert summary.simulate["local"].derived is True
     e = next(e for e in summary.experiments if e.name == "balance")
-    # On a machine busy enough to leave the threads one core between them the gain may not show at
-    # all; what must never happen is the accusation.
+    # On a busy machine the gain may not show at all (a discard); where it shows, so does the sign: two
+    # threads get more of the cores than one. What must not happen is the accusation (it did, in the
+    # suite, while at_once also asked for more than one core busy: 0.35 against 0.6 beside two hogs).
     assert e.status != Status.INVALID, e.reason
     if e.status == Status.KEEP:
         assert e.reason.startswith("kept on the wall clock alone"), e.reason
