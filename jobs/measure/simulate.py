@@ -359,7 +359,7 @@ def at_once(raw) -> tuple[float, float] | None:
     its wall time (1.0: one core busy throughout; below 1 where it waited for a core), when the
     candidate's is at least `MORE_AT_ONCE` times the baseline's in the median pair: a candidate that
     does its work on more cores at once. Not above 1 itself: on a busy machine two threads get more of
-    the cores than one, and both arms wait (0.35 against 0.6 beside two CPU hogs). None otherwise, or
+    the cores than one, and both arms wait (about 0.4 against 0.6 beside two CPU hogs). None otherwise, or
     where the runner has no CPU times. Only a route to the wall-clock verdict, which must keep a change
     on its own (the runner's clock check included), so a chance rise does not make a keep."""
     import statistics

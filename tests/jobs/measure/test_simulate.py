@@ -345,7 +345,9 @@ def test_tiny_c_target_end_to_end(tmp_path):
     sim = drop.simulated
     # deterministic: the removed loop is 1/25 of the loops, diluted by process start-up (~2M instructions)
     assert -2.5 < sim.delta_pct < -1.0, sim
-    assert drop.status == "keep", drop.reason
+    # Kept, unless its guard pairs leaned to a loss (a 5% test: seen beside two CPU hogs at load 5.4,
+    # p=0.039 on this ~10 ms benchmark's pairs), which is the guard doing its job on that noise.
+    assert drop.status == "keep" or "lean to a loss" in drop.reason, drop.reason
     assert by["comment"].status == "discard" and "no change in the binary" in by["comment"].reason, by["comment"].reason
     assert by["comment"].runner.pairs == 0
     skip = by["skip_where_counted"]
