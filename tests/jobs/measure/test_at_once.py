@@ -6,34 +6,22 @@ threads measured +72.6% and was rejected. The runner's CPU time of the process t
 as it would without a yardstick."""
 from __future__ import annotations
 
-import math
-import random
 import shutil
 
 import pytest
 
 from jobs.contract.model import Status
-from jobs.contract.spec import Invocation, RawResult
+from jobs.contract.spec import RawResult
 from jobs.measure.simulate import MORE_AT_ONCE, at_once, headline, judge_yardstick
 from summaries import run_summary
-from test_simulate import CONFIG, GUARD, PLAN
+from test_simulate import CONFIG, GUARD, PLAN, raw_with
 
 
 def raw_at_once(effect: float, cores_base: float, cores_head: float, n: int = 10, noise: float = 0.01,
                 head_cycles: int = 1_000_100, seed: int = 3) -> RawResult:
-    """n pairs whose candidate is `effect` faster on the wall clock, each arm's process busy on
-    `cores_*` cores on average (CPU time = cores x wall time)."""
-    rng = random.Random(seed)
-    raw = RawResult(status="ok", simulated={"A": {"cycles": 1_000_000, "wall_s": 2.0},
-                                            "B": {"cycles": head_cycles, "wall_s": 2.0}})
-    for i in range(n):
-        a = 100 * math.exp(rng.gauss(0, noise))
-        b = a * (1 + effect) * math.exp(rng.gauss(0, noise))
-        first = rng.random() < 0.5
-        raw.invocations += [
-            Invocation("A", i, 0 if first else 1, i, {"speed": a}, wall_s=1 / a, cpu_s=cores_base / a),
-            Invocation("B", i, 1 if first else 0, i, {"speed": b}, wall_s=1 / b, cpu_s=cores_head / b)]
-    return raw
+    """n pairs whose candidate is `effect` faster on the wall clock with the simulated cycles unchanged
+    (unless `head_cycles` says otherwise), each arm busy on `cores_*` cores on average."""
+    return raw_with(effect, 1_000_000, head_cycles, n=n, noise=noise, seed=seed, cores=(cores_base, cores_head))
 
 
 def test_at_once_sees_more_cores_busy_in_the_candidate():

@@ -122,8 +122,9 @@ GUARD = Guard(tolerance_pct=5.0, alpha=0.05, claim_alpha=0.01)
 
 
 def raw_with(effect: float, base_cycles: int, head_cycles: int, n: int = 12, noise: float = 0.01,
-             seed: int = 1) -> RawResult:
-    """n coin-ordered pairs whose candidate is `effect` (relative) faster, wall time alike."""
+             seed: int = 1, cores: tuple[float, float] = (1.0, 1.0)) -> RawResult:
+    """n coin-ordered pairs whose candidate is `effect` (relative) faster, wall time alike; each arm's
+    process busy on `cores` (baseline, candidate) cores on average (CPU time = cores x wall time)."""
     rng = random.Random(seed)
     raw = RawResult(status="ok", simulated={"A": {"cycles": base_cycles, "wall_s": 2.0},
                                             "B": {"cycles": head_cycles, "wall_s": 2.0}})
@@ -131,8 +132,8 @@ def raw_with(effect: float, base_cycles: int, head_cycles: int, n: int = 12, noi
         a = 100 * math.exp(rng.gauss(0, noise))
         b = a * (1 + effect) * math.exp(rng.gauss(0, noise))
         first = rng.random() < 0.5
-        raw.invocations += [Invocation("A", i, 0 if first else 1, i, {"speed": a}, wall_s=1 / a, cpu_s=1 / a),
-                            Invocation("B", i, 1 if first else 0, i, {"speed": b}, wall_s=1 / b, cpu_s=1 / b)]
+        raw.invocations += [Invocation("A", i, 0 if first else 1, i, {"speed": a}, wall_s=1 / a, cpu_s=cores[0] / a),
+                            Invocation("B", i, 1 if first else 0, i, {"speed": b}, wall_s=1 / b, cpu_s=cores[1] / b)]
     return raw
 
 
