@@ -99,6 +99,9 @@ class ExperimentSpec:
     simulate_timeout: float = 900
     simulate_floor_pct: float = 0.5   # the simulated saving a keep needs (raised by calibration)
     simulate_digests: list[str] | None = None   # DIGEST names of the simulated run the A/A found deterministic
+    # The simulated workload's input seed: one per run, platform and base commit (0: the experiment's
+    # own), so the baseline's simulated run is the same in every experiment and is counted once.
+    simulate_seed: int = 0
     # The calibration's try of the derived yardstick (the benchmark command itself, no `simulate:`):
     # where it does not fit (no native code, too slow, an instruction Valgrind cannot run) the A/A
     # goes on without it and `RawResult.simulate_problem` says why, instead of failing.

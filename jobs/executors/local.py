@@ -4,7 +4,7 @@ The baseline worktree (`<workdir>/base`) is built once per base commit and reuse
 same clean tree). Every candidate is checked out at one path for the whole run (`<workdir>/head`),
 so that the baseline's build made in that folder for the location swap (jobs.measure.locations) is
 kept and reused by the next experiment of the same base commit and build command: the baseline is
-built once per folder per run (issue 43). Where the build system allows it (it records header
+built once per folder per run (issue 43), and its simulated run counted once (`BaselineCounts`). Where the build system allows it (it records header
 dependencies and the candidate changes only C/C++ sources and headers), a candidate's tree starts as
 a copy of the baseline's build made in the same folder with the candidate's changed files written
 over it, so only what changed is rebuilt (`jobs.measure.locations.start_from_build`). The A/A
@@ -20,7 +20,7 @@ from pathlib import Path
 from jobs.guard import gitops
 from jobs.measure import locations, pairjournal
 from jobs.contract.config import TargetConfig
-from jobs.measure.runner import Progress, base_arm, run_experiment
+from jobs.measure.runner import BaselineCounts, Progress, base_arm, run_experiment
 from jobs.contract.spec import ExperimentSpec, RawResult
 
 HEAD = "head"          # the candidates' folder, one path per run
@@ -35,11 +35,13 @@ class LocalExecutor:
         self.workdir = Path(workdir)
         self.incremental = incremental
         self._built_base: str | None = None
+        self._baseline_counts = BaselineCounts()     # the built baseline's simulated run, counted once
 
     def _base_tree(self, commit: str) -> tuple[Path, bool]:
         path = self.workdir / "base"
         if self._built_base == commit and path.is_dir():
             return path, False
+        self._baseline_counts.forget()
         gitops.add_worktree(self.repo, path, commit)
         return path, True
 
@@ -69,7 +71,8 @@ class LocalExecutor:
         journal = self.workdir.parent / "pairs" / f"{kind_slug}.json"
         try:
             result = run_experiment(spec, base, head, build_base=needs_build, progress=progress, journal=journal,
-                                    keep_baseline=head.name == HEAD, incremental=self.incremental)
+                                    keep_baseline=head.name == HEAD, incremental=self.incremental,
+                                    baseline_counts=self._baseline_counts)
             pairjournal.forget(journal)
         finally:
             if head != base:

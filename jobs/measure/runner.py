@@ -177,15 +177,52 @@ def stop_reason(spec: ExperimentSpec, result: RawResult) -> str:
     return kind if kind in ("keep", "loss", "futile") else ""
 
 
+class BaselineCounts:
+    """The baseline's simulated run, counted once per run (issue 43). Its counts are deterministic (the
+    A/A measures their jitter), its build is made once per base commit and its workload's seed is the
+    run's (`ExperimentSpec.simulate_seed`), so every experiment would count the same number again: the
+    first count (the A/A's unslowed run, or the first experiment's) answers for the rest, and the core
+    it would take is left to the candidate's own work. Kept by the executor that keeps the baseline's
+    build (jobs.executors.local), in this process's memory, out of every sandbox's reach; used only for
+    sandboxed runs, where a benchmark cannot change the tree it ran from."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, dict] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(spec: ExperimentSpec, tree: Path, seed: int) -> str:
+        import hashlib
+        parts = (spec.base_commit, spec.build, base_arm(spec), spec.simulate or "", str(seed), str(Path(tree).resolve()))
+        return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+    def get(self, key: str) -> dict | None:
+        with self._lock:
+            known = self._known.get(key)
+        return dict(known) if known is not None else None
+
+    def put(self, key: str, outcome: dict) -> None:
+        if outcome.get("slowed"):          # the A/A's slowed run counts the same work another way: never reused
+            return
+        with self._lock:
+            self._known[key] = {k: v for k, v in outcome.items() if k != "native"}
+
+    def forget(self) -> None:
+        with self._lock:
+            self._known.clear()
+
+
 class _Done(Exception):
     """Nothing left to measure (the candidate's build outputs equal the baseline's)."""
 
 
 def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: Isolation, progress: Progress,
-               log: list[str]) -> bool:
+               log: list[str], counts: BaselineCounts | None = None) -> bool:
     """Before any pair (jobs/measure/simrun.py): compare the declared build outputs, then run the reduced workload
-    once per arm under cachegrind. True: nothing to sample (identical outputs, or another DIGEST or number of
-    processes: invalid). Two A/A runs that counted a different number of processes fail the calibration."""
+    once per arm under cachegrind (the baseline's once per run where `counts` knows it already: the
+    candidate's native run then takes the free core). True: nothing to sample (identical outputs, or another
+    DIGEST or number of processes: invalid). Two A/A runs that counted a different number of processes fail
+    the calibration."""
     from jobs.measure import simrun
     from jobs.measure.simulate import digest_problems, native_problems, process_problems
     if spec.artifacts and spec.kind != "calibration" and trees["A"][0] != trees["B"][0]:
@@ -199,7 +236,10 @@ def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: 
         result.simulate_problem = ("the build made no native code (no ELF file in its tree): cachegrind would count "
                                    "an interpreter's work, not the target's")
         return False
-    seed = spec.seed % 2147483629 + 7
+    seed = (spec.simulate_seed or spec.seed) % 2147483629 + 7
+    counts = counts if isolation.enabled else None
+    baseline_key = BaselineCounts.key(spec, trees["A"][0], seed)
+    known = counts.get(baseline_key) if counts is not None and spec.kind != "calibration" else None
 
     def simulate_arm(arm: str, cancel: threading.Event) -> dict:
         tree, who = trees[arm]
@@ -209,8 +249,28 @@ def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: 
         return simrun.simulate(spec.simulate, tree, spec.simulate_timeout, seed=seed, who=who,
                                slowed=spec.kind == "calibration" and arm == "B", cancel=cancel,
                                run_step=lambda c, cwd, t, **kw: run_step(c, cwd, t, isolation=isolation, arm=side, **kw))
-    progress("simulating baseline and candidate side by side (cachegrind)", 0.12)
-    outcomes = simrun.side_by_side({arm: functools.partial(simulate_arm, arm) for arm in trees})
+    # The same workload natively, once: in the A/A what the simulation costs over a native run (timed
+    # after the simulations, alone); for a candidate, the DIGESTs it prints natively must be those it
+    # printed when counted (run beside the simulation where the baseline's count is known).
+    arm = "A" if spec.kind == "calibration" else "B"
+
+    def run_native(cancel: threading.Event | None = None) -> Step:
+        return run_step(spec.simulate, trees[arm][0], spec.simulate_timeout, isolation=isolation, step="benchmark",
+                        arm=base_arm(spec) if arm == "A" else "candidate", extra_env={"AUTORESEARCH_SEED": str(seed)},
+                        cancel=cancel)
+    natively: dict[str, Step] = {}
+
+    def native_beside(cancel: threading.Event) -> dict:
+        natively["B"] = run_native(cancel)
+        return {}
+    runs = {a: functools.partial(simulate_arm, a) for a in trees if not (a == "A" and known is not None)}
+    if known is not None:
+        runs["native"] = native_beside
+        progress("simulating the candidate (cachegrind; the baseline's count is the run's)", 0.12)
+    else:
+        progress("simulating baseline and candidate side by side (cachegrind)", 0.12)
+    outcomes = simrun.side_by_side(runs)
+    outcomes.pop("native", None)
     failed = simrun.first_failure(outcomes)
     if failed and spec.simulate_derived:     # the A/A's try of the derived yardstick: the run goes on without it
         result.simulate_problem = simrun.why_not_derived(failed, spec.simulate_timeout)
@@ -219,14 +279,15 @@ def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: 
     if failed:
         raise Failure(failed.status, failed.reason, failed.log)
     result.simulated.update(outcomes)
-    for arm, (tree, who) in trees.items():
-        log.append(f"== simulated {who}: {result.simulated[arm]['cycles']:,} cycles "
-                   f"({result.simulated[arm]['wall_s']:.1f} s)\n")
-    # The same workload natively, once: in the A/A what the simulation costs over a native run; for a
-    # candidate, the DIGESTs it prints natively must be those it printed when counted.
-    arm = "A" if spec.kind == "calibration" else "B"
-    native = run_step(spec.simulate, trees[arm][0], spec.simulate_timeout, isolation=isolation, step="benchmark",
-                      arm=base_arm(spec) if arm == "A" else "candidate", extra_env={"AUTORESEARCH_SEED": str(seed)})
+    if known is not None:
+        result.simulated["A"] = {**known, "reused": True}
+    elif counts is not None:
+        counts.put(baseline_key, result.simulated["A"])
+    for a, (tree, who) in trees.items():
+        once = " counted once for the run" if result.simulated[a].get("reused") else ""
+        log.append(f"== simulated {who}: {result.simulated[a]['cycles']:,} cycles "
+                   f"({result.simulated[a]['wall_s']:.1f} s{once})\n")
+    native = natively.get("B") or run_native()
     if spec.kind == "calibration" and native.returncode == 0:
         result.steps["native_simulate_s"] = native.seconds
     elif spec.kind != "calibration":
@@ -331,12 +392,14 @@ def _screen(spec: ExperimentSpec, folders: dict[str, Path], result: RawResult, i
 
 def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, build_base: bool = True,
                    progress: Progress | None = None, isolation: Isolation | None = None,
-                   journal: Path | None = None, keep_baseline: bool = False, incremental: bool = False) -> RawResult:
+                   journal: Path | None = None, keep_baseline: bool = False, incremental: bool = False,
+                   baseline_counts: BaselineCounts | None = None) -> RawResult:
     """Build, check and benchmark one experiment in two prepared clean trees. `journal` (optional):
     where each complete pair is kept as it is measured, and resumed from (jobs/measure/pairjournal.py).
     `keep_baseline`: `head_dir`'s path is the same for every experiment of the run, so the baseline's
     build made there is kept for the next one (jobs.measure.locations); `incremental`: the candidate's
-    build in the baseline's folder starts from the baseline's build there where that equals a clean one."""
+    build in the baseline's folder starts from the baseline's build there where that equals a clean one;
+    `baseline_counts`: the baseline's simulated run of an earlier experiment on the same build (`BaselineCounts`)."""
     progress = progress or (lambda msg, frac: None)
     isolation = isolation or Isolation.from_spec(spec.sandbox)
     started = time.monotonic()
@@ -361,7 +424,7 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
                                                       "checks_failed", isolation, "checks", "candidate")
             log.append(text)
         if _yardstick(spec, {"A": (base_dir, "baseline"), "B": (head_dir, "candidate")}, result, isolation,
-                      progress, log):
+                      progress, log, baseline_counts):
             progress("measured (no change in the binary)" if result.stopped == "identical" else
                      "measured (the simulated workload differs from the baseline's)", 1.0)
             raise _Done()

@@ -79,6 +79,10 @@ class Measurer:
         # repeats them, and nobody picks a lucky draw.
         seed = int.from_bytes(hashlib.sha256(f"{self.run_id}/{name}/{ex.platform}/{kind}/{base}/{head}"
                                              .encode()).digest()[:4], "big")
+        # The simulated workload's seed is the run's, not the experiment's: the baseline's count is
+        # then one number for the whole run (jobs.measure.runner.BaselineCounts).
+        simulate_seed = int.from_bytes(hashlib.sha256(f"{self.run_id}/{ex.platform}/{base}/simulate"
+                                                      .encode()).digest()[:4], "big")
         stop = None
         prior: list[list[float]] = []
         if plan is not None:
@@ -94,7 +98,7 @@ class Measurer:
             adjust=list(plan.adjust.get(self.config.primary.name, ())) if plan else [],
             clock=self.config.primary.clock, timed_share=self.config.integrity.timed_share,
             sandbox=self.sandbox, simulate_floor_pct=self.sim_floor(ex.platform),
-            simulate_digests=self.sim_digests(ex.platform))
+            simulate_digests=self.sim_digests(ex.platform), simulate_seed=simulate_seed)
 
     def sim_floor(self, platform: str) -> float:
         """The simulated change a keep needs: the config's floor, raised past the A/A jitter."""
