@@ -2,7 +2,8 @@
 
 Every executor has the same small interface, so the pipeline does not care where a run happens:
 `run(spec, progress) -> RawResult`, `estimate_usd(spec)` before launching (budgets are hard caps),
-and `close()` (which must release every machine it holds). `parallel` says how many experiments
+`build_ahead(spec)` (a hint of the next experiment, which it may ignore) and `close()` (which must
+release every machine it holds). `parallel` says how many experiments
 may run at once: 1 for this machine (two benchmarks side by side would disturb each other),
 up to `budget.max_vms` for cloud VMs.
 
@@ -29,6 +30,11 @@ class Executor(Protocol):
     def run(self, spec: ExperimentSpec, progress: Progress) -> RawResult: ...
 
     def estimate_usd(self, spec: ExperimentSpec) -> float: ...
+
+    def build_ahead(self, spec: ExperimentSpec) -> None:
+        """A hint: `spec` is measured next, so its candidate may be built beside the next `run`'s
+        checks and simulation (the local executor does). An executor that cannot ignores it."""
+
 
     def close(self) -> None: ...
 

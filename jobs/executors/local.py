@@ -1,10 +1,14 @@
 """LocalExecutor: each experiment in git worktrees on this machine.
 
 The baseline worktree (`<workdir>/base`) is built once per base commit and reused (same machine,
-same clean tree). Every candidate is checked out at one path for the whole run (`<workdir>/head`),
-so that the baseline's build made in that folder for the location swap (jobs.measure.locations) is
-kept and reused by the next experiment of the same base commit and build command: the baseline is
-built once per folder per run (issue 43), and its simulated run counted once (`BaselineCounts`). Where the build system allows it (it records header
+same clean tree). Candidates are checked out at two paths that stay the same for the whole run
+(`<workdir>/head` and `<workdir>/head-next`, in turn), so that the baseline's build made in each for
+the location swap (jobs.measure.locations) is kept and reused by later experiments of the same base
+commit and build command: the baseline is built once per folder per run (issue 43), and its
+simulated run counted once (`BaselineCounts`). When the pipeline announces the next experiment
+(`build_ahead`), its candidate is built in the other path while this one is checked and simulated
+(work that takes turns with nothing; it is finished before this experiment's first pair, which
+runs alone), and the next `run` of that spec starts from that build. Where the build system allows it (it records header
 dependencies and the candidate changes only C/C++ sources and headers), a candidate's tree starts as
 a copy of the baseline's build made in the same folder with the candidate's changed files written
 over it, so only what changed is rebuilt (`jobs.measure.locations.start_from_build`). The A/A
@@ -15,15 +19,36 @@ there, not as a false win later).
 from __future__ import annotations
 
 import shutil
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from jobs.guard import gitops
 from jobs.measure import locations, pairjournal
 from jobs.contract.config import TargetConfig
-from jobs.measure.runner import BaselineCounts, Progress, base_arm, run_experiment
+from jobs.measure.isolation import Isolation
+from jobs.measure.runner import BaselineCounts, Beside, Failure, Progress, must_pass, base_arm, run_experiment
 from jobs.contract.spec import ExperimentSpec, RawResult
 
-HEAD = "head"          # the candidates' folder, one path per run
+HEAD = "head"          # the candidates' folder: one of two paths for the whole run
+AHEAD = "head-next"    # the other: the next candidate's, built beside this one's checks and simulation
+
+
+@dataclass
+class BuiltAhead:
+    """The next experiment's candidate, built in the other candidates' folder while the current one
+    was checked and simulated."""
+    spec: ExperimentSpec
+    folder: Path
+    log: str = ""
+    seconds: float = 0.0
+    passed: bool = False
+
+    def answers(self, spec: ExperimentSpec) -> bool:
+        """This build is `spec`'s candidate: same commits, build command, time limit and sandbox."""
+        mine = self.spec
+        return self.passed and (mine.head_commit, mine.base_commit, mine.build, mine.build_timeout, mine.sandbox) == \
+            (spec.head_commit, spec.base_commit, spec.build, spec.build_timeout, spec.sandbox)
 
 
 class LocalExecutor:
@@ -36,6 +61,13 @@ class LocalExecutor:
         self.incremental = incremental
         self._built_base: str | None = None
         self._baseline_counts = BaselineCounts()     # the built baseline's simulated run, counted once
+        self._next: ExperimentSpec | None = None      # the next experiment, as the pipeline announced it
+        self._ahead: BuiltAhead | None = None         # its candidate, built beside the current one
+
+    def build_ahead(self, spec: ExperimentSpec) -> None:
+        """The pipeline's word that `spec` is measured next: its candidate is built in the other folder
+        beside the next `run`'s checks and simulation, and a `run` of that spec starts from it."""
+        self._next = spec
 
     def _base_tree(self, commit: str) -> tuple[Path, bool]:
         path = self.workdir / "base"
@@ -45,35 +77,72 @@ class LocalExecutor:
         gitops.add_worktree(self.repo, path, commit)
         return path, True
 
-    def _head_tree(self, spec: ExperimentSpec, base: Path, base_built: bool) -> Path:
+    def _head_tree(self, spec: ExperimentSpec, base: Path, base_built: bool, name: str = HEAD) -> Path:
         if spec.kind == "calibration":      # two separate builds of the base, never a kept one
             slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in spec.name)
             return gitops.add_worktree(self.repo, self.workdir / f"exp-{slug}", spec.head_commit)
-        head = gitops.add_worktree(self.repo, self.workdir / HEAD, spec.head_commit)
+        head = gitops.add_worktree(self.repo, self.workdir / name, spec.head_commit)
         kept = locations.kept_build(head, locations.build_key(spec.base_commit, spec.build, base_arm(spec)))
         if kept is None:
             locations.forget_kept(head)     # another base commit's or build command's: never this one's
         elif self.incremental and base_built and spec.swap_locations:
-            copy = head.with_name(f"{HEAD}.start")
+            copy = head.with_name(f"{name}.start")
             if locations.start_from_build(kept, spec.base_commit, head, copy):
                 shutil.rmtree(head)
                 copy.rename(head)
         return head
 
+    def _drop_ahead(self) -> None:
+        if self._ahead is not None:
+            gitops.remove_worktree(self.repo, self._ahead.folder)
+            self._ahead = None
+
+    def _beside(self, spec: ExperimentSpec, head: Path) -> Beside | None:
+        """The next candidate's build, in the candidates' folder this experiment does not use, as
+        work beside this one (jobs.measure.runner.Beside), where the pipeline announced one."""
+        nxt, self._next = self._next, None
+        if (nxt is None or spec.kind != "experiment" or nxt.kind != "experiment" or head.name not in (HEAD, AHEAD)
+                or nxt.base_commit != spec.base_commit or nxt.head_commit == nxt.base_commit):
+            return None
+        ahead = BuiltAhead(nxt, self.workdir / (AHEAD if head.name == HEAD else HEAD))
+
+        def build(cancel: threading.Event) -> None:
+            ahead.folder = self._head_tree(nxt, self.workdir / "base", True, ahead.folder.name)
+            try:
+                text, seconds = must_pass(nxt.build, ahead.folder, nxt.build_timeout, "candidate build", "build_failed",
+                                          Isolation.from_spec(nxt.sandbox), "build", "candidate", cancel=cancel)
+            except Failure:           # built again, and its failure said, when that experiment runs
+                return
+            ahead.log = text.replace("== candidate build", "== candidate build, beside the previous experiment", 1)
+            ahead.seconds, ahead.passed = seconds, not cancel.is_set()
+        self._ahead = ahead
+        return Beside(build)
+
     def run(self, spec: ExperimentSpec, progress: Progress) -> RawResult:
         base, needs_build = self._base_tree(spec.base_commit)
         head = base
-        if spec.head_commit != spec.base_commit or spec.kind == "calibration":
-            head = self._head_tree(spec, base, not needs_build)
+        ahead, self._ahead = self._ahead, None
+        built = None
+        if ahead is not None and not needs_build and ahead.answers(spec):
+            head, built = ahead.folder, (ahead.log, ahead.seconds)
+        else:
+            if ahead is not None:
+                gitops.remove_worktree(self.repo, ahead.folder)
+            if spec.head_commit != spec.base_commit or spec.kind == "calibration":
+                head = self._head_tree(spec, base, not needs_build)
+        beside = self._beside(spec, head) if head != base else None
         # Each measured pair is kept in the run's folder until the experiment returns: a stop in
         # the middle resumes from them (jobs/measure/pairjournal.py).
         kind_slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in f"{spec.kind}-{spec.name}")
         journal = self.workdir.parent / "pairs" / f"{kind_slug}.json"
         try:
             result = run_experiment(spec, base, head, build_base=needs_build, progress=progress, journal=journal,
-                                    keep_baseline=head.name == HEAD, incremental=self.incremental,
-                                    baseline_counts=self._baseline_counts)
+                                    keep_baseline=head.name in (HEAD, AHEAD), incremental=self.incremental,
+                                    baseline_counts=self._baseline_counts, built=built, beside=beside)
             pairjournal.forget(journal)
+        except BaseException:
+            self._drop_ahead()
+            raise
         finally:
             if head != base:
                 gitops.remove_worktree(self.repo, head)
@@ -86,6 +155,7 @@ class LocalExecutor:
         return 0.0
 
     def close(self) -> None:
+        self._drop_ahead()
         gitops.remove_worktree(self.repo, self.workdir / "base")
         shutil.rmtree(self.workdir, ignore_errors=True)
 

@@ -135,6 +135,9 @@ class SkyPilotExecutor:
                                  use_spot=self.options.use_spot, idle_minutes=self.options.idle_minutes,
                                  name=name)
 
+    def build_ahead(self, spec: ExperimentSpec) -> None:
+        """Each VM builds its own experiment: nothing to start ahead."""
+
     def run(self, spec: ExperimentSpec, progress: Progress) -> RawResult:
         with self._lock:
             n = next(self._stages)

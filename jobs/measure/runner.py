@@ -101,11 +101,11 @@ class Failure(Exception):
         self.status, self.reason, self.log = status, reason, log
 
 
-def _must_pass(command: str, tree: Path, timeout: float, what: str, fail_status: str, isolation: Isolation,
-               step: str, arm: str) -> tuple[str, float]:
+def must_pass(command: str, tree: Path, timeout: float, what: str, fail_status: str, isolation: Isolation,
+              step: str, arm: str, cancel: threading.Event | None = None) -> tuple[str, float]:
     """Run a build or checks step; a timeout, an output over the cap or a non-zero exit becomes
-    that step's own status."""
-    done = run_step(command, tree, timeout, isolation=isolation, step=step, arm=arm)
+    that step's own status (`cancel`: stopped when set, as at the time limit)."""
+    done = run_step(command, tree, timeout, isolation=isolation, step=step, arm=arm, cancel=cancel)
     if done.overflow:
         raise Failure(fail_status, f"{what} stopped: {done.overflow}", tail(done.output))
     if done.returncode is None:
@@ -210,6 +210,35 @@ class BaselineCounts:
     def forget(self) -> None:
         with self._lock:
             self._known.clear()
+
+
+class Beside:
+    """Work run beside an experiment's build-side steps (its checks and simulations, which take turns
+    with nothing) and finished before its first pair (which must run alone): the local executor
+    builds the next experiment's candidate there (jobs.executors.local). Its errors are its own: the
+    work records its outcome, and this experiment never fails of it."""
+
+    def __init__(self, work: Callable[[threading.Event], None]):
+        self.cancel = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(work,), name="beside", daemon=True)
+        self._started = False
+
+    def _run(self, work: Callable[[threading.Event], None]) -> None:
+        try:
+            work(self.cancel)
+        except Exception:           # the work's own record says what happened; nothing to raise here
+            pass
+
+    def start(self) -> None:
+        if not self._started:
+            self._started = True
+            self._thread.start()
+
+    def finish(self, cancel: bool = False) -> None:
+        if cancel:
+            self.cancel.set()
+        if self._started:
+            self._thread.join()
 
 
 class _Done(Exception):
@@ -393,13 +422,16 @@ def _screen(spec: ExperimentSpec, folders: dict[str, Path], result: RawResult, i
 def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, build_base: bool = True,
                    progress: Progress | None = None, isolation: Isolation | None = None,
                    journal: Path | None = None, keep_baseline: bool = False, incremental: bool = False,
-                   baseline_counts: BaselineCounts | None = None) -> RawResult:
+                   baseline_counts: BaselineCounts | None = None, built: tuple[str, float] | None = None,
+                   beside: Beside | None = None) -> RawResult:
     """Build, check and benchmark one experiment in two prepared clean trees. `journal` (optional):
     where each complete pair is kept as it is measured, and resumed from (jobs/measure/pairjournal.py).
     `keep_baseline`: `head_dir`'s path is the same for every experiment of the run, so the baseline's
     build made there is kept for the next one (jobs.measure.locations); `incremental`: the candidate's
     build in the baseline's folder starts from the baseline's build there where that equals a clean one;
-    `baseline_counts`: the baseline's simulated run of an earlier experiment on the same build (`BaselineCounts`)."""
+    `baseline_counts`: the baseline's simulated run of an earlier experiment on the same build (`BaselineCounts`);
+    `built`: the candidate's build already made in `head_dir` (its log and seconds), so it is not built again;
+    `beside`: work started once the candidate is built and finished before the first pair (`Beside`)."""
     progress = progress or (lambda msg, frac: None)
     isolation = isolation or Isolation.from_spec(spec.sandbox)
     started = time.monotonic()
@@ -410,21 +442,30 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
     try:
         if build_base:
             progress("building baseline", 0.0)
-            text, result.steps["build_baseline"] = _must_pass(spec.build, base_dir, spec.build_timeout, "baseline build",
-                                                              "build_failed", isolation, "build", base_arm(spec))
+            text, result.steps["build_baseline"] = must_pass(spec.build, base_dir, spec.build_timeout, "baseline build",
+                                                             "build_failed", isolation, "build", base_arm(spec))
             log.append(text)
-        if head_dir != base_dir:
+        if head_dir != base_dir and built is not None:
+            text, result.steps["build_candidate"] = built
+            log.append(text)
+        elif head_dir != base_dir:
             progress("building candidate", 0.05)
-            text, result.steps["build_candidate"] = _must_pass(spec.build, head_dir, spec.build_timeout, "candidate build",
-                                                               "build_failed", isolation, "build", "candidate")
+            text, result.steps["build_candidate"] = must_pass(spec.build, head_dir, spec.build_timeout, "candidate build",
+                                                              "build_failed", isolation, "build", "candidate")
             log.append(text)
+        if beside is not None:
+            beside.start()
         if spec.run_checks:
             progress("running checks", 0.1)
-            text, result.steps["checks"] = _must_pass(spec.checks, head_dir, spec.checks_timeout, "checks",
-                                                      "checks_failed", isolation, "checks", "candidate")
+            text, result.steps["checks"] = must_pass(spec.checks, head_dir, spec.checks_timeout, "checks",
+                                                     "checks_failed", isolation, "checks", "candidate")
             log.append(text)
-        if _yardstick(spec, {"A": (base_dir, "baseline"), "B": (head_dir, "candidate")}, result, isolation,
-                      progress, log, baseline_counts):
+        stop = _yardstick(spec, {"A": (base_dir, "baseline"), "B": (head_dir, "candidate")}, result, isolation,
+                          progress, log, baseline_counts)
+        if beside is not None:
+            progress("finishing the next candidate's build before the pairs", 0.15)
+            beside.finish()
+        if stop:
             progress("measured (no change in the binary)" if result.stopped == "identical" else
                      "measured (the simulated workload differs from the baseline's)", 1.0)
             raise _Done()
@@ -434,7 +475,7 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
                                                                         journal, log):
             # Each arm built in both folders; a coin per pair picks which stands where (jobs.measure.locations).
             # The baseline's build at the candidate's folder is kept for the next experiment of the run
-            # (`keep_baseline`: the local executor's folder has one path per run), never in an A/A.
+            # (`keep_baseline`: the local executor's candidate folders keep their paths for the run), never in an A/A.
             keep = build_key(spec.base_commit, spec.build, base_arm(spec)) \
                 if keep_baseline and spec.kind != "calibration" else ""
             locations = Locations(base_dir, head_dir, keep=keep, base_commit=spec.base_commit,
@@ -442,7 +483,7 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
 
             def build_elsewhere(folder: Path, arm: str) -> None:
                 progress(f"building {names[arm]} in the other folder", 0.15)
-                text, result.steps[f"build_{names[arm]}_swapped"] = _must_pass(
+                text, result.steps[f"build_{names[arm]}_swapped"] = must_pass(
                     spec.build, folder, spec.build_timeout, f"{names[arm]} build in the other arm's folder",
                     "build_failed", isolation, "build", base_arm(spec) if arm == "A" else "candidate")
                 log.append(text)
@@ -459,6 +500,8 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
         result.status, result.reason = failure.status, failure.reason
         log.append(f"== {failure.status}: {failure.reason}\n{failure.log}")
     finally:
+        if beside is not None:       # (already finished, unless a failure or a cancel ended it early)
+            beside.finish(cancel=sys.exc_info()[0] is not None)
         if locations:
             locations.restore()
     result.machine["load"] += _load()

@@ -286,7 +286,23 @@ class Run:
         gitops.set_branch(self.repo, ref, commit)
         return commit
 
-    def _experiment(self, h: Hypothesis, ex: Executor, count: int, slot: int | None = None) -> ExperimentRecord:
+    def _announce(self, ex: Executor, nxt: Hypothesis, n: int, count: int) -> None:
+        """Tell the executor which experiment comes next, so it may build that candidate beside this
+        one's checks and simulation (`Executor.build_ahead`). Only for an agent whose edits cost
+        nothing (no model spend): the next hypothesis is implemented now instead of after this
+        experiment, and one the agent drops when it revises the list was made for nothing."""
+        if self.agent.meter is not None or self.bench.budget_refusal(
+                ex, self.bench.spec(ex, nxt.id, self.state.base_commit, n, "experiment"), count + 1):
+            return
+        try:
+            with self._impl_lock:
+                commit = self._implement(nxt)
+        except NotImplementable:         # said when its own experiment comes
+            return
+        ex.build_ahead(self.bench.spec(ex, nxt.id, commit, n, "experiment"))
+
+    def _experiment(self, h: Hypothesis, ex: Executor, count: int, slot: int | None = None,
+                    nxt: Hypothesis | None = None) -> ExperimentRecord:
         label = h.id if len(self.executors) == 1 else f"{h.id}@{ex.platform}"
         self.emit(events.ExperimentStart(label, platform=ex.platform))
         slot = slot or count + 1
@@ -310,6 +326,8 @@ class Run:
                 # jobs.stats.sequential.slot_alpha), so the whole run keeps its false-keep bound.
                 alpha = slot_alpha(self.config.thresholds.alpha, slot, self.config.budget.max_experiments)
                 plan = self.plan(ex.platform, alpha / len(self.executors))
+                if nxt is not None:
+                    self._announce(ex, nxt, n, count)
                 raw, verdict = self.bench.measure(ex, h.id, commit, "experiment", plan)
                 rec = self.bench.record(ex, h.id, h, verdict.status.value, verdict.reason, commit=commit, raw=raw,
                                    verdict=verdict, plan=plan, slot=slot)
@@ -340,8 +358,10 @@ class Run:
             jobs = [(h, ex) for h in wave for ex in self.executors if (h.id, ex.platform) not in finished]
             workers = sum(ex.parallel for ex in self.executors)
             count, first_slot = self.attempted(results), self.next_slot(results, self.o.slots_spent)
+            # One experiment at a time on one machine: the next one's candidate is built beside it.
+            nxt = pending[0] if pending and len(jobs) == 1 and len(self.executors) == 1 else None
             with ThreadPoolExecutor(max_workers=max(1, min(workers, len(jobs)))) as pool:
-                futures = [pool.submit(self._experiment, h, ex, count + wave.index(h), first_slot + wave.index(h))
+                futures = [pool.submit(self._experiment, h, ex, count + wave.index(h), first_slot + wave.index(h), nxt)
                            for h, ex in jobs]
                 try:
                     wave_results = [f.result() for f in futures]

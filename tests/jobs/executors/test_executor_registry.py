@@ -27,6 +27,9 @@ class DummyExecutor:
     def estimate_usd(self, spec) -> float:
         return 0.0
 
+    def build_ahead(self, spec) -> None:
+        pass
+
     def close(self) -> None:
         pass
 

@@ -208,3 +208,64 @@ def test_build_steps_go_through_a_compiler_cache_of_their_repository(tmp_path, m
     off = Isolation.from_spec(SandboxSpec(enabled=sandboxed, repo_key=repo_key("o/one")))
     assert not off.ccache
     assert "CCACHE_DIR" not in run_step("env", tree, 20, isolation=off, step="build").output
+
+
+def test_the_next_candidate_is_built_beside_this_one_and_measured_from_that_build(target, tmp_path):
+    repo, base = target
+    header = commit(repo, {"factor.h": "#define FACTOR 4\n"}, "header", base)
+    util = commit(repo, {"util.c": "int util(void) { return 7; }\n"}, "util", base)
+    both = commit(repo, {"factor.h": "#define FACTOR 6\n", "util.c": "int util(void) { return 9; }\n"}, "both", base)
+    work = tmp_path / "out" / "work"
+    executor = LocalExecutor(repo, work)
+    said: dict[str, list[str]] = {}
+
+    def run(name: str, head: str, announce: tuple[str, str] | None = None):
+        if announce:
+            executor.build_ahead(spec_for(repo, base, announce[1], announce[0]))
+        return executor.run(spec_for(repo, base, head, name), lambda m, f: said.setdefault(name, []).append(m))
+    try:
+        first = run("header", header, announce=("util", util))
+        second = run("util", util, announce=("both", both))
+        third = run("header-again", header)          # not the one announced (the agent revised its list)
+    finally:
+        executor.close()
+    for r in (first, second, third):
+        assert r.status == "ok", r.log
+    # The announced candidate was built while the first was measured, and not built again.
+    assert "== candidate build, beside the previous experiment" in second.log, second.log
+    assert "building candidate" not in said["util"] and "building candidate" in said["header"]
+    assert "build_candidate" in second.steps
+    # Its build, in the other candidates' folder, is what a clean build prints, as its build in the
+    # baseline's folder is (the location swap still builds each arm in both).
+    assert scores(second) == {clean_output(repo, util, tmp_path / "clean-util")} == {1307}
+    assert "build_candidate_swapped" in second.steps and "build_baseline_swapped" in second.steps
+    # An announced candidate that is not run next is dropped; the one run is built as usual.
+    assert "beside the previous experiment" not in third.log and "building candidate" in said["header-again"]
+    assert scores(third) == scores(first) == {1405}
+    assert not work.exists()
+
+
+def test_a_cancelled_experiment_stops_the_next_candidates_build_and_leaves_nothing(target, tmp_path):
+    from jobs.contract.errors import RunCancelled
+    repo, base = target
+    header = commit(repo, {"factor.h": "#define FACTOR 4\n"}, "header", base)
+    # The next candidate's build takes long (its own make rule), so it is still running when the cancel comes.
+    slow = commit(repo, {"util.c": "int util(void) { return 7; }\n",
+                         "Makefile": MAKEFILE.replace("prog: $(SRCS:.c=.o)\n", "prog: $(SRCS:.c=.o)\n\tsleep 30\n")},
+                  "slow", base)
+    work = tmp_path / "out" / "work"
+    executor = LocalExecutor(repo, work)
+
+    def cancel_at_checks(message: str, fraction: float) -> None:
+        if message == "running checks":
+            raise RunCancelled("cancelled")
+    try:
+        executor.build_ahead(spec_for(repo, base, slow, "slow"))
+        with pytest.raises(RunCancelled):
+            executor.run(spec_for(repo, base, header, "header"), cancel_at_checks)
+        assert not (work / "head-next").exists() and not (work / "head").exists()
+        after = executor.run(spec_for(repo, base, header, "header"), lambda m, f: None)
+        assert after.status == "ok" and "beside the previous experiment" not in after.log
+    finally:
+        executor.close()
+    assert not work.exists()

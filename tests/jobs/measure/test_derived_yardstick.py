@@ -3,6 +3,7 @@ benchmark command itself under cachegrind (within `timeouts.simulate`), and wher
 experiments are decided on its simulated cycles, with the wall clock as the guard."""
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -63,6 +64,12 @@ def test_without_simulate_the_benchmark_itself_becomes_the_yardstick(tmp_path):
     two = by["two_faced"]
     assert two.status == "invalid" and "behaves differently when counted" in two.reason, two.reason
     assert two.runner.pairs == 0
+    # Its candidate was built beside the first experiment's simulation (`--agent none` costs nothing),
+    # and the baseline's count was the A/A's, counted once for the run.
+    logs = {r["name"]: r["log"] for r in map(json.loads, (out / "experiments.jsonl").read_text().splitlines())}
+    assert "== candidate build, beside the previous experiment" in logs["two_faced"], logs["two_faced"]
+    assert "counted once for the run" in logs["two_faced"], logs["two_faced"]
+    assert drop.simulated.base_cycles == cal.base_cycles
     pr = (out / "pr.md").read_text()
     assert "Decided by: simulated cycles of the benchmark command itself (derived" in pr
 
