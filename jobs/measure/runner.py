@@ -214,14 +214,14 @@ class BaselineCounts:
 
 class Beside:
     """Work run beside an experiment's build-side steps (its checks and simulations, which take turns
-    with nothing) and finished before its first pair (which must run alone): the local executor
-    builds the next experiment's candidate there (jobs.executors.local). Its errors are its own: the
-    work records its outcome, and this experiment never fails of it."""
+    with nothing) and over before its first pair (which must run alone): the local executor builds
+    the next experiment's candidate there (jobs.executors.local). Its errors are its own: the work
+    records its outcome, and this experiment never fails of it."""
 
     def __init__(self, work: Callable[[threading.Event], None]):
         self.cancel = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(work,), name="beside", daemon=True)
-        self._started = False
+        self._started = 0.0
 
     def _run(self, work: Callable[[threading.Event], None]) -> None:
         try:
@@ -231,14 +231,28 @@ class Beside:
 
     def start(self) -> None:
         if not self._started:
-            self._started = True
+            self._started = time.monotonic()
             self._thread.start()
 
-    def finish(self, cancel: bool = False) -> None:
+    def finish(self, cancel: bool = False, expected: float = 0.0) -> str:
+        """Wait for the work, stopping it first with `cancel`. Otherwise it may go on for as long again
+        as it has run so far, or for twice `expected` (what the like work took here: this experiment's
+        own build), or a second, whichever is longest: a build that far along is likely near its end,
+        and one that is not, or that waits on something, must not hold this experiment up. Past that
+        it is stopped, and the reason is returned ('' when it ended on its own)."""
+        if not self._started:
+            return ""
         if cancel:
             self.cancel.set()
-        if self._started:
             self._thread.join()
+            return ""
+        ran = time.monotonic() - self._started
+        self._thread.join(timeout=max(ran, 2 * expected, 1.0))
+        if not self._thread.is_alive():
+            return ""
+        self.cancel.set()
+        self._thread.join()
+        return f"stopped after {time.monotonic() - self._started:.1f} s, not over when this experiment's pairs were due"
 
 
 class _Done(Exception):
@@ -464,7 +478,9 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
                           progress, log, baseline_counts)
         if beside is not None:
             progress("finishing the next candidate's build before the pairs", 0.15)
-            beside.finish()
+            if stopped := beside.finish(expected=result.steps.get("build_candidate", 0.0)):
+                log.append(f"== the next candidate's build, begun beside this experiment: {stopped}; it is built "
+                           "again when its own experiment runs\n")
         if stop:
             progress("measured (no change in the binary)" if result.stopped == "identical" else
                      "measured (the simulated workload differs from the baseline's)", 1.0)

@@ -269,3 +269,27 @@ def test_a_cancelled_experiment_stops_the_next_candidates_build_and_leaves_nothi
     finally:
         executor.close()
     assert not work.exists()
+
+
+def test_work_beside_an_experiment_never_holds_its_pairs_up_for_long():
+    import threading
+    import time
+    from jobs.measure.runner import Beside
+    seen = []
+
+    def waits_on_something(cancel: threading.Event) -> None:     # a build stuck on a lock, say
+        seen.append(cancel.wait(60))
+    stuck = Beside(waits_on_something)
+    stuck.start()
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    why = stuck.finish(expected=0.3)              # may go on for max(0.2 s run, 2 x 0.3 s, 1 s) = 1 s
+    assert 0.9 < time.monotonic() - t0 < 5 and seen == [True]
+    assert why.startswith("stopped after") and "pairs were due" in why
+
+    def ends(cancel: threading.Event) -> None:
+        seen.append(cancel.wait(0.5))
+    quick = Beside(ends)
+    quick.start()
+    assert quick.finish(expected=0.0) == "" and seen[-1] is False     # over on its own within its second
+    assert Beside(ends).finish() == ""                                   # never started: nothing to wait for
