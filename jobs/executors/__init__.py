@@ -35,7 +35,6 @@ class Executor(Protocol):
         """A hint: `spec` is measured next, so its candidate may be built beside the next `run`'s
         checks and simulation (the local executor does). An executor that cannot ignores it."""
 
-
     def close(self) -> None: ...
 
 

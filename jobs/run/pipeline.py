@@ -297,8 +297,8 @@ class Run:
         try:
             with self._impl_lock:
                 commit = self._implement(nxt)
-        except NotImplementable:         # said when its own experiment comes
-            return
+        except Exception:   # (NotImplementable, or the agent failing): said when its own turn comes, not
+            return          # charged to this experiment, which is measured all the same
         ex.build_ahead(self.bench.spec(ex, nxt.id, commit, n, "experiment"))
 
     def _experiment(self, h: Hypothesis, ex: Executor, count: int, slot: int | None = None,
