@@ -9,10 +9,10 @@ simulated run counted once (`BaselineCounts`). When the pipeline announces the n
 (`build_ahead`), its candidate is built in the other path while this one is checked and simulated
 (work that takes turns with nothing). It is over before this experiment's first pair, which runs
 alone: a build that is not by then, after a bounded wait (jobs.measure.runner.Beside), is stopped
-and made again when its own experiment runs. The next `run` of that spec starts from that build. Where the build system allows it (it records header
-dependencies and the candidate changes only C/C++ sources and headers), a candidate's tree starts as
-a copy of the baseline's build made in the same folder with the candidate's changed files written
-over it, so only what changed is rebuilt (`jobs.measure.locations.start_from_build`). The A/A
+and made again when its own experiment runs. The next `run` of that spec starts from that build.
+Where the build system allows it (it records header dependencies and the candidate changes only
+C/C++ sources and headers), a candidate's tree starts as a copy of the baseline's build made in the
+same folder with the candidate's changed files written over it, so only what changed is rebuilt (`jobs.measure.locations.start_from_build`). The A/A
 calibration builds a second worktree of the base commit in a folder of its own, so that it
 compares two separate builds the way every experiment does (a path or code-layout effect shows up
 there, not as a false win later).
@@ -122,13 +122,12 @@ class LocalExecutor:
     def run(self, spec: ExperimentSpec, progress: Progress) -> RawResult:
         base, needs_build = self._base_tree(spec.base_commit)
         head = base
-        ahead, self._ahead = self._ahead, None
-        built = None
+        ahead, built = self._ahead, None
         if ahead is not None and not needs_build and ahead.answers(spec):
+            self._ahead = None
             head, built = ahead.folder, (ahead.log, ahead.seconds)
         else:
-            if ahead is not None:
-                gitops.remove_worktree(self.repo, ahead.folder)
+            self._drop_ahead()
             if spec.head_commit != spec.base_commit or spec.kind == "calibration":
                 head = self._head_tree(spec, base, not needs_build)
         beside = self._beside(spec, head) if head != base else None

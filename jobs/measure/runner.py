@@ -301,19 +301,14 @@ def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: 
         return run_step(spec.simulate, trees[arm][0], spec.simulate_timeout, isolation=isolation, step="benchmark",
                         arm=base_arm(spec) if arm == "A" else "candidate", extra_env={"AUTORESEARCH_SEED": str(seed)},
                         cancel=cancel)
-    natively: dict[str, Step] = {}
-
-    def native_beside(cancel: threading.Event) -> dict:
-        natively["B"] = run_native(cancel)
-        return {}
     runs = {a: functools.partial(simulate_arm, a) for a in trees if not (a == "A" and known is not None)}
     if known is not None:
-        runs["native"] = native_beside
+        runs["native"] = lambda cancel: {"step": run_native(cancel)}
         progress("simulating the candidate (cachegrind; the baseline's count is the run's)", 0.12)
     else:
         progress("simulating baseline and candidate side by side (cachegrind)", 0.12)
     outcomes = simrun.side_by_side(runs)
-    outcomes.pop("native", None)
+    native_beside = outcomes.pop("native", {}).get("step")
     failed = simrun.first_failure(outcomes)
     if failed and spec.simulate_derived:     # the A/A's try of the derived yardstick: the run goes on without it
         result.simulate_problem = simrun.why_not_derived(failed, spec.simulate_timeout)
@@ -330,7 +325,7 @@ def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: 
         once = " counted once for the run" if result.simulated[a].get("reused") else ""
         log.append(f"== simulated {who}: {result.simulated[a]['cycles']:,} cycles "
                    f"({result.simulated[a]['wall_s']:.1f} s{once})\n")
-    native = natively.get("B") or run_native()
+    native = native_beside or run_native()
     if spec.kind == "calibration" and native.returncode == 0:
         result.steps["native_simulate_s"] = native.seconds
     elif spec.kind != "calibration":

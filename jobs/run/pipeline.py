@@ -286,13 +286,16 @@ class Run:
         gitops.set_branch(self.repo, ref, commit)
         return commit
 
+    def _budget_refusal(self, ex: Executor, h: Hypothesis, n: int, count: int) -> str:
+        """Why `h`, with `count` experiments attempted before it, must not start (jobs.run.measuring), or ''."""
+        return self.bench.budget_refusal(ex, self.bench.spec(ex, h.id, self.state.base_commit, n, "experiment"), count)
+
     def _announce(self, ex: Executor, nxt: Hypothesis, n: int, count: int) -> None:
         """Tell the executor which experiment comes next, so it may build that candidate beside this
         one's checks and simulation (`Executor.build_ahead`). Only for an agent whose edits cost
         nothing (no model spend): the next hypothesis is implemented now instead of after this
         experiment, and one the agent drops when it revises the list was made for nothing."""
-        if self.agent.meter is not None or self.bench.budget_refusal(
-                ex, self.bench.spec(ex, nxt.id, self.state.base_commit, n, "experiment"), count + 1):
+        if self.agent.meter is not None or self._budget_refusal(ex, nxt, n, count + 1):
             return
         try:
             with self._impl_lock:
@@ -307,8 +310,7 @@ class Run:
         self.emit(events.ExperimentStart(label, platform=ex.platform))
         slot = slot or count + 1
         n = self.o.repeats or self.config.repeats.max
-        refusal = self.bench.budget_refusal(ex, self.bench.spec(ex, h.id, self.state.base_commit, n, "experiment"),
-                                            count)
+        refusal = self._budget_refusal(ex, h, n, count)
         if refusal:
             rec = self.bench.record(ex, h.id, h, Status.SKIPPED.value, refusal, skip=SkipCause.BUDGET)
         else:
