@@ -21,14 +21,16 @@ from __future__ import annotations
 
 import shutil
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from jobs.guard import gitops
 from jobs.measure import locations, pairjournal
 from jobs.contract.config import TargetConfig
 from jobs.measure.isolation import Isolation
-from jobs.measure.runner import BaselineCounts, Beside, Failure, Progress, must_pass, base_arm, run_experiment
+from jobs.measure.runner import (BaselineCounts, Beside, Failure, Premade, Progress, base_arm,
+                                 checks_and_count_ahead, must_pass, run_experiment)
 from jobs.contract.spec import ExperimentSpec, RawResult
 
 HEAD = "head"          # the candidates' folder: one of two paths for the whole run
@@ -38,18 +40,26 @@ AHEAD = "head-next"    # the other: the next candidate's, built beside this one'
 @dataclass
 class BuiltAhead:
     """The next experiment's candidate, built in the other candidates' folder while the current one
-    was checked and simulated."""
+    was checked and simulated, and where there was time checked and simulated too (`Premade`)."""
     spec: ExperimentSpec
     folder: Path
-    log: str = ""
-    seconds: float = 0.0
-    passed: bool = False
+    premade: Premade | None = None
 
-    def answers(self, spec: ExperimentSpec) -> bool:
-        """This build is `spec`'s candidate: same commits, build command, time limit and sandbox."""
+    def answers(self, spec: ExperimentSpec) -> Premade | None:
+        """What of this work stands for `spec`'s: the build where the commits, build command, time limit
+        and sandbox are the same; its checks and simulated run only where theirs are too. None: nothing."""
         mine = self.spec
-        return self.passed and (mine.head_commit, mine.base_commit, mine.build, mine.build_timeout, mine.sandbox) == \
-            (spec.head_commit, spec.base_commit, spec.build, spec.build_timeout, spec.sandbox)
+        if self.premade is None or (mine.head_commit, mine.base_commit, mine.build, mine.build_timeout, mine.sandbox) != \
+                (spec.head_commit, spec.base_commit, spec.build, spec.build_timeout, spec.sandbox):
+            return None
+        checked = (mine.kind, mine.run_checks, mine.checks, mine.checks_timeout) == \
+            (spec.kind, spec.run_checks, spec.checks, spec.checks_timeout)
+        counted = checked and (mine.simulate, mine.simulate_seed or mine.seed, mine.simulate_timeout,
+                               mine.simulate_derived, mine.artifacts) == \
+            (spec.simulate, spec.simulate_seed or spec.seed, spec.simulate_timeout, spec.simulate_derived, spec.artifacts)
+        if checked and counted:
+            return self.premade
+        return Premade(self.premade.build) if not checked else replace(self.premade, counted=None)
 
 
 class LocalExecutor:
@@ -98,39 +108,49 @@ class LocalExecutor:
             gitops.remove_worktree(self.repo, self._ahead.folder)
             self._ahead = None
 
-    def _beside(self, spec: ExperimentSpec, head: Path) -> Beside | None:
-        """The next candidate's build, in the candidates' folder this experiment does not use, as
-        work beside this one (jobs.measure.runner.Beside), where the pipeline announced one."""
-        nxt, self._next = self._next, None
+    def _beside(self, spec: ExperimentSpec, head: Path, nxt: ExperimentSpec | None) -> Beside | None:
+        """The next candidate's build (then, where there is time, its checks and simulated run), in the
+        candidates' folder this experiment does not use, as work beside this one
+        (jobs.measure.runner.Beside), where the pipeline announced one (`nxt`)."""
         if (nxt is None or spec.kind != "experiment" or nxt.kind != "experiment" or head.name not in (HEAD, AHEAD)
                 or nxt.base_commit != spec.base_commit or nxt.head_commit == nxt.base_commit):
             return None
         ahead = BuiltAhead(nxt, self.workdir / (AHEAD if head.name == HEAD else HEAD))
 
         def build(cancel: threading.Event) -> None:
+            started = time.monotonic()
             ahead.folder = self._head_tree(nxt, self.workdir / "base", True, ahead.folder.name)
+            isolation = Isolation.from_spec(nxt.sandbox)
             try:
                 text, seconds = must_pass(nxt.build, ahead.folder, nxt.build_timeout, "candidate build", "build_failed",
-                                          Isolation.from_spec(nxt.sandbox), "build", "candidate", cancel=cancel)
+                                          isolation, "build", "candidate", cancel=cancel)
             except Failure:           # built again, and its failure said, when that experiment runs
                 return
-            ahead.log = text.replace("== candidate build", "== candidate build, beside the previous experiment", 1)
-            ahead.seconds, ahead.passed = seconds, not cancel.is_set()
+            if cancel.is_set():
+                return
+            premade = Premade((text.replace("== candidate build", "== candidate build, beside the previous experiment",
+                                            1), seconds))
+            if checks_and_count_ahead(nxt, self.workdir / "base", ahead.folder, isolation, self._baseline_counts,
+                                      cancel, time.monotonic() - started, premade):
+                ahead.premade = premade
         self._ahead = ahead
         return Beside(build)
 
     def run(self, spec: ExperimentSpec, progress: Progress) -> RawResult:
         base, needs_build = self._base_tree(spec.base_commit)
         head = base
-        ahead, built = self._ahead, None
-        if ahead is not None and not needs_build and ahead.answers(spec):
+        ahead, nxt, self._next = self._ahead, self._next, None
+        built = ahead.answers(spec) if ahead is not None and not needs_build else None
+        if built is not None:
             self._ahead = None
-            head, built = ahead.folder, (ahead.log, ahead.seconds)
+            head = ahead.folder
         else:
             self._drop_ahead()
             if spec.head_commit != spec.base_commit or spec.kind == "calibration":
                 head = self._head_tree(spec, base, not needs_build)
-        beside = self._beside(spec, head) if head != base else None
+        # Nothing of this experiment is left to run beside the next one's steps when its own checks and
+        # simulated run were made ahead: the next one is built in its own turn.
+        beside = self._beside(spec, head, nxt) if head != base and not (built and built.counted) else None
         # Each measured pair is kept in the run's folder until the experiment returns: a stop in
         # the middle resumes from them (jobs/measure/pairjournal.py).
         kind_slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in f"{spec.kind}-{spec.name}")

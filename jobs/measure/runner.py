@@ -215,8 +215,9 @@ class BaselineCounts:
 class Beside:
     """Work run beside an experiment's build-side steps (its checks and simulations, which take turns
     with nothing) and over before its first pair (which must run alone): the local executor builds
-    the next experiment's candidate there (jobs.executors.local). Its errors are its own: the work
-    records its outcome, and this experiment never fails of it."""
+    the next experiment's candidate there, and where there is time checks and simulates it too
+    (jobs.executors.local, `checks_and_count_ahead`). Its errors are its own: the work records its
+    outcome, and this experiment never fails of it."""
 
     def __init__(self, work: Callable[[threading.Event], None]):
         self.cancel = threading.Event()
@@ -259,13 +260,110 @@ class _Done(Exception):
     """Nothing left to measure (the candidate's build outputs equal the baseline's)."""
 
 
+def _seed(spec: ExperimentSpec) -> int:
+    """The simulated workload's input seed: the run's, so the baseline's count is one number per run."""
+    return (spec.simulate_seed or spec.seed) % 2147483629 + 7
+
+
+def _simulate_arm(spec: ExperimentSpec, trees: dict, arm: str, seed: int, isolation: Isolation,
+                  cancel: threading.Event) -> dict:
+    from jobs.measure import simrun
+    tree, who = trees[arm]
+    side = "candidate" if arm == "B" else base_arm(spec)
+    # The A/A's second run is slowed on purpose: work that follows the time shows as counts that
+    # fall (jobs.measure.simulate.time_budget_problem); a fixed amount of work counts the same.
+    return simrun.simulate(spec.simulate, tree, spec.simulate_timeout, seed=seed, who=who,
+                           slowed=spec.kind == "calibration" and arm == "B", cancel=cancel,
+                           run_step=lambda c, cwd, t, **kw: run_step(c, cwd, t, isolation=isolation, arm=side, **kw))
+
+
+def _run_native(spec: ExperimentSpec, trees: dict, arm: str, seed: int, isolation: Isolation,
+                cancel: threading.Event | None = None) -> Step:
+    return run_step(spec.simulate, trees[arm][0], spec.simulate_timeout, isolation=isolation, step="benchmark",
+                    arm=base_arm(spec) if arm == "A" else "candidate", extra_env={"AUTORESEARCH_SEED": str(seed)},
+                    cancel=cancel)
+
+
+@dataclass
+class Premade:
+    """A candidate's steps made before its own experiment ran, beside the previous one's checks and
+    simulation (jobs.executors.local): its build always; where there was time (`AHEAD_SHARE`), its
+    checks (or their failure, given again as the experiment's own) and its simulated run (`count_ahead`)."""
+    build: tuple[str, float]
+    checks: tuple[str, float] | None = None
+    checks_failure: Failure | None = None
+    counted: dict | None = None
+
+
+# The next candidate's checks and simulated run go on beside this experiment only when its build was
+# over within this share of the baseline's simulated run: this experiment's pairs then wait for them
+# about as long as that build took, and the next experiment saves its checks and simulation (about the
+# baseline's simulated run), so the wait is at most half the saving. Where the build takes about as
+# long as the simulation (a single compile-and-link command), the second core is busy with it anyway.
+AHEAD_SHARE = 0.5
+
+
+def count_ahead(spec: ExperimentSpec, base_tree: Path, head_tree: Path, isolation: Isolation,
+                counts: BaselineCounts | None, cancel: threading.Event) -> dict | None:
+    """The candidate's simulated run and its native DIGEST run, made before its experiment runs (the
+    work `_yardstick` does for it once the baseline's count is known); None where that does not apply
+    (no simulation, no known baseline count, an unsandboxed run, declared build outputs equal to the
+    baseline's, no native code), where it failed (its experiment runs it again, and says why) or was
+    stopped. Benchmark steps see a read-only tree, so a stopped run leaves the tree as it was."""
+    from jobs.measure import simrun
+    if not spec.simulate or spec.kind != "experiment" or not isolation.enabled or counts is None:
+        return None
+    seed = _seed(spec)
+    key = BaselineCounts.key(spec, base_tree, seed)
+    if counts.get(key) is None:
+        return None
+    if spec.artifacts and simrun.compare_artifacts(base_tree, head_tree, spec.artifacts)["identical"]:
+        return None
+    if spec.simulate_derived and not simrun.makes_native_code(base_tree):
+        return None
+    trees = {"A": (base_tree, "baseline"), "B": (head_tree, "candidate")}
+    try:
+        outcome = _simulate_arm(spec, trees, "B", seed, isolation, cancel)
+    except simrun.SimulationFailed:
+        return None
+    native = _run_native(spec, trees, "B", seed, isolation, cancel)
+    return None if cancel.is_set() else {"B": outcome, "native": native, "key": key}
+
+
+def checks_and_count_ahead(spec: ExperimentSpec, base_tree: Path, head_tree: Path, isolation: Isolation,
+                           counts: BaselineCounts | None, cancel: threading.Event, built_after: float,
+                           premade: Premade) -> bool:
+    """After the next candidate's build (over `built_after` seconds into this experiment's beside work):
+    its checks and simulated run into `premade`, where `AHEAD_SHARE` allows. False when its tree can no
+    longer stand for a fresh build: checks stopped half way may have written into it."""
+    known = counts.get(BaselineCounts.key(spec, base_tree, _seed(spec))) if counts is not None and spec.simulate \
+        else None
+    if known is None or not isolation.enabled or built_after > AHEAD_SHARE * float(known.get("wall_s") or 0):
+        return True
+    if spec.run_checks:
+        try:
+            text, seconds = must_pass(spec.checks, head_tree, spec.checks_timeout, "checks", "checks_failed",
+                                      isolation, "checks", "candidate", cancel=cancel)
+        except Failure as failure:
+            if cancel.is_set():
+                return False
+            premade.checks_failure = failure
+            return True
+        if cancel.is_set():
+            return False
+        premade.checks = (text.replace("== checks", "== checks, beside the previous experiment", 1), seconds)
+    premade.counted = count_ahead(spec, base_tree, head_tree, isolation, counts, cancel)
+    return True
+
+
 def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: Isolation, progress: Progress,
-               log: list[str], counts: BaselineCounts | None = None) -> bool:
+               log: list[str], counts: BaselineCounts | None = None, counted: dict | None = None) -> bool:
     """Before any pair (jobs/measure/simrun.py): compare the declared build outputs, then run the reduced workload
     once per arm under cachegrind (the baseline's once per run where `counts` knows it already: the
-    candidate's native run then takes the free core). True: nothing to sample (identical outputs, or another
-    DIGEST or number of processes: invalid). Two A/A runs that counted a different number of processes fail
-    the calibration."""
+    candidate's native run then takes the free core; the candidate's too where `counted`, made by
+    `count_ahead` beside the previous experiment, is of this baseline count). True: nothing to sample
+    (identical outputs, or another DIGEST or number of processes: invalid). Two A/A runs that counted a
+    different number of processes fail the calibration."""
     from jobs.measure import simrun
     from jobs.measure.simulate import digest_problems, native_problems, process_problems
     if spec.artifacts and spec.kind != "calibration" and trees["A"][0] != trees["B"][0]:
@@ -279,35 +377,29 @@ def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: 
         result.simulate_problem = ("the build made no native code (no ELF file in its tree): cachegrind would count "
                                    "an interpreter's work, not the target's")
         return False
-    seed = (spec.simulate_seed or spec.seed) % 2147483629 + 7
+    seed = _seed(spec)
     counts = counts if isolation.enabled else None
     baseline_key = BaselineCounts.key(spec, trees["A"][0], seed)
     known = counts.get(baseline_key) if counts is not None and spec.kind != "calibration" else None
-
-    def simulate_arm(arm: str, cancel: threading.Event) -> dict:
-        tree, who = trees[arm]
-        side = "candidate" if arm == "B" else base_arm(spec)
-        # The A/A's second run is slowed on purpose: work that follows the time shows as counts that
-        # fall (jobs.measure.simulate.time_budget_problem); a fixed amount of work counts the same.
-        return simrun.simulate(spec.simulate, tree, spec.simulate_timeout, seed=seed, who=who,
-                               slowed=spec.kind == "calibration" and arm == "B", cancel=cancel,
-                               run_step=lambda c, cwd, t, **kw: run_step(c, cwd, t, isolation=isolation, arm=side, **kw))
+    ahead = counted if known is not None and counted is not None and counted.get("key") == baseline_key else None
     # The same workload natively, once: in the A/A what the simulation costs over a native run (timed
     # after the simulations, alone); for a candidate, the DIGESTs it prints natively must be those it
     # printed when counted (run beside the simulation where the baseline's count is known).
     arm = "A" if spec.kind == "calibration" else "B"
-
-    def run_native(cancel: threading.Event | None = None) -> Step:
-        return run_step(spec.simulate, trees[arm][0], spec.simulate_timeout, isolation=isolation, step="benchmark",
-                        arm=base_arm(spec) if arm == "A" else "candidate", extra_env={"AUTORESEARCH_SEED": str(seed)},
-                        cancel=cancel)
-    runs = {a: functools.partial(simulate_arm, a) for a in trees if not (a == "A" and known is not None)}
-    if known is not None:
+    run_native = functools.partial(_run_native, spec, trees, arm, seed, isolation)
+    runs = {a: functools.partial(_simulate_arm, spec, trees, a, seed, isolation) for a in trees
+            if not (a == "A" and known is not None) and not (a == "B" and ahead is not None)}
+    if ahead is not None:
+        runs["native"] = lambda cancel: {"step": ahead["native"]}
+        progress("the candidate was simulated beside the previous experiment; the baseline's count is the run's", 0.12)
+    elif known is not None:
         runs["native"] = lambda cancel: {"step": run_native(cancel)}
         progress("simulating the candidate (cachegrind; the baseline's count is the run's)", 0.12)
     else:
         progress("simulating baseline and candidate side by side (cachegrind)", 0.12)
     outcomes = simrun.side_by_side(runs)
+    if ahead is not None:
+        outcomes["B"] = {**ahead["B"], "ahead": True}
     native_beside = outcomes.pop("native", {}).get("step")
     failed = simrun.first_failure(outcomes)
     if failed and spec.simulate_derived:     # the A/A's try of the derived yardstick: the run goes on without it
@@ -322,7 +414,8 @@ def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: 
     elif counts is not None:
         counts.put(baseline_key, result.simulated["A"])
     for a, (tree, who) in trees.items():
-        once = " counted once for the run" if result.simulated[a].get("reused") else ""
+        once = (" counted once for the run" if result.simulated[a].get("reused") else
+                " beside the previous experiment" if result.simulated[a].get("ahead") else "")
         log.append(f"== simulated {who}: {result.simulated[a]['cycles']:,} cycles "
                    f"({result.simulated[a]['wall_s']:.1f} s{once})\n")
     native = native_beside or run_native()
@@ -431,7 +524,7 @@ def _screen(spec: ExperimentSpec, folders: dict[str, Path], result: RawResult, i
 def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, build_base: bool = True,
                    progress: Progress | None = None, isolation: Isolation | None = None,
                    journal: Path | None = None, keep_baseline: bool = False, incremental: bool = False,
-                   baseline_counts: BaselineCounts | None = None, built: tuple[str, float] | None = None,
+                   baseline_counts: BaselineCounts | None = None, built: Premade | None = None,
                    beside: Beside | None = None) -> RawResult:
     """Build, check and benchmark one experiment in two prepared clean trees. `journal` (optional):
     where each complete pair is kept as it is measured, and resumed from (jobs/measure/pairjournal.py).
@@ -439,7 +532,8 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
     build made there is kept for the next one (jobs.measure.locations); `incremental`: the candidate's
     build in the baseline's folder starts from the baseline's build there where that equals a clean one;
     `baseline_counts`: the baseline's simulated run of an earlier experiment on the same build (`BaselineCounts`);
-    `built`: the candidate's build already made in `head_dir` (its log and seconds), so it is not built again;
+    `built`: the candidate's steps already made in `head_dir` (`Premade`: its build, perhaps its checks and
+    simulated run), so they are not made again;
     `beside`: work started once the candidate is built and finished before the first pair (`Beside`)."""
     progress = progress or (lambda msg, frac: None)
     isolation = isolation or Isolation.from_spec(spec.sandbox)
@@ -455,7 +549,7 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
                                                              "build_failed", isolation, "build", base_arm(spec))
             log.append(text)
         if head_dir != base_dir and built is not None:
-            text, result.steps["build_candidate"] = built
+            text, result.steps["build_candidate"] = built.build
             log.append(text)
         elif head_dir != base_dir:
             progress("building candidate", 0.05)
@@ -464,18 +558,23 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
             log.append(text)
         if beside is not None:
             beside.start()
-        if spec.run_checks:
+        if spec.run_checks and built is not None and built.checks_failure is not None:
+            raise built.checks_failure      # as they failed beside the previous experiment, on this build
+        if spec.run_checks and built is not None and built.checks is not None:
+            text, result.steps["checks"] = built.checks
+            log.append(text)
+        elif spec.run_checks:
             progress("running checks", 0.1)
             text, result.steps["checks"] = must_pass(spec.checks, head_dir, spec.checks_timeout, "checks",
                                                      "checks_failed", isolation, "checks", "candidate")
             log.append(text)
         stop = _yardstick(spec, {"A": (base_dir, "baseline"), "B": (head_dir, "candidate")}, result, isolation,
-                          progress, log, baseline_counts)
+                          progress, log, baseline_counts, built.counted if built is not None else None)
         if beside is not None:
-            progress("finishing the next candidate's build before the pairs", 0.15)
+            progress("finishing the next candidate's steps before the pairs", 0.15)
             if stopped := beside.finish(expected=result.steps.get("build_candidate", 0.0)):
-                log.append(f"== the next candidate's build, begun beside this experiment: {stopped}; it is built "
-                           "again when its own experiment runs\n")
+                log.append(f"== the next candidate's steps, begun beside this experiment: {stopped}; what was not "
+                           "over is made again when its own experiment runs\n")
         if stop:
             progress("measured (no change in the binary)" if result.stopped == "identical" else
                      "measured (the simulated workload differs from the baseline's)", 1.0)
