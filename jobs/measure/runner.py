@@ -296,7 +296,7 @@ class Premade:
 
 
 # The next candidate's checks and simulated run go on beside this experiment only when its build was
-# over within this share of the baseline's simulated run: this experiment's pairs then wait for them
+# over within this share of the baseline's simulated run (its CPU time): this experiment's pairs then wait for them
 # about as long as that build took, and the next experiment saves its checks and simulation (about the
 # baseline's simulated run), so the wait is at most half the saving. Where the build takes about as
 # long as the simulation (a single compile-and-link command), the second core is busy with it anyway.
@@ -338,7 +338,9 @@ def checks_and_count_ahead(spec: ExperimentSpec, base_tree: Path, head_tree: Pat
     longer stand for a fresh build: checks stopped half way may have written into it."""
     known = counts.get(BaselineCounts.key(spec, base_tree, _seed(spec))) if counts is not None and spec.simulate \
         else None
-    if known is None or not isolation.enabled or built_after > AHEAD_SHARE * float(known.get("wall_s") or 0):
+    # The baseline's CPU time when counted: its wall time may include waiting for a core it shared.
+    simulated_s = float(known.get("cpu_s") or known.get("wall_s") or 0) if known is not None else 0.0
+    if known is None or not isolation.enabled or built_after > AHEAD_SHARE * simulated_s:
         return True
     if spec.run_checks:
         try:

@@ -92,9 +92,10 @@ def test_the_next_candidate_waits_for_its_own_turn_when_its_build_took_too_long(
     git(repo, "worktree", "add", "-q", "--detach", str(head_tree), drop)
     counts = BaselineCounts()
     isolation = Isolation.from_spec(spec.sandbox)
-    counts.put(BaselineCounts.key(spec, base_tree, runner._seed(spec)), {"cycles": 1000, "wall_s": 10.0})
-    # Built 6 s into a 10 s simulation: this experiment's pairs would wait about as long as the next
-    # one saves. Its checks and count are left to its own turn (the tree is not even built here).
+    counts.put(BaselineCounts.key(spec, base_tree, runner._seed(spec)), {"cycles": 1000, "wall_s": 30.0, "cpu_s": 10.0})
+    # Built 6 s into a simulation of 10 s of CPU time (30 s of wall time, waiting for a shared core):
+    # this experiment's pairs would wait about as long as the next one saves. Its checks and count
+    # are left to its own turn (the tree is not even built here).
     late = Premade(("built", 6.0))
     assert runner.checks_and_count_ahead(spec, base_tree, head_tree, isolation, counts, threading.Event(), 6.0, late)
     assert late.checks is None and late.checks_failure is None and late.counted is None
