@@ -317,9 +317,15 @@ def count_ahead(spec: ExperimentSpec, base_tree: Path, head_tree: Path, isolatio
     key = BaselineCounts.key(spec, base_tree, seed)
     if counts.get(key) is None:
         return None
-    if spec.artifacts and simrun.compare_artifacts(base_tree, head_tree, spec.artifacts)["identical"]:
+    # The baseline's folder may stand aside for the current experiment's builds in the other folders
+    # (jobs.measure.locations) while this reads it: a wrong answer costs only this early count, which
+    # its own experiment makes again where it does not apply (`_yardstick` compares the outputs first).
+    try:
+        if spec.artifacts and simrun.compare_artifacts(base_tree, head_tree, spec.artifacts)["identical"]:
+            return None
+    except OSError:
         return None
-    if spec.simulate_derived and not simrun.makes_native_code(base_tree):
+    if spec.simulate_derived and not simrun.makes_native_code(head_tree):
         return None
     trees = {"A": (base_tree, "baseline"), "B": (head_tree, "candidate")}
     try:
@@ -440,10 +446,14 @@ def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: 
 
 
 def _sample(spec: ExperimentSpec, folders: dict[str, Path], locations: Locations | None, result: RawResult,
-            isolation: Isolation, progress: Progress, journal: Path | None) -> None:
+            isolation: Isolation, progress: Progress, journal: Path | None,
+            ready: Callable[[], None] | None = None) -> None:
     """Warm-up, then the pairs in the schedule's order (from the journal's, if an interrupted attempt left
     some) until `stop_reason` says stop; with `locations`, a coin per pair picks which folder each arm runs
-    from, else each arm runs from its own folder (`folders`)."""
+    from, else each arm runs from its own folder (`folders`). `ready`: called before the first process,
+    to end work beside the experiment (the processes run alone)."""
+    if ready is not None:
+        ready()
     names = {"A": "baseline", "B": "candidate"}
     coins = swap_coins(spec.n_per_arm, spec.seed) if locations else [0] * spec.n_per_arm
     trees = {arm: (tree, names[arm]) for arm, tree in (locations.trees() if locations else folders).items()}
@@ -494,7 +504,7 @@ SCREEN_SETTLES = ("simulated", "invalid")
 
 
 def _screen(spec: ExperimentSpec, folders: dict[str, Path], result: RawResult, isolation: Isolation,
-            progress: Progress, journal: Path | None, log: list[str]) -> bool:
+            progress: Progress, journal: Path | None, log: list[str], ready: Callable[[], None] | None = None) -> bool:
     """Each build once (issue 43): when the simulated cycles already discard the candidate, its pairs
     only serve the guard against a wall-clock claim the simulation does not see, and most claim
     nothing. So first sample with each arm in its own folder, without building each in the other's:
@@ -508,7 +518,7 @@ def _screen(spec: ExperimentSpec, folders: dict[str, Path], result: RawResult, i
     if (not spec.simulate or spec.kind == "calibration" or spec.stop is None or result.simulate_problem
             or (sim is not None and sim.saving_pct >= spec.simulate_floor_pct) or pairjournal.load(journal, spec)):
         return False
-    _sample(spec, folders, None, result, isolation, progress, None)
+    _sample(spec, folders, None, result, isolation, progress, None, ready)
     pairs = len(result.pairs())
     if result.stopped in SCREEN_SETTLES:
         why = ("the simulated cycles discard it and the wall clock claimed nothing" if result.stopped == "simulated"
@@ -544,6 +554,18 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
                        machine={**machine_facts(), "load": _load()})
     log = []
     locations: Locations | None = None
+
+    def settle_beside() -> None:
+        """The work beside this experiment is over (or stopped) before its first pair, which runs alone;
+        until then it goes on beside this one's builds in the other folders too."""
+        nonlocal beside
+        if beside is None:
+            return
+        work, beside = beside, None
+        progress("finishing the next candidate's steps before the pairs", 0.15)
+        if stopped := work.finish(expected=result.steps.get("build_candidate", 0.0)):
+            log.append(f"== the next candidate's steps, begun beside this experiment: {stopped}; what was not "
+                       "over is made again when its own experiment runs\n")
     try:
         if build_base:
             progress("building baseline", 0.0)
@@ -572,19 +594,15 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
             log.append(text)
         stop = _yardstick(spec, {"A": (base_dir, "baseline"), "B": (head_dir, "candidate")}, result, isolation,
                           progress, log, baseline_counts, built.counted if built is not None else None)
-        if beside is not None:
-            progress("finishing the next candidate's steps before the pairs", 0.15)
-            if stopped := beside.finish(expected=result.steps.get("build_candidate", 0.0)):
-                log.append(f"== the next candidate's steps, begun beside this experiment: {stopped}; what was not "
-                           "over is made again when its own experiment runs\n")
         if stop:
+            settle_beside()
             progress("measured (no change in the binary)" if result.stopped == "identical" else
                      "measured (the simulated workload differs from the baseline's)", 1.0)
             raise _Done()
         names = {"A": "baseline", "B": "candidate"}
         folders = {"A": base_dir, "B": head_dir}
         if head_dir != base_dir and spec.swap_locations and not _screen(spec, folders, result, isolation, progress,
-                                                                        journal, log):
+                                                                        journal, log, settle_beside):
             # Each arm built in both folders; a coin per pair picks which stands where (jobs.measure.locations).
             # The baseline's build at the candidate's folder is kept for the next experiment of the run
             # (`keep_baseline`: the local executor's candidate folders keep their paths for the run), never in an A/A.
@@ -604,7 +622,7 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
                 log.append("== baseline build in the other arm's folder: kept from an earlier experiment (same base "
                            "commit and build command)\n")
         if not result.stopped:          # (screening may have decided it)
-            _sample(spec, folders, locations, result, isolation, progress, journal)
+            _sample(spec, folders, locations, result, isolation, progress, journal, settle_beside)
         progress(f"measured ({result.stopped})", 1.0)
     except _Done:
         pass
@@ -612,7 +630,7 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
         result.status, result.reason = failure.status, failure.reason
         log.append(f"== {failure.status}: {failure.reason}\n{failure.log}")
     finally:
-        if beside is not None:       # (already finished, unless a failure or a cancel ended it early)
+        if beside is not None:       # (not yet finished: a failure or a cancel ended this experiment early)
             beside.finish(cancel=sys.exc_info()[0] is not None)
         if locations:
             locations.restore()

@@ -293,3 +293,37 @@ def test_work_beside_an_experiment_never_holds_its_pairs_up_for_long():
     quick.start()
     assert quick.finish(expected=0.0) == "" and seen[-1] is False     # over on its own within its second
     assert Beside(ends).finish() == ""                                   # never started: nothing to wait for
+
+
+def test_work_beside_an_experiment_goes_on_through_its_other_folder_builds_and_ends_before_its_pairs(target,
+                                                                                                      tmp_path):
+    import threading
+    import time
+    from jobs.measure.runner import Beside, run_experiment
+    repo, base = target
+    head = commit(repo, {"util.c": "int util(void) { return 7; }\n"}, "util", base)
+    base_dir, head_dir = tmp_path / "base", tmp_path / "head"
+    git(repo, "worktree", "add", "-q", "--detach", str(base_dir), base)
+    git(repo, "worktree", "add", "-q", "--detach", str(head_dir), head)
+    seen: dict[str, object] = {}
+
+    def until_the_candidate_is_built_in_the_baselines_folder(cancel: threading.Event) -> None:
+        # The candidate's build in the baseline's folder steps aside as `base.B` (jobs.measure.locations).
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not cancel.is_set():
+            if base_dir.with_name("base.B").is_dir():
+                seen["saw_other_folder_build"] = True
+                break
+            time.sleep(0.01)
+        seen["ended"] = time.monotonic()
+
+    spec = spec_for(repo, base, head, "util")
+    result = run_experiment(spec, base_dir, head_dir, progress=lambda m, f: seen.setdefault("first_pair", time.monotonic())
+                            if m.startswith("pair 1/") else None,
+                            beside=Beside(until_the_candidate_is_built_in_the_baselines_folder))
+    assert result.status == "ok", result.log
+    assert "build_candidate_swapped" in result.steps and result.invocations
+    # Before, the work ended (or was stopped) before those builds began, and never saw them.
+    assert seen.get("saw_other_folder_build") is True, (seen, result.log)
+    assert "stopped after" not in result.log
+    assert seen["ended"] <= seen["first_pair"]
