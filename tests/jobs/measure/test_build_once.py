@@ -69,6 +69,17 @@ def spec_for(repo: Path, base: str, head: str, name: str, **kw) -> ExperimentSpe
                                       base_commit=base, head_commit=head, n_per_arm=2, **kw)
 
 
+def announcing(executor: LocalExecutor, spec_of, said: dict[str, list[str]]):
+    """`run(name, head, announce=(next_name, next_head))` in the pipeline's order: the next experiment
+    announced (`build_ahead`), then this one run; each experiment's progress messages go to `said`.
+    `spec_of(head, name)` makes an experiment's spec."""
+    def run(name: str, head: str, announce: tuple[str, str] | None = None):
+        if announce:
+            executor.build_ahead(spec_of(announce[1], announce[0]))
+        return executor.run(spec_of(head, name), lambda m, f: said.setdefault(name, []).append(m))
+    return run
+
+
 def clean_output(repo: Path, commit_: str, where: Path) -> int:
     """What the program a clean build of `commit_` prints (built outside any sandbox, for reference)."""
     git(repo, "worktree", "add", "-q", "--detach", str(where), commit_)
@@ -218,11 +229,7 @@ def test_the_next_candidate_is_built_beside_this_one_and_measured_from_that_buil
     work = tmp_path / "out" / "work"
     executor = LocalExecutor(repo, work)
     said: dict[str, list[str]] = {}
-
-    def run(name: str, head: str, announce: tuple[str, str] | None = None):
-        if announce:
-            executor.build_ahead(spec_for(repo, base, announce[1], announce[0]))
-        return executor.run(spec_for(repo, base, head, name), lambda m, f: said.setdefault(name, []).append(m))
+    run = announcing(executor, lambda head, name: spec_for(repo, base, head, name), said)
     try:
         first = run("header", header, announce=("util", util))
         second = run("util", util, announce=("both", both))

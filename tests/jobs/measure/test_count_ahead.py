@@ -16,6 +16,7 @@ from jobs.measure import runner
 from jobs.measure.isolation import Isolation
 from jobs.measure.runner import BaselineCounts, Premade
 from test_baseline_counts import CONFIG, commit, needs_tools, spec_for
+from test_build_once import announcing
 from test_simulate import MAKEFILE, WORK_C
 
 
@@ -41,11 +42,7 @@ def test_the_next_candidate_is_checked_and_simulated_beside_this_one(target, tmp
     failing = commit(repo, drop, "src/checks_fail", "broken round trip\n")
     executor = LocalExecutor(repo, tmp_path / "out" / "work")
     said: dict[str, list[str]] = {}
-
-    def run(name: str, head: str, announce: tuple[str, str] | None = None):
-        if announce:
-            executor.build_ahead(spec_for(repo, base, announce[1], announce[0]))
-        return executor.run(spec_for(repo, base, head, name), lambda m, f: said.setdefault(name, []).append(m))
+    run = announcing(executor, lambda head, name: spec_for(repo, base, head, name), said)
     try:
         counted = run("drop", drop)                           # counts the baseline: nothing ahead yet
         also_run = run("also", also, announce=("drop-ahead", drop))
