@@ -341,7 +341,8 @@ def checks_and_count_ahead(spec: ExperimentSpec, base_tree: Path, head_tree: Pat
                            premade: Premade) -> bool:
     """After the next candidate's build (over `built_after` seconds into this experiment's beside work):
     its checks and simulated run into `premade`, where `AHEAD_SHARE` allows. False when its tree can no
-    longer stand for a fresh build: checks stopped half way may have written into it."""
+    longer stand for a fresh build: checks stopped half way (or at their time limit) may have written
+    into it."""
     known = counts.get(BaselineCounts.key(spec, base_tree, _seed(spec))) if counts is not None and spec.simulate \
         else None
     # The baseline's CPU time when counted: its wall time may include waiting for a core it shared.
@@ -353,7 +354,9 @@ def checks_and_count_ahead(spec: ExperimentSpec, base_tree: Path, head_tree: Pat
             text, seconds = must_pass(spec.checks, head_tree, spec.checks_timeout, "checks", "checks_failed",
                                       isolation, "checks", "candidate", cancel=cancel)
         except Failure as failure:
-            if cancel.is_set():
+            # Stopped, or over its time limit beside another experiment's work: not a verdict on this
+            # candidate, and what it wrote stays in the tree. Any other failure is its own turn's.
+            if cancel.is_set() or failure.status == "timeout":
                 return False
             premade.checks_failure = failure
             return True

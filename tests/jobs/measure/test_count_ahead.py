@@ -109,7 +109,7 @@ def test_the_next_candidate_waits_for_its_own_turn_when_its_build_took_too_long(
 
 
 @needs_tools
-def test_checks_stopped_half_way_leave_a_tree_that_is_built_again(target, tmp_path):
+def test_checks_stopped_half_way_or_timed_out_leave_a_tree_that_is_built_again(target, tmp_path):
     repo, base = target
     spec = spec_for(repo, base, base, "slow")
     spec.checks, spec.checks_timeout = "touch half-way && sleep 30", 60
@@ -125,6 +125,13 @@ def test_checks_stopped_half_way_leave_a_tree_that_is_built_again(target, tmp_pa
     # The checks wrote into the tree before they were stopped: it can no longer stand for a fresh build.
     assert (base_tree / "half-way").exists()
     assert kept is False and premade.checks is None and premade.checks_failure is None
+    # Checks over their time limit beside another experiment's work are no verdict on the candidate
+    # either (its own turn runs them alone), and they too may have written into the tree.
+    spec.checks, spec.checks_timeout = "touch half-way && sleep 30", 1
+    timed_out = Premade(("built", 0.1))
+    assert runner.checks_and_count_ahead(spec, base_tree, base_tree, Isolation.from_spec(spec.sandbox), counts,
+                                         threading.Event(), 0.1, timed_out) is False
+    assert timed_out.checks_failure is None
 
 
 def test_made_ahead_answers_only_for_the_same_steps():
