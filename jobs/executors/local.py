@@ -54,14 +54,14 @@ class BuiltAhead:
         if self.premade is None or (mine.head_commit, mine.base_commit, mine.build, mine.build_timeout, mine.sandbox) != \
                 (spec.head_commit, spec.base_commit, spec.build, spec.build_timeout, spec.sandbox):
             return None
-        checked = (mine.kind, mine.run_checks, mine.checks, mine.checks_timeout) == \
-            (spec.kind, spec.run_checks, spec.checks, spec.checks_timeout)
-        counted = checked and (mine.simulate, mine.simulate_seed or mine.seed, mine.simulate_timeout,
-                               mine.simulate_derived, mine.artifacts) == \
-            (spec.simulate, spec.simulate_seed or spec.seed, spec.simulate_timeout, spec.simulate_derived, spec.artifacts)
-        if checked and counted:
-            return self.premade
-        return Premade(self.premade.build) if not checked else replace(self.premade, counted=None)
+        if (mine.kind, mine.run_checks, mine.checks, mine.checks_timeout) != \
+                (spec.kind, spec.run_checks, spec.checks, spec.checks_timeout):
+            return Premade(self.premade.build)
+        if (mine.simulate, mine.simulate_seed or mine.seed, mine.simulate_timeout, mine.simulate_derived,
+                mine.artifacts) != (spec.simulate, spec.simulate_seed or spec.seed, spec.simulate_timeout,
+                                    spec.simulate_derived, spec.artifacts):
+            return replace(self.premade, counted=None)
+        return self.premade
 
 
 class LocalExecutor:

@@ -399,18 +399,16 @@ def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: 
     arm = "A" if spec.kind == "calibration" else "B"
     run_native = functools.partial(_run_native, spec, trees, arm, seed, isolation)
     runs = {a: functools.partial(_simulate_arm, spec, trees, a, seed, isolation) for a in trees
-            if not (a == "A" and known is not None) and not (a == "B" and ahead is not None)}
-    if ahead is not None:
-        runs["native"] = lambda cancel: {"step": ahead["native"]}
+            if not (a == "A" and known is not None)}
+    if ahead is not None:         # nothing left to run: both counts and the native run are known
         progress("the candidate was simulated beside the previous experiment; the baseline's count is the run's", 0.12)
     elif known is not None:
         runs["native"] = lambda cancel: {"step": run_native(cancel)}
         progress("simulating the candidate (cachegrind; the baseline's count is the run's)", 0.12)
     else:
         progress("simulating baseline and candidate side by side (cachegrind)", 0.12)
-    outcomes = simrun.side_by_side(runs)
-    if ahead is not None:
-        outcomes["B"] = {**ahead["B"], "ahead": True}
+    outcomes = simrun.side_by_side(runs) if ahead is None else \
+        {"B": {**ahead["B"], "ahead": True}, "native": {"step": ahead["native"]}}
     native_beside = outcomes.pop("native", {}).get("step")
     failed = simrun.first_failure(outcomes)
     if failed and spec.simulate_derived:     # the A/A's try of the derived yardstick: the run goes on without it
