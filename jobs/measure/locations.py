@@ -32,10 +32,12 @@ import os
 import shutil
 import stat
 import tempfile
+import threading
 from pathlib import Path
 from typing import Callable
 
 from jobs.guard import gitops
+from jobs.measure.together import run_together
 
 
 def clean_copy(tree: Path, dest: Path) -> Path:
@@ -206,10 +208,12 @@ class Locations:
         if not kept_build(self.q, self.keep):
             forget_kept(self.q)
 
-    def prepare(self, build: Callable[[Path, str], None]) -> None:
-        """With A built at P and B at Q: build B at P and A at Q (`build(folder, arm)`), leaving A at P
-        and B at Q in place and the two new builds aside. A baseline's build at Q kept under `keep`
-        is used instead of building it again."""
+    def prepare(self, build: Callable[[Path, str, threading.Event], None]) -> None:
+        """With A built at P and B at Q: build B at P and A at Q (`build(folder, arm, stop)`), leaving A
+        at P and B at Q in place and the two new builds aside. A baseline's build at Q kept under `keep`
+        is used instead of building it again. The two builds are in separate folders, so they run at
+        once where the host has a second core (jobs.measure.together; `stop` is set when the caller is
+        interrupted); a failure is raised once both are over, the folders back in place."""
         self._clear()
         self.reused = kept_build(self.q, self.keep) is not None
         fresh_b = self._aside(self.p, "fresh")
@@ -218,18 +222,26 @@ class Locations:
         todo = [(self.p, fresh_b, "B", "A")]
         if not self.reused:
             todo.append((self.q, clean_copy(self.p, self._aside(self.q, "fresh")), "A", "B"))
-        for folder, fresh, arm, other in todo:
-            folder.rename(self._aside(folder, other))        # the build standing there steps aside
-            fresh.rename(folder)
-            passed = False
-            try:
-                build(folder, arm)
-                passed = True
-            finally:
+        placed = []
+        passed: set[str] = set()
+
+        def one(folder: Path, arm: str) -> Callable[[threading.Event], None]:
+            def step(stop: threading.Event) -> None:
+                build(folder, arm, stop)
+                passed.add(arm)
+            return step
+        try:
+            for folder, fresh, arm, other in todo:
+                folder.rename(self._aside(folder, other))        # the build standing there steps aside
+                fresh.rename(folder)
+                placed.append((folder, arm, other))
+            run_together([one(folder, arm) for folder, arm, _ in placed])
+        finally:
+            for folder, arm, other in placed:
                 folder.rename(self._aside(folder, arm))
                 self._aside(folder, other).rename(folder)
-                if passed and arm == "A" and self.keep:   # only a build that passed is ever kept
-                    self._aside(self.q, "A.key").write_text(self.keep)
+            if "A" in passed and self.keep:        # only a build that passed is ever kept
+                self._aside(self.q, "A.key").write_text(self.keep)
 
     def trees(self) -> dict[str, Path]:
         return {"A": self.q, "B": self.p} if self.swapped else {"A": self.p, "B": self.q}

@@ -24,6 +24,7 @@ from jobs.measure import pairjournal
 from jobs.guard import sandbox
 from jobs.stats.carryover import clock_carry_over_open
 from jobs.measure.locations import Locations, build_key, swap_coins
+from jobs.measure.together import run_together
 from jobs.measure.hostfacts import cpu_model, load_now, machine_facts  # noqa: F401  (cpu_model: jobs.measure.runner's own name)
 from jobs.measure.isolation import DEFAULT_ISOLATION, Isolation, IsolationError
 from jobs.stats.integrity import EXCLUDED, UNDECIDED, digest_problems, value_problems
@@ -568,18 +569,25 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
             log.append(f"== the next candidate's steps, begun beside this experiment: {stopped}; what was not "
                        "over is made again when its own experiment runs\n")
     try:
-        if build_base:
-            progress("building baseline", 0.0)
-            text, result.steps["build_baseline"] = must_pass(spec.build, base_dir, spec.build_timeout, "baseline build",
-                                                             "build_failed", isolation, "build", base_arm(spec))
-            log.append(text)
+        # The baseline's and the candidate's builds, in folders of their own: at once (jobs.measure.together).
+        builds = ([("baseline", base_dir, base_arm(spec))] if build_base else []) + (
+            [("candidate", head_dir, "candidate")] if head_dir != base_dir and built is None else [])
+        if builds:
+            progress(f"building {' and '.join(who for who, _, _ in builds)}", 0.0)
+        texts: dict[str, str] = {}
+
+        def build_one(who: str, tree: Path, arm: str) -> Callable[[threading.Event], None]:
+            def step(stop: threading.Event) -> None:
+                texts[who], result.steps[f"build_{who}"] = must_pass(spec.build, tree, spec.build_timeout,
+                                                                     f"{who} build", "build_failed", isolation,
+                                                                     "build", arm, cancel=stop)
+            return step
+        try:
+            run_together([build_one(*b) for b in builds])
+        finally:
+            log.extend(texts[who] for who, _, _ in builds if who in texts)
         if head_dir != base_dir and built is not None:
             text, result.steps["build_candidate"] = built.build
-            log.append(text)
-        elif head_dir != base_dir:
-            progress("building candidate", 0.05)
-            text, result.steps["build_candidate"] = must_pass(spec.build, head_dir, spec.build_timeout, "candidate build",
-                                                              "build_failed", isolation, "build", "candidate")
             log.append(text)
         if beside is not None:
             beside.start()
@@ -612,13 +620,17 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
             locations = Locations(base_dir, head_dir, keep=keep, base_commit=spec.base_commit,
                                   incremental=incremental and spec.kind != "calibration")
 
-            def build_elsewhere(folder: Path, arm: str) -> None:
-                progress(f"building {names[arm]} in the other folder", 0.15)
-                text, result.steps[f"build_{names[arm]}_swapped"] = must_pass(
+            swapped: dict[str, str] = {}
+
+            def build_elsewhere(folder: Path, arm: str, stop: threading.Event) -> None:
+                swapped[arm], result.steps[f"build_{names[arm]}_swapped"] = must_pass(
                     spec.build, folder, spec.build_timeout, f"{names[arm]} build in the other arm's folder",
-                    "build_failed", isolation, "build", base_arm(spec) if arm == "A" else "candidate")
-                log.append(text)
-            locations.prepare(build_elsewhere)
+                    "build_failed", isolation, "build", base_arm(spec) if arm == "A" else "candidate", cancel=stop)
+            progress("building each arm in the other's folder", 0.15)
+            try:
+                locations.prepare(build_elsewhere)
+            finally:
+                log.extend(swapped[arm] for arm in ("B", "A") if arm in swapped)
             if locations.reused:
                 log.append("== baseline build in the other arm's folder: kept from an earlier experiment (same base "
                            "commit and build command)\n")

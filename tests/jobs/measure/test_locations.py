@@ -4,6 +4,8 @@ real builds and benchmarks."""
 from __future__ import annotations
 
 import math
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +13,8 @@ import pytest
 
 from conftest import git, make_repo
 from jobs.guard import gitops
-from jobs.measure.locations import Locations, swap_coins
+from jobs.measure.locations import Locations, kept_build, swap_coins
+from jobs.measure.together import run_together, usable_cores
 from jobs.run.pipeline import Run, RunOptions
 from synthetic import FILES, patch_for
 
@@ -29,7 +32,7 @@ def test_each_arm_runs_from_the_folder_it_was_built_in_and_the_folders_come_back
         (folder / "built").write_text(f"{folder}\n")
     (p / "untracked-output").write_text("x")
 
-    def build(folder: Path, arm: str) -> None:
+    def build(folder: Path, arm: str, stop) -> None:
         assert not (folder / "built").exists() and not (folder / "untracked-output").exists()   # clean
         assert (folder / "a.txt").read_text() == ("a\n" if arm == "A" else "b\n")
         (folder / "built").write_text(f"{folder}\n")
@@ -46,6 +49,57 @@ def test_each_arm_runs_from_the_folder_it_was_built_in_and_the_folders_come_back
     assert (q / "a.txt").read_text() == "b\n"
     assert sorted(x.name for x in (tmp_path / "w").iterdir()) == ["base", "exp-x"]
     assert git(p, "rev-parse", "HEAD") == first
+
+
+def _two_trees(tmp_path):
+    repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
+    first = git(repo, "rev-parse", "HEAD")
+    (repo / "a.txt").write_text("b\n")
+    git(repo, "commit", "-qam", "b")
+    return gitops.add_worktree(repo, tmp_path / "w" / "base", first), gitops.add_worktree(repo, tmp_path / "w" / "head",
+                                                                                          "HEAD")
+
+
+@pytest.mark.skipif(usable_cores() < 2, reason="one core: the builds take turns")
+def test_the_two_builds_in_the_other_folders_run_at_once_and_a_failure_waits_for_the_other(tmp_path):
+    p, q = _two_trees(tmp_path)
+    met = threading.Barrier(2, timeout=20)          # broken (an error) unless both builds run at the same time
+    built = []
+
+    def build(folder: Path, arm: str, stop) -> None:
+        met.wait()
+        if arm == "B":
+            raise RuntimeError("B's build failed")
+        time.sleep(0.3)                               # A's build ends after B's failure: it is waited for
+        (folder / "built").write_text(arm)
+        built.append(arm)
+    where = Locations(p, q, keep="key-1")
+    with pytest.raises(RuntimeError, match="B's build failed"):
+        where.prepare(build)
+    assert built == ["A"]
+    assert (p / "a.txt").read_text() == "a\n" and (q / "a.txt").read_text() == "b\n"     # folders back in place
+    assert kept_build(q, "key-1") is not None and (kept_build(q, "key-1") / "built").read_text() == "A"
+    where.restore()
+    assert kept_build(q, "key-1") is not None      # the baseline's build that passed is kept for the next experiment
+
+
+def test_run_together_gives_results_in_order_and_raises_the_first_failure_in_order():
+    order = []
+
+    def step(name, delay, fail=False):
+        def run(stop):
+            time.sleep(delay)
+            order.append(name)
+            if fail:
+                raise ValueError(name)
+            return name
+        return run
+    assert run_together([step("a", 0.2), step("b", 0.0)], cores=2) == ["a", "b"]
+    assert order == ["b", "a"]                      # at once: the shorter one ended first
+    with pytest.raises(ValueError, match="^a$"):
+        run_together([step("a", 0.2, fail=True), step("b", 0.0, fail=True)], cores=2)
+    order.clear()
+    assert run_together([step("a", 0.1), step("b", 0.0)], cores=1) == ["a", "b"] and order == ["a", "b"]
 
 
 def test_the_swap_coin_is_fair_reproducible_and_not_the_order_coin():
