@@ -9,7 +9,7 @@ Issue 43 ("each build once"): for each target (default: the lz4 and xxHash examp
 examples/clibs/setup.sh) and N candidate patches (default: flag patches of the Makefile's CFLAGS,
 as the offline research proposes them), runs `autoresearch run --agent none --candidate ...` once with
 this checkout's code ("after") and once with the code of `--before REV` (checked out with `git
-worktree add` into /tmp), one after the other, and prints from each run's experiments.jsonl:
+worktree add` into /tmp), one after the other, neither reusing the other's calibration, and prints from each run's experiments.jsonl:
 experiments per hour (experiments over their own seconds, and over the whole run's wall time), the
 build seconds per experiment (`runner.steps`, every `build_*` step), and the speed-up. Nothing is
 asserted: the figures are this machine's, now.
@@ -123,6 +123,17 @@ def without_simulate(target: Path, dest: Path) -> Path:
     return dest
 
 
+def forget_calibrations(target: Path) -> None:
+    """A run stores its calibration in the target's git folder and a later run of the same base reuses it
+    (jobs.run.calcache): removed before each run, so that "after" makes its own as "before" did. The
+    target's other caches stay, as they do between a maintainer's research and run: the offline research
+    of `--from research` builds each source rewrite it proposes (jobs.agent.transforms.check) through the
+    repository's compiler cache, which then holds them when a run with a compiler cache builds them."""
+    common = Path(git(target, "rev-parse", "--git-common-dir"))
+    shutil.rmtree((common if common.is_absolute() else target / common) / "autoresearch" / "calibrations",
+                  ignore_errors=True)
+
+
 def one_run(code: Path, target: Path, patches: list[Path], out: Path, repeats: int) -> dict:
     argv = [sys.executable, "-m", "jobs.cli", "run", str(target), "--agent", "none", "--run-id", out.name,
             "--out", str(out)]
@@ -199,6 +210,7 @@ def main() -> int:
                 print(f"# {target.name}: no candidate patches", file=sys.stderr)
                 continue
             for label, code in (("before", before), ("after", ROOT)):
+                forget_calibrations(target)
                 run = one_run(code, target, patches, tmp / f"{target.name}-{label}", args.repeats)
                 totals[label].append(run)
                 if run["n"]:
