@@ -90,7 +90,10 @@ class LocalExecutor:
         gitops.add_worktree(self.repo, path, commit)
         return path, True
 
-    def _head_tree(self, spec: ExperimentSpec, base: Path, base_built: bool, name: str = HEAD) -> Path:
+    def _head_tree(self, spec: ExperimentSpec, base_built: bool, name: str = HEAD) -> Path:
+        """The candidate's checkout at `name` (the A/A's second tree of the base at a folder of its own);
+        `base_built`: the baseline is already built for this run, so the candidate's tree may start from
+        the baseline's build kept beside `name` (jobs.measure.locations.start_from_build)."""
         if spec.kind == "calibration":      # two separate builds of the base, never a kept one
             slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in spec.name)
             return gitops.add_worktree(self.repo, self.workdir / f"exp-{slug}", spec.head_commit)
@@ -121,7 +124,7 @@ class LocalExecutor:
 
         def build(cancel: threading.Event) -> None:
             started = time.monotonic()
-            ahead.folder = self._head_tree(nxt, self.workdir / "base", True, ahead.folder.name)
+            ahead.folder = self._head_tree(nxt, True, ahead.folder.name)
             isolation = Isolation.from_spec(nxt.sandbox)
             try:
                 text, seconds = must_pass(nxt.build, ahead.folder, nxt.build_timeout, "candidate build", "build_failed",
@@ -149,7 +152,7 @@ class LocalExecutor:
         else:
             self._drop_ahead()
             if spec.head_commit != spec.base_commit or spec.kind == "calibration":
-                head = self._head_tree(spec, base, not needs_build)
+                head = self._head_tree(spec, not needs_build)
         # Nothing of this experiment is left to run beside the next one's steps when its own checks and
         # simulated run were made ahead: the next one is built in its own turn.
         beside = self._beside(spec, head, nxt) if head != base and not (built and built.counted) else None
