@@ -3,6 +3,7 @@ starts from the baseline's objects where that equals a clean build, and C/C++ bu
 a compiler cache per repository. Real git, real make and gcc, real bubblewrap."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,6 +16,7 @@ from jobs.contract.spec import ExperimentSpec, SandboxSpec
 from jobs.executors.local import LocalExecutor
 from jobs.measure import locations
 from jobs.measure.runner import base_arm
+from jobs.measure.together import usable_cores
 
 pytestmark = [pytest.mark.measures,
               pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="needs bubblewrap (make test installs it)")]
@@ -188,6 +190,40 @@ def test_calibration_compares_two_separate_builds_and_other_bases_build_their_ow
     # ... and the run base's build is then made again (the kept one was the other commit's).
     assert {"build_baseline", "build_baseline_swapped"} <= set(again.steps)
     assert {int(v) for v in again.base.values["score"]} == {1305}
+
+
+def build_spans(log: str) -> dict[str, tuple[int, int]]:
+    """Each build's (began, ended) in ns, as its own output in the experiment's log says them."""
+    spans = {}
+    for what, output in re.findall(r"== (.+?) \([\d.]+ s\)\n(.*?)(?=\n== |\Z)", log, re.S):
+        began, ended = re.search(r"began (\d+)", output), re.search(r"ended (\d+)", output)
+        if began and ended:
+            spans[what] = (int(began.group(1)), int(ended.group(1)))
+    return spans
+
+
+@pytest.mark.skipif(usable_cores() < 2, reason="one core: the builds take turns")
+def test_the_two_builds_of_each_step_run_at_once_in_their_own_folders(target, tmp_path):
+    repo, _ = target
+    (repo / "build.sh").write_text('echo "began $(date +%s%N)"\nsleep 1\nmake\necho "ended $(date +%s%N)"\n')
+    (repo / ".github" / "autoresearch.yml").write_text(CONFIG.replace("build: make", "build: bash build.sh"))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a build that says when it began and ended")
+    base = git(repo, "rev-parse", "HEAD")
+    executor = LocalExecutor(repo, tmp_path / "out" / "work")
+    try:
+        calibration = executor.run(spec_for(repo, base, base, "calibration", kind="calibration"), lambda m, f: None)
+    finally:
+        executor.close()
+    assert calibration.status == "ok", calibration.log
+    spans = build_spans(calibration.log)
+
+    def at_once(a: str, b: str) -> bool:
+        return spans[a][0] < spans[b][1] and spans[b][0] < spans[a][1]
+    assert at_once("baseline build", "candidate build"), spans                      # the A/A's two builds
+    assert at_once("baseline build in the other arm's folder", "candidate build in the other arm's folder"), spans
+    # Each build is still a whole one in its own folder: the pairs ran every arm's program.
+    assert calibration.steps["build_baseline"] >= 1 and calibration.steps["build_candidate_swapped"] >= 1
 
 
 @pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (make test installs it)")
