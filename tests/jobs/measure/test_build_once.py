@@ -226,6 +226,25 @@ def test_the_two_builds_of_each_step_run_at_once_in_their_own_folders(target, tm
     assert calibration.steps["build_baseline"] >= 1 and calibration.steps["build_candidate_swapped"] >= 1
 
 
+def test_a_candidate_that_fails_to_build_beside_the_baseline_leaves_the_baseline_built(target, tmp_path):
+    """Without a calibration first (one reused from the cache), the first experiment builds the baseline and
+    its candidate at once: the candidate's failure is its own, and the baseline, built to its end, is not built
+    again by the next experiment."""
+    repo, base = target
+    broken = commit(repo, {"util.c": "int util(void) { return 5 }\n"}, "does not compile", base)
+    fine = commit(repo, {"util.c": "int util(void) { return 9; }\n"}, "nine", base)
+    executor = LocalExecutor(repo, tmp_path / "out" / "work")
+    try:
+        first = executor.run(spec_for(repo, base, broken, "broken"), lambda m, f: None)
+        second = executor.run(spec_for(repo, base, fine, "fine"), lambda m, f: None)
+    finally:
+        executor.close()
+    assert first.status == "build_failed" and first.reason.startswith("candidate build failed"), first.reason
+    assert first.steps["build_baseline"] > 0 and "== baseline build" in first.log
+    assert second.status == "ok", second.log
+    assert "build_baseline" not in second.steps and scores(second) == {1309}
+
+
 @pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (make test installs it)")
 @pytest.mark.parametrize("sandboxed", [True, False])
 def test_build_steps_go_through_a_compiler_cache_of_their_repository(tmp_path, monkeypatch, sandboxed):
