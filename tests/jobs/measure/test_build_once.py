@@ -94,6 +94,14 @@ def clean_output(repo: Path, commit_: str, where: Path) -> int:
     return int(subprocess.run(["./prog"], cwd=where, check=True, capture_output=True, text=True).stdout)
 
 
+def in_turn(repo: Path, tmp_path: Path, *specs: ExperimentSpec) -> list:
+    """Each spec's result, run in order through one local executor (closed after)."""
+    executor = LocalExecutor(repo, tmp_path / "out" / "work")
+    try:
+        return [executor.run(spec, lambda m, f: None) for spec in specs]
+    finally:
+        executor.close()
+
 def scores(result) -> set[int]:
     return {int(v) for v in result.head.values["score"]}
 
@@ -173,14 +181,9 @@ def test_calibration_compares_two_separate_builds_and_other_bases_build_their_ow
     repo, base = target
     one = commit(repo, {"util.c": "int util(void) { return 7; }\n"}, "one", base)
     two = commit(repo, {"util.c": "int util(void) { return 8; }\n"}, "two", one)
-    executor = LocalExecutor(repo, tmp_path / "out" / "work")
-    try:
-        first = executor.run(spec_for(repo, base, one, "one"), lambda m, f: None)
-        calibration = executor.run(spec_for(repo, base, base, "calibration", kind="calibration"), lambda m, f: None)
-        stacked = executor.run(spec_for(repo, one, two, "on-one", kind="attribution"), lambda m, f: None)
-        again = executor.run(spec_for(repo, base, one, "again"), lambda m, f: None)
-    finally:
-        executor.close()
+    first, calibration, stacked, again = in_turn(
+        repo, tmp_path, spec_for(repo, base, one, "one"), spec_for(repo, base, base, "calibration", kind="calibration"),
+        spec_for(repo, one, two, "on-one", kind="attribution"), spec_for(repo, base, one, "again"))
     assert first.status == calibration.status == stacked.status == again.status == "ok"
     # The A/A: the base built in a second worktree and both arms built in both folders, nothing kept.
     assert {"build_candidate", "build_candidate_swapped", "build_baseline_swapped"} <= set(calibration.steps)
@@ -210,11 +213,7 @@ def test_the_two_builds_of_each_step_run_at_once_in_their_own_folders(target, tm
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "a build that says when it began and ended")
     base = git(repo, "rev-parse", "HEAD")
-    executor = LocalExecutor(repo, tmp_path / "out" / "work")
-    try:
-        calibration = executor.run(spec_for(repo, base, base, "calibration", kind="calibration"), lambda m, f: None)
-    finally:
-        executor.close()
+    calibration, = in_turn(repo, tmp_path, spec_for(repo, base, base, "calibration", kind="calibration"))
     assert calibration.status == "ok", calibration.log
     spans = build_spans(calibration.log)
 
@@ -233,12 +232,7 @@ def test_a_candidate_that_fails_to_build_beside_the_baseline_leaves_the_baseline
     repo, base = target
     broken = commit(repo, {"util.c": "int util(void) { return 5 }\n"}, "does not compile", base)
     fine = commit(repo, {"util.c": "int util(void) { return 9; }\n"}, "nine", base)
-    executor = LocalExecutor(repo, tmp_path / "out" / "work")
-    try:
-        first = executor.run(spec_for(repo, base, broken, "broken"), lambda m, f: None)
-        second = executor.run(spec_for(repo, base, fine, "fine"), lambda m, f: None)
-    finally:
-        executor.close()
+    first, second = in_turn(repo, tmp_path, spec_for(repo, base, broken, "broken"), spec_for(repo, base, fine, "fine"))
     assert first.status == "build_failed" and first.reason.startswith("candidate build failed"), first.reason
     assert first.steps["build_baseline"] > 0 and "== baseline build" in first.log
     assert second.status == "ok", second.log
