@@ -33,7 +33,16 @@ def run_together(steps: Sequence[Callable[[threading.Event], T]], cores: int | N
     stop = threading.Event()
     cores = usable_cores() if cores is None else cores
     if len(steps) < 2 or cores < 2:
-        return [step(stop) for step in steps]
+        results, failures = [], []
+        for step in steps:          # one after another, each to its end, as at once
+            try:
+                results.append(step(stop))
+            except Exception as exc:
+                results.append(None)
+                failures.append(exc)
+        if failures:
+            raise failures[0]
+        return results
     with ThreadPoolExecutor(max_workers=min(cores, len(steps)), thread_name_prefix="together") as pool:
         futures = [pool.submit(step, stop) for step in steps]
         try:

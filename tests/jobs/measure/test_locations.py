@@ -100,6 +100,10 @@ def test_run_together_gives_results_in_order_and_raises_the_first_failure_in_ord
         run_together([step("a", 0.2, fail=True), step("b", 0.0, fail=True)], cores=2)
     order.clear()
     assert run_together([step("a", 0.1), step("b", 0.0)], cores=1) == ["a", "b"] and order == ["a", "b"]
+    order.clear()
+    with pytest.raises(ValueError, match="^a$"):      # one core: one after another, each still to its end
+        run_together([step("a", 0.0, fail=True), step("b", 0.0)], cores=1)
+    assert order == ["a", "b"]
 
 
 def test_the_swap_coin_is_fair_reproducible_and_not_the_order_coin():
