@@ -399,17 +399,18 @@ def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: 
     # printed when counted (run beside the simulation where the baseline's count is known).
     arm = "A" if spec.kind == "calibration" else "B"
     run_native = functools.partial(_run_native, spec, trees, arm, seed, isolation)
-    runs = {a: functools.partial(_simulate_arm, spec, trees, a, seed, isolation) for a in trees
-            if not (a == "A" and known is not None)}
     if ahead is not None:         # nothing left to run: both counts and the native run are known
         progress("the candidate was simulated beside the previous experiment; the baseline's count is the run's", 0.12)
-    elif known is not None:
-        runs["native"] = lambda cancel: {"step": run_native(cancel)}
-        progress("simulating the candidate (cachegrind; the baseline's count is the run's)", 0.12)
+        outcomes = {"B": {**ahead["B"], "ahead": True}, "native": {"step": ahead["native"]}}
     else:
-        progress("simulating baseline and candidate side by side (cachegrind)", 0.12)
-    outcomes = simrun.side_by_side(runs) if ahead is None else \
-        {"B": {**ahead["B"], "ahead": True}, "native": {"step": ahead["native"]}}
+        runs = {a: functools.partial(_simulate_arm, spec, trees, a, seed, isolation) for a in trees
+                if not (a == "A" and known is not None)}
+        if known is not None:
+            runs["native"] = lambda cancel: {"step": run_native(cancel)}
+            progress("simulating the candidate (cachegrind; the baseline's count is the run's)", 0.12)
+        else:
+            progress("simulating baseline and candidate side by side (cachegrind)", 0.12)
+        outcomes = simrun.side_by_side(runs)
     native_beside = outcomes.pop("native", {}).get("step")
     failed = simrun.first_failure(outcomes)
     if failed and spec.simulate_derived:     # the A/A's try of the derived yardstick: the run goes on without it
@@ -568,24 +569,27 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
         if stopped := work.finish(expected=result.steps.get("build_candidate", 0.0)):
             log.append(f"== the next candidate's steps, begun beside this experiment: {stopped}; what was not "
                        "over is made again when its own experiment runs\n")
-    try:
-        # The baseline's and the candidate's builds, in folders of their own: at once (jobs.measure.together).
-        builds = ([("baseline", base_dir, base_arm(spec))] if build_base else []) + (
-            [("candidate", head_dir, "candidate")] if head_dir != base_dir and built is None else [])
-        if builds:
-            progress(f"building {' and '.join(who for who, _, _ in builds)}", 0.0)
-        texts: dict[str, str] = {}
+    texts: dict[str, str] = {}      # each build's log text under its step name, logged in the builds' order
 
-        def build_one(who: str, tree: Path, arm: str) -> Callable[[threading.Event], None]:
-            def step(stop: threading.Event) -> None:
-                texts[who], result.steps[f"build_{who}"] = must_pass(spec.build, tree, spec.build_timeout,
-                                                                     f"{who} build", "build_failed", isolation,
-                                                                     "build", arm, cancel=stop)
-            return step
+    def build_step(who: str, tree: Path, step: str, what: str, stop: threading.Event) -> None:
+        """`who`'s build in `tree`, recorded as `step`: one of two at once (jobs.measure.together)."""
+        texts[step], result.steps[step] = must_pass(spec.build, tree, spec.build_timeout, what, "build_failed",
+                                                    isolation, "build",
+                                                    base_arm(spec) if who == "baseline" else "candidate", cancel=stop)
+
+    def log_builds(steps: list[str]) -> None:
+        log.extend(texts[step] for step in steps if step in texts)
+    try:
+        # The baseline's and the candidate's builds, in folders of their own: at once.
+        builds = ([("baseline", base_dir)] if build_base else []) + (
+            [("candidate", head_dir)] if head_dir != base_dir and built is None else [])
+        if builds:
+            progress(f"building {' and '.join(who for who, _ in builds)}", 0.0)
         try:
-            run_together([build_one(*b) for b in builds])
+            run_together([functools.partial(build_step, who, tree, f"build_{who}", f"{who} build")
+                          for who, tree in builds])
         finally:
-            log.extend(texts[who] for who, _, _ in builds if who in texts)
+            log_builds([f"build_{who}" for who, _ in builds])
         if head_dir != base_dir and built is not None:
             text, result.steps["build_candidate"] = built.build
             log.append(text)
@@ -620,17 +624,13 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
             locations = Locations(base_dir, head_dir, keep=keep, base_commit=spec.base_commit,
                                   incremental=incremental and spec.kind != "calibration")
 
-            swapped: dict[str, str] = {}
-
-            def build_elsewhere(folder: Path, arm: str, stop: threading.Event) -> None:
-                swapped[arm], result.steps[f"build_{names[arm]}_swapped"] = must_pass(
-                    spec.build, folder, spec.build_timeout, f"{names[arm]} build in the other arm's folder",
-                    "build_failed", isolation, "build", base_arm(spec) if arm == "A" else "candidate", cancel=stop)
             progress("building each arm in the other's folder", 0.15)
             try:
-                locations.prepare(build_elsewhere)
+                locations.prepare(lambda folder, arm, stop: build_step(
+                    names[arm], folder, f"build_{names[arm]}_swapped", f"{names[arm]} build in the other arm's folder",
+                    stop))
             finally:
-                log.extend(swapped[arm] for arm in ("B", "A") if arm in swapped)
+                log_builds(["build_candidate_swapped", "build_baseline_swapped"])
             if locations.reused:
                 log.append("== baseline build in the other arm's folder: kept from an earlier experiment (same base "
                            "commit and build command)\n")

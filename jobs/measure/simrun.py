@@ -39,6 +39,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
+from jobs.measure.together import usable_cores
 from jobs.measure.simulate import SLOWED_TIMEOUT, SimulateError, extract, extract_digests, wrapped_command
 
 CANCELLED = "cancelled"     # a run stopped because another arm's had failed
@@ -94,7 +95,7 @@ def side_by_side(runs: dict[str, Callable[[threading.Event], dict]],
     limit). A failed run is returned (not raised) so the caller sees every arm's outcome; `first_failure`
     picks the one to report."""
     from concurrent.futures import ThreadPoolExecutor
-    workers = workers or max(1, min(len(runs), len(os.sched_getaffinity(0))))
+    workers = workers or max(1, min(len(runs), usable_cores()))
     failed = threading.Event()
 
     def attempt(run: Callable[[threading.Event], dict]) -> dict | SimulationFailed:

@@ -27,27 +27,19 @@ def usable_cores() -> int:
 
 def run_together(steps: Sequence[Callable[[threading.Event], T]], cores: int | None = None) -> list[T]:
     """Each step's result, in order; the steps run at once up to `cores` (default: the cores this
-    process may use; one after another where that is one). A step gets an event that is set only
-    when this call is interrupted (a cancel or Ctrl-C in the caller's thread): it should stop then,
-    as at its time limit. The first exception, in the steps' order, is raised after all are over."""
+    process may use; one after another, each to its end, where that is one). A step gets an event
+    that is set only when this call is interrupted (a cancel or Ctrl-C in the caller's thread): it
+    should stop then, as at its time limit. The first exception, in the steps' order, is raised
+    after all are over."""
     stop = threading.Event()
     cores = usable_cores() if cores is None else cores
-    if len(steps) < 2 or cores < 2:
-        results, failures = [], []
-        for step in steps:          # one after another, each to its end, as at once
-            try:
-                results.append(step(stop))
-            except Exception as exc:
-                results.append(None)
-                failures.append(exc)
-        if failures:
-            raise failures[0]
-        return results
-    with ThreadPoolExecutor(max_workers=min(cores, len(steps)), thread_name_prefix="together") as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(cores, len(steps))), thread_name_prefix="together") as pool:
         futures = [pool.submit(step, stop) for step in steps]
         try:
             wait(futures)
         except BaseException:
-            stop.set()          # the pool's exit waits for the steps, which stop at this
+            stop.set()          # the steps under way stop at this, those not begun never start
+            for future in futures:
+                future.cancel()
             raise
     return [future.result() for future in futures]
