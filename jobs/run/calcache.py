@@ -48,7 +48,8 @@ def key(config, base: str, platform: str, cpu: str, repeats: int | None, env_dig
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def _folder(repo: Path) -> Path:
+def calibrations_folder(repo: Path) -> Path:
+    """Where `repo`'s calibrations are kept: its git folder, shared by all its worktrees."""
     common = Path(gitops.git(repo, "rev-parse", "--git-common-dir"))
     return (common if common.is_absolute() else Path(repo) / common) / "autoresearch" / "calibrations"
 
@@ -77,13 +78,13 @@ class Cached:
 
 
 def store(repo: Path, k: str, entry: Cached) -> None:
-    folder = _folder(repo)
+    folder = calibrations_folder(repo)
     folder.mkdir(parents=True, exist_ok=True)
     ledger.write_atomic(folder / f"{k}.json", json.dumps({**entry.to_json(), "created": time.time()}, default=str))
 
 
 def lookup(repo: Path, k: str, now: float | None = None) -> Cached | None:
-    path = _folder(repo) / f"{k}.json"
+    path = calibrations_folder(repo) / f"{k}.json"
     try:
         entry = json.loads(path.read_text(encoding="utf-8"))
         age = (now or time.time()) - float(entry.get("created", 0))

@@ -33,6 +33,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT)]
+
+from jobs.run import calcache  # noqa: E402
+
 FLAGS = ["-O3", "-O2 -funroll-loops", "-O2 -march=x86-64-v3", "-O2 -fno-plt", "-O2 -flto"]
 
 
@@ -129,9 +133,7 @@ def forget_calibrations(target: Path) -> None:
     target's other caches stay, as they do between a maintainer's research and run: the offline research
     of `--from research` builds each source rewrite it proposes (jobs.agent.transforms.check) through the
     repository's compiler cache, which then holds them when a run with a compiler cache builds them."""
-    common = Path(git(target, "rev-parse", "--git-common-dir"))
-    shutil.rmtree((common if common.is_absolute() else target / common) / "autoresearch" / "calibrations",
-                  ignore_errors=True)
+    shutil.rmtree(calcache.calibrations_folder(target), ignore_errors=True)
 
 
 def one_run(code: Path, target: Path, patches: list[Path], out: Path, repeats: int) -> dict:

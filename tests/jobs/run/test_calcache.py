@@ -45,7 +45,7 @@ def test_an_entry_is_typed_in_memory_and_the_old_json_on_disk(tmp_path, monkeypa
     """What `store` writes is the dict form earlier versions wrote; `lookup` reads it (or an older
     entry) back into the types of jobs.contract.calibrated."""
     from jobs.contract.calibrated import MetricCalibration, SimulatedCalibration
-    monkeypatch.setattr(calcache, "_folder", lambda repo: tmp_path)
+    monkeypatch.setattr(calcache, "calibrations_folder", lambda repo: tmp_path)
     score = {"floor_pct": 1.5, "prior": [[0.01, 1.0]], "flags": ["f"], "from_a_newer_version": 1}
     old = {"run_id": "c1", "calibration": {"score": score}, "digests": ["out"], "cpu": "CPU",
            "simulate": {"aa_delta_pct": 0.001, "base_cycles": 10, "digests": []}, "created": 1000.0}
