@@ -84,6 +84,21 @@ def save_state(out_dir: Path, state: dict[str, Any]) -> None:
     write_atomic(Path(out_dir) / STATE, dumps(state, indent=2, sort_keys=True))
 
 
+def recorded_cost_usd(out_dir: Path) -> float | None:
+    """The run's spent total (`cost_usd`) as its state.json records it; None where there is no state
+    yet, the file cannot be read (a torn read) or the field is not a finite number. Only that field is
+    read: the budget's hard cap and the bot's progress both ask for it, and a field of the wrong shape
+    elsewhere in the file (which would make the typed state a fresh one) must not hide what was spent."""
+    try:
+        data = json.loads((Path(out_dir) / STATE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    cost = data.get("cost_usd") if isinstance(data, dict) else None
+    if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not math.isfinite(cost):
+        return None
+    return float(cost)
+
+
 def load_state(out_dir: Path) -> dict[str, Any] | None:
     path = Path(out_dir) / STATE
     if not path.exists():

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from jobs.contract.runstate import RunState
+from jobs.contract import ledger
 
 
 class SharedBudget:
@@ -59,14 +59,9 @@ class SharedBudget:
 
 
 def run_cost_reader(out: Path) -> Callable[[], float | None]:
-    """Reads the run's spent total from its state.json in `out`; None before there is one."""
-    def read() -> float | None:
-        try:
-            state = RunState.load(out)
-        except Exception:        # a torn read: the budget falls back to its own books
-            return None
-        return float(state.cost_usd) if "cost_usd" in state.present else None   # None: no state yet
-    return read
+    """Reads the run's spent total from its state.json in `out`; None where none is recorded (no state
+    yet, or a torn read): the budget then keeps to its own books (`ledger.recorded_cost_usd`)."""
+    return lambda: ledger.recorded_cost_usd(out)
 
 
 def budget_for_run(limit_usd: float, out: Path) -> SharedBudget:

@@ -10,7 +10,6 @@ files' keys.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,14 +67,9 @@ def read_state(out: Path) -> RunState:
 
 
 def spent_usd(out: Path) -> float:
-    """The run's spent total from its state.json (0.0 when there is none or it is not a number). Only
-    that field is read: the bot asks on every progress event, and typing the whole state (a callgrind
-    profile's per-line data included) is work the one number does not need."""
-    data = read_json(Path(out) / ledger.STATE)
-    cost = data.get("cost_usd") if isinstance(data, dict) else None
-    if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not math.isfinite(cost):
-        return 0.0
-    return float(cost)
+    """The run's spent total from its state.json, 0.0 where none is recorded (`ledger.recorded_cost_usd`:
+    the bot asks on every progress event, and reads only that field)."""
+    return ledger.recorded_cost_usd(Path(out)) or 0.0
 
 
 def finished_experiments(out: Path) -> int:

@@ -133,4 +133,7 @@ def test_the_budget_counts_what_the_run_already_spent(tmp_path):
     assert budget.total_spent() == 0.0                 # no state.json yet: its own books
     save_state(tmp_path, {"cost_usd": 0.7})
     assert budget.total_spent() == pytest.approx(0.7)
+    # Another field of the wrong shape (the typed state would read as a fresh one) does not hide the spend.
+    save_state(tmp_path, {"cost_usd": 0.7, "hypotheses": "not a list"})
+    assert budget.total_spent() == pytest.approx(0.7)
     assert "would exceed 1 USD" in budget.reserve("vm1", 0.5) and budget.reserve("vm1", 0.3) == ""
