@@ -7,10 +7,11 @@ the location swap (jobs.measure.locations) is kept and reused by later experimen
 commit and build command: the baseline is built once per folder per run (issue 43), and its
 simulated run counted once (`BaselineCounts`). When the pipeline announces the next experiment
 (`build_ahead`), its candidate is built in the other path while this one is checked and simulated
-(work that takes turns with nothing), and where that build is over early, checked and simulated
+(work that takes turns with nothing; from the start where this one's candidate was not built ahead
+and builds alone, as the run's first does), and where that build is over early, checked and simulated
 there too (`jobs.measure.runner.checks_and_count_ahead`): its experiment then starts from those
 steps. That work is over before this experiment's first pair, which runs alone: what is not by
-then, after a bounded wait (jobs.measure.runner.Beside), is stopped and made again when its own
+then, after a bounded wait (jobs.measure.beside.Beside), is stopped and made again when its own
 experiment runs. The next `run` of that spec starts from what was made.
 Where the build system allows it (it records header dependencies and the candidate changes only
 C/C++ sources and headers), a candidate's tree starts as a copy of the baseline's build made in the
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import shutil
 import threading
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -31,7 +31,8 @@ from jobs.guard import gitops
 from jobs.measure import locations, pairjournal
 from jobs.contract.config import TargetConfig
 from jobs.measure.isolation import Isolation
-from jobs.measure.runner import (BaselineCounts, Beside, Failure, Premade, Progress, base_arm,
+from jobs.measure.beside import Beside
+from jobs.measure.runner import (BaselineCounts, Failure, Premade, Progress, base_arm,
                                  checks_and_count_ahead, must_pass, run_experiment)
 from jobs.contract.spec import ExperimentSpec, RawResult
 
@@ -116,14 +117,13 @@ class LocalExecutor:
     def _beside(self, spec: ExperimentSpec, head: Path, nxt: ExperimentSpec | None) -> Beside | None:
         """The next candidate's build (then, where there is time, its checks and simulated run), in the
         candidates' folder this experiment does not use, as work beside this one
-        (jobs.measure.runner.Beside), where the pipeline announced one (`nxt`)."""
+        (jobs.measure.beside.Beside), where the pipeline announced one (`nxt`)."""
         if (nxt is None or spec.kind != "experiment" or nxt.kind != "experiment" or head.name not in (HEAD, AHEAD)
                 or nxt.base_commit != spec.base_commit or nxt.head_commit == nxt.base_commit):
             return None
         ahead = BuiltAhead(nxt, self.workdir / (AHEAD if head.name == HEAD else HEAD))
 
         def build(cancel: threading.Event) -> None:
-            started = time.monotonic()
             ahead.folder = self._head_tree(nxt, True, ahead.folder.name)
             isolation = Isolation.from_spec(nxt.sandbox)
             try:
@@ -135,11 +135,14 @@ class LocalExecutor:
                 return
             premade = Premade((text.replace("== candidate build", "== candidate build, beside the previous experiment",
                                             1), seconds))
+            # How far into this experiment's checks and simulation the build ended (0: it ended beside this
+            # experiment's own build), which is what the next candidate's would go on beside.
             if checks_and_count_ahead(nxt, self.workdir / "base", ahead.folder, isolation, self._baseline_counts,
-                                      cancel, time.monotonic() - started, premade):
+                                      cancel, beside.since_builds(), premade):
                 ahead.premade = premade
         self._ahead = ahead
-        return Beside(build)
+        beside = Beside(build)
+        return beside
 
     def run(self, spec: ExperimentSpec, progress: Progress) -> RawResult:
         base, needs_build = self._base_tree(spec.base_commit)

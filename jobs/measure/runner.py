@@ -24,7 +24,8 @@ from jobs.measure import pairjournal
 from jobs.guard import sandbox
 from jobs.stats.carryover import clock_carry_over_open
 from jobs.measure.locations import Locations, build_key, swap_coins
-from jobs.measure.together import run_together
+from jobs.measure.beside import Beside
+from jobs.measure.together import run_together, usable_cores
 from jobs.measure.hostfacts import cpu_model, load_now, machine_facts  # noqa: F401  (cpu_model: jobs.measure.runner's own name)
 from jobs.measure.isolation import DEFAULT_ISOLATION, Isolation, IsolationError
 from jobs.stats.integrity import EXCLUDED, UNDECIDED, digest_problems, value_problems
@@ -213,50 +214,6 @@ class BaselineCounts:
             self._known.clear()
 
 
-class Beside:
-    """Work run beside an experiment's build-side steps (its checks and simulations, which take turns
-    with nothing) and over before its first pair (which must run alone): the local executor builds
-    the next experiment's candidate there, and where there is time checks and simulates it too
-    (jobs.executors.local, `checks_and_count_ahead`). Its errors are its own: the work records its
-    outcome, and this experiment never fails of it."""
-
-    def __init__(self, work: Callable[[threading.Event], None]):
-        self.cancel = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(work,), name="beside", daemon=True)
-        self._started = 0.0
-
-    def _run(self, work: Callable[[threading.Event], None]) -> None:
-        try:
-            work(self.cancel)
-        except Exception:           # the work's own record says what happened; nothing to raise here
-            pass
-
-    def start(self) -> None:
-        if not self._started:
-            self._started = time.monotonic()
-            self._thread.start()
-
-    def finish(self, cancel: bool = False, expected: float = 0.0) -> str:
-        """Wait for the work, stopping it first with `cancel`. Otherwise it may go on for as long again
-        as it has run so far, or for twice `expected` (what the like work took here: this experiment's
-        own build), or a second, whichever is longest: a build that far along is likely near its end,
-        and one that is not, or that waits on something, must not hold this experiment up. Past that
-        it is stopped, and the reason is returned ('' when it ended on its own)."""
-        if not self._started:
-            return ""
-        if cancel:
-            self.cancel.set()
-            self._thread.join()
-            return ""
-        ran = time.monotonic() - self._started
-        self._thread.join(timeout=max(ran, 2 * expected, 1.0))
-        if not self._thread.is_alive():
-            return ""
-        self.cancel.set()
-        self._thread.join()
-        return f"stopped after {time.monotonic() - self._started:.1f} s, not over when this experiment's pairs were due"
-
-
 class _Done(Exception):
     """Nothing left to measure (the candidate's build outputs equal the baseline's)."""
 
@@ -297,7 +254,8 @@ class Premade:
 
 
 # The next candidate's checks and simulated run go on beside this experiment only when its build was
-# over within this share of the baseline's simulated run (its CPU time): this experiment's pairs then wait for them
+# over within this share of the baseline's simulated run (its CPU time) after this experiment's own builds
+# (`jobs.measure.beside.Beside.since_builds`; 0 where the two candidates were built at once): this experiment's pairs then wait for them
 # about as long as that build took, and the next experiment saves its checks and simulation (about the
 # baseline's simulated run), so the wait is at most half the saving. Where the build takes about as
 # long as the simulation (a single compile-and-link command), the second core is busy with it anyway.
@@ -340,7 +298,8 @@ def count_ahead(spec: ExperimentSpec, base_tree: Path, head_tree: Path, isolatio
 def checks_and_count_ahead(spec: ExperimentSpec, base_tree: Path, head_tree: Path, isolation: Isolation,
                            counts: BaselineCounts | None, cancel: threading.Event, built_after: float,
                            premade: Premade) -> bool:
-    """After the next candidate's build (over `built_after` seconds into this experiment's beside work):
+    """After the next candidate's build (over `built_after` seconds into this experiment's checks and
+    simulation; 0 where it ended beside this experiment's own build):
     its checks and simulated run into `premade`, where `AHEAD_SHARE` allows. False when its tree can no
     longer stand for a fresh build: checks stopped half way (or at their time limit) may have written
     into it."""
@@ -549,7 +508,8 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
     `baseline_counts`: the baseline's simulated run of an earlier experiment on the same build (`BaselineCounts`);
     `built`: the candidate's steps already made in `head_dir` (`Premade`: its build, perhaps its checks and
     simulated run), so they are not made again;
-    `beside`: work started once the candidate is built and finished before the first pair (`Beside`)."""
+    `beside`: work started with the candidate's build where that build is alone and a core is free, else
+    once it is built, and finished before the first pair (`Beside`)."""
     progress = progress or (lambda msg, frac: None)
     isolation = isolation or Isolation.from_spec(spec.sandbox)
     started = time.monotonic()
@@ -585,6 +545,10 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
             [("candidate", head_dir)] if head_dir != base_dir and built is None else [])
         if builds:
             progress(f"building {' and '.join(who for who, _ in builds)}", 0.0)
+        if beside is not None and not build_base and len(builds) < usable_cores():
+            # A candidate not built ahead (the run's first, say) builds with a core to spare: the next
+            # candidate's build takes it now, rather than leave it idle until this build is over.
+            beside.start()
         try:
             run_together([functools.partial(build_step, who, tree, f"build_{who}", f"{who} build")
                           for who, tree in builds])
@@ -594,7 +558,7 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
             text, result.steps["build_candidate"] = built.build
             log.append(text)
         if beside is not None:
-            beside.start()
+            beside.builds_over()
         if spec.run_checks and built is not None and built.checks_failure is not None:
             raise built.checks_failure      # as they failed beside the previous experiment, on this build
         if spec.run_checks and built is not None and built.checks is not None:

@@ -225,6 +225,38 @@ def test_the_two_builds_of_each_step_run_at_once_in_their_own_folders(target, tm
     assert calibration.steps["build_baseline"] >= 1 and calibration.steps["build_candidate_swapped"] >= 1
 
 
+@pytest.mark.skipif(usable_cores() < 2, reason="one core: the builds take turns")
+def test_a_candidate_not_built_ahead_builds_at_once_with_the_next_one(target, tmp_path):
+    """The run's first experiment after its calibration (the baseline built, nothing built ahead) builds its
+    candidate alone: the announced next candidate's build begins with it, not after it on an idle core."""
+    repo, _ = target
+    (repo / "build.sh").write_text('echo "began $(date +%s%N)"\nsleep 1\nmake\necho "ended $(date +%s%N)"\n')
+    (repo / ".github" / "autoresearch.yml").write_text(CONFIG.replace("build: make", "build: bash build.sh"))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a build that says when it began and ended")
+    base = git(repo, "rev-parse", "HEAD")
+    util = commit(repo, {"util.c": "int util(void) { return 7; }\n"}, "util", base)
+    header = commit(repo, {"factor.h": "#define FACTOR 4\n"}, "header", base)
+    executor = LocalExecutor(repo, tmp_path / "out" / "work")
+    said: dict[str, list[str]] = {}
+    run = announcing(executor, lambda head, name: spec_for(repo, base, head, name, kind="calibration" if
+                                                           name == "calibration" else "experiment"), said)
+    try:
+        calibration = run("calibration", base)
+        first = run("util", util, announce=("header", header))
+        second = run("header", header)
+    finally:
+        executor.close()
+    for r in (calibration, first, second):
+        assert r.status == "ok", r.log
+    own, ahead = build_spans(first.log)["candidate build"], build_spans(second.log)[
+        "candidate build, beside the previous experiment"]
+    assert own[0] < ahead[1] and ahead[0] < own[1], (own, ahead)
+    assert "build_baseline" not in first.steps and not builds_candidate(said["header"])
+    # Each is still the clean build of its own commit, measured from its own folder.
+    assert scores(first) == {1307} and scores(second) == {1405}
+
+
 def test_a_candidate_that_fails_to_build_beside_the_baseline_leaves_the_baseline_built(target, tmp_path):
     """Without a calibration first (one reused from the cache), the first experiment builds the baseline and
     its candidate at once: the candidate's failure is its own, and the baseline, built to its end, is not built
@@ -335,7 +367,7 @@ def test_a_cancelled_experiment_stops_the_next_candidates_build_and_leaves_nothi
 def test_work_beside_an_experiment_never_holds_its_pairs_up_for_long():
     import threading
     import time
-    from jobs.measure.runner import Beside
+    from jobs.measure.beside import Beside
     seen = []
 
     def waits_on_something(cancel: threading.Event) -> None:     # a build stuck on a lock, say
@@ -356,11 +388,32 @@ def test_work_beside_an_experiment_never_holds_its_pairs_up_for_long():
     assert Beside(ends).finish() == ""                                   # never started: nothing to wait for
 
 
+def test_work_beside_an_experiment_counts_from_the_end_of_its_builds():
+    import threading
+    import time
+    from jobs.measure.beside import Beside
+    begun = threading.Event()
+    work = Beside(lambda cancel: (begun.set(), cancel.wait(5)))
+    assert work.since_builds() == 0.0
+    work.start()                                   # with the experiment's own build: its builds go on
+    assert begun.wait(5) and work.since_builds() == 0.0
+    time.sleep(0.2)
+    work.builds_over()
+    time.sleep(0.1)
+    assert 0.05 < work.since_builds() < 0.19       # from the builds' end, not from the work's start
+    work.finish(cancel=True)
+    later = Beside(lambda cancel: begun.clear())
+    later.builds_over()                             # not begun with a build: it begins once they are over
+    later.finish()
+    assert not begun.is_set()
+
+
 def test_work_beside_an_experiment_goes_on_through_its_other_folder_builds_and_ends_before_its_pairs(target,
                                                                                                       tmp_path):
     import threading
     import time
-    from jobs.measure.runner import Beside, run_experiment
+    from jobs.measure.beside import Beside
+    from jobs.measure.runner import run_experiment
     repo, base = target
     head = commit(repo, {"util.c": "int util(void) { return 7; }\n"}, "util", base)
     base_dir, head_dir = tmp_path / "base", tmp_path / "head"
