@@ -205,22 +205,30 @@ def build_spans(log: str) -> dict[str, tuple[int, int]]:
     return spans
 
 
-@pytest.mark.skipif(usable_cores() < 2, reason="one core: the builds take turns")
-def test_the_two_builds_of_each_step_run_at_once_in_their_own_folders(target, tmp_path):
-    repo, _ = target
+def stamping_builds(repo: Path) -> str:
+    """A commit whose build says when it began and ended (`build_spans`), and takes a second at least."""
     (repo / "build.sh").write_text('echo "began $(date +%s%N)"\nsleep 1\nmake\necho "ended $(date +%s%N)"\n')
     (repo / ".github" / "autoresearch.yml").write_text(CONFIG.replace("build: make", "build: bash build.sh"))
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "a build that says when it began and ended")
     base = git(repo, "rev-parse", "HEAD")
+    return base
+
+
+def overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+@pytest.mark.skipif(usable_cores() < 2, reason="one core: the builds take turns")
+def test_the_two_builds_of_each_step_run_at_once_in_their_own_folders(target, tmp_path):
+    repo, _ = target
+    base = stamping_builds(repo)
     calibration, = in_turn(repo, tmp_path, spec_for(repo, base, base, "calibration", kind="calibration"))
     assert calibration.status == "ok", calibration.log
     spans = build_spans(calibration.log)
-
-    def at_once(a: str, b: str) -> bool:
-        return spans[a][0] < spans[b][1] and spans[b][0] < spans[a][1]
-    assert at_once("baseline build", "candidate build"), spans                      # the A/A's two builds
-    assert at_once("baseline build in the other arm's folder", "candidate build in the other arm's folder"), spans
+    assert overlap(spans["baseline build"], spans["candidate build"]), spans        # the A/A's two builds
+    other_folders = ("baseline build in the other arm's folder", "candidate build in the other arm's folder")
+    assert overlap(spans[other_folders[0]], spans[other_folders[1]]), spans
     # Each build is still a whole one in its own folder: the pairs ran every arm's program.
     assert calibration.steps["build_baseline"] >= 1 and calibration.steps["build_candidate_swapped"] >= 1
 
@@ -230,11 +238,7 @@ def test_a_candidate_not_built_ahead_builds_at_once_with_the_next_one(target, tm
     """The run's first experiment after its calibration (the baseline built, nothing built ahead) builds its
     candidate alone: the announced next candidate's build begins with it, not after it on an idle core."""
     repo, _ = target
-    (repo / "build.sh").write_text('echo "began $(date +%s%N)"\nsleep 1\nmake\necho "ended $(date +%s%N)"\n')
-    (repo / ".github" / "autoresearch.yml").write_text(CONFIG.replace("build: make", "build: bash build.sh"))
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "a build that says when it began and ended")
-    base = git(repo, "rev-parse", "HEAD")
+    base = stamping_builds(repo)
     util = commit(repo, {"util.c": "int util(void) { return 7; }\n"}, "util", base)
     header = commit(repo, {"factor.h": "#define FACTOR 4\n"}, "header", base)
     executor = LocalExecutor(repo, tmp_path / "out" / "work")
@@ -251,7 +255,7 @@ def test_a_candidate_not_built_ahead_builds_at_once_with_the_next_one(target, tm
         assert r.status == "ok", r.log
     own, ahead = build_spans(first.log)["candidate build"], build_spans(second.log)[
         "candidate build, beside the previous experiment"]
-    assert own[0] < ahead[1] and ahead[0] < own[1], (own, ahead)
+    assert overlap(own, ahead), (own, ahead)
     assert "build_baseline" not in first.steps and not builds_candidate(said["header"])
     # Each is still the clean build of its own commit, measured from its own folder.
     assert scores(first) == {1307} and scores(second) == {1405}
