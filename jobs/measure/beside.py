@@ -14,8 +14,8 @@ class Beside:
     with nothing, and a build of its candidate alone that leaves a core free) and over before its
     first pair (which must run alone): the local executor builds the next experiment's candidate
     there, and where there is time checks and simulates it too (jobs.executors.local,
-    `jobs.measure.runner.checks_and_count_ahead`). Its errors are its own: the work records its outcome, and this
-    experiment never fails of it."""
+    `jobs.measure.runner.checks_and_count_ahead`). Its errors are its own: the work records its
+    outcome, and this experiment never fails of it."""
 
     def __init__(self, work: Callable[[threading.Event], None]):
         self.cancel = threading.Event()
