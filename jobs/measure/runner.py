@@ -257,8 +257,9 @@ class Premade:
 # over within this share of the baseline's simulated run (its CPU time) after this experiment's own
 # builds (`Beside.since_builds`; 0 where the two candidates were built at once): this experiment's
 # pairs then wait for them about as long as that build took, and the next experiment saves its checks
-# and simulation (about the baseline's simulated run), so the wait is at most half the saving. Where the build takes about as
-# long as the simulation (a single compile-and-link command), the second core is busy with it anyway.
+# and simulation (about the baseline's simulated run), so the wait is at most half the saving. Where
+# the build takes about as long as the simulation (a single compile-and-link command), the second core
+# is busy with it anyway.
 AHEAD_SHARE = 0.5
 
 
