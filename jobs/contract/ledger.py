@@ -90,8 +90,8 @@ def recorded_cost_usd(out_dir: Path) -> float | None:
     read: the budget's hard cap and the bot's progress both ask for it, and a field of the wrong shape
     elsewhere in the file (which would make the typed state a fresh one) must not hide what was spent."""
     try:
-        data = json.loads((Path(out_dir) / STATE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = load_state(out_dir)
+    except (LedgerError, OSError, ValueError):
         return None
     cost = data.get("cost_usd") if isinstance(data, dict) else None
     if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not math.isfinite(cost):
