@@ -414,9 +414,21 @@ def _sample(spec: ExperimentSpec, folders: dict[str, Path], locations: Locations
     """Warm-up, then the pairs in the schedule's order (from the journal's, if an interrupted attempt left
     some) until `stop_reason` says stop; with `locations`, a coin per pair picks which folder each arm runs
     from, else each arm runs from its own folder (`folders`). `ready`: called before the first process,
-    to end work beside the experiment (the processes run alone)."""
+    to end work beside the experiment (the processes run alone). Their seconds, screening's included,
+    add up in `steps["sampling"]`: the part of an experiment that runs alone, which no build-side saving
+    shortens (tests/benchmarks/experiments_per_hour.py prints the bound it sets)."""
     if ready is not None:
         ready()
+    began = time.monotonic()
+    try:
+        _pairs(spec, folders, locations, result, isolation, progress, journal)
+    finally:
+        result.steps["sampling"] = result.steps.get("sampling", 0.0) + time.monotonic() - began
+
+
+def _pairs(spec: ExperimentSpec, folders: dict[str, Path], locations: Locations | None, result: RawResult,
+           isolation: Isolation, progress: Progress, journal: Path | None) -> None:
+    """`_sample`'s warm-up and pairs."""
     names = {"A": "baseline", "B": "candidate"}
     coins = swap_coins(spec.n_per_arm, spec.seed) if locations else [0] * spec.n_per_arm
     trees = {arm: (tree, names[arm]) for arm, tree in (locations.trees() if locations else folders).items()}

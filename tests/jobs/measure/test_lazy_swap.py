@@ -101,6 +101,8 @@ def test_the_runner_says_why_it_skipped_the_second_folder_builds(tmp_path, monke
     assert "second-folder builds skipped: the simulated cycles discard it and the wall clock claimed nothing" in raw.log
     assert not SWAPPED & set(raw.steps) and len(raw.pairs()) >= 3
     assert {inv.location for inv in raw.measured()} == {0}
+    # the processes' seconds, warm-up included, and what runs around them, counted apart from the builds
+    assert sum(inv.wall_s for inv in raw.invocations) <= raw.steps["sampling"] < raw.seconds
 
 
 def test_claimed_pairs_are_set_aside_and_the_judged_ones_swap_locations(tmp_path, monkeypatch):
@@ -110,6 +112,9 @@ def test_claimed_pairs_are_set_aside_and_the_judged_ones_swap_locations(tmp_path
     assert raw.status == "ok" and raw.stopped == "claimed", raw.log
     assert SWAPPED <= set(raw.steps) and raw.steps["screening_pairs"] >= 3
     assert "screening stopped 'claimed'" in raw.log
+    # the screening pairs set aside took seconds too, which the judged pairs' do not hold
+    screened = raw.steps["sampling"] - sum(inv.wall_s for inv in raw.invocations)
+    assert screened >= 2 * raw.steps["screening_pairs"] * min(inv.wall_s for inv in raw.invocations), raw.steps
     # the judged pairs are the swapped protocol's alone, from pair 0, half of them swapped
     pairs = raw.pairs()
     assert [a.pair for a, _ in pairs] == list(range(len(pairs)))
