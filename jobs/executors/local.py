@@ -5,11 +5,11 @@ same clean tree). Candidates are checked out at two paths that stay the same for
 (`<workdir>/head` and `<workdir>/head-next`, in turn), so that the baseline's build made in each for
 the location swap (jobs.measure.locations) is kept and reused by later experiments of the same base
 commit and build command: the baseline is built once per folder per run (issue 43), and its
-simulated run counted once (`BaselineCounts`). When the pipeline announces the next experiment
-(`build_ahead`), its candidate is built in the other path while this one is checked and simulated
-(work that takes turns with nothing; from the start where this one's candidate was not built ahead
-and builds alone, as the run's first does), and where that build is over early, checked and simulated
-there too (`jobs.measure.runner.checks_and_count_ahead`): its experiment then starts from those
+simulated run counted once (jobs.measure.counted: so is every other build of the run, a stack's among
+them). When the pipeline announces the next experiment (`build_ahead`), its candidate is built in
+the other path while this one is checked and simulated (work that takes turns with nothing; from the
+start where this one's candidate was not built ahead and builds alone, as the run's first does), and
+where that build is over early, checked and simulated there too (`jobs.measure.runner.checks_and_count_ahead`): its experiment then starts from those
 steps. That work is over before this experiment's first pair, which runs alone: what is not by
 then, after a bounded wait (jobs.measure.beside.Beside), is stopped and made again when its own
 experiment runs. The next `run` of that spec starts from what was made.
@@ -32,8 +32,9 @@ from jobs.measure import locations, pairjournal
 from jobs.contract.config import TargetConfig
 from jobs.measure.isolation import Isolation
 from jobs.measure.beside import Beside
-from jobs.measure.runner import (BaselineCounts, Failure, Premade, Progress, base_arm,
-                                 checks_and_count_ahead, must_pass, run_experiment)
+from jobs.measure.counted import SimulatedCounts
+from jobs.measure.runner import (Failure, Premade, Progress, base_arm, checks_and_count_ahead, must_pass,
+                                 run_experiment)
 from jobs.contract.spec import ExperimentSpec, RawResult
 
 HEAD = "head"          # the candidates' folder: one of two paths for the whole run
@@ -74,7 +75,9 @@ class LocalExecutor:
         self.workdir = Path(workdir)
         self.incremental = incremental
         self._built_base: str | None = None
-        self._baseline_counts = BaselineCounts()     # the built baseline's simulated run, counted once
+        # Each build's simulated run, counted once per run: keyed by the tree this clone says a commit holds.
+        self._counts = SimulatedCounts(lambda commit: gitops.git(self.repo, "rev-parse", "--verify", "-q",
+                                                                 f"{commit}^{{tree}}", check=False))
         self._next: ExperimentSpec | None = None      # the next experiment, as the pipeline announced it
         self._ahead: BuiltAhead | None = None         # its candidate, built beside the current one
 
@@ -87,7 +90,6 @@ class LocalExecutor:
         path = self.workdir / "base"
         if self._built_base == commit and path.is_dir():
             return path, False
-        self._baseline_counts.forget()
         gitops.add_worktree(self.repo, path, commit)
         return path, True
 
@@ -137,7 +139,7 @@ class LocalExecutor:
                                             1), seconds))
             # How far into this experiment's checks and simulation the build ended (0: it ended beside this
             # experiment's own build), which is what the next candidate's would go on beside.
-            if checks_and_count_ahead(nxt, self.workdir / "base", ahead.folder, isolation, self._baseline_counts,
+            if checks_and_count_ahead(nxt, self.workdir / "base", ahead.folder, isolation, self._counts,
                                       cancel, beside.since_builds(), premade):
                 ahead.premade = premade
         self._ahead = ahead
@@ -166,7 +168,7 @@ class LocalExecutor:
         try:
             result = run_experiment(spec, base, head, build_base=needs_build, progress=progress, journal=journal,
                                     keep_baseline=head.name in (HEAD, AHEAD), incremental=self.incremental,
-                                    baseline_counts=self._baseline_counts, built=built, beside=beside)
+                                    counts=self._counts, built=built, beside=beside)
             pairjournal.forget(journal)
         except BaseException:
             self._drop_ahead()

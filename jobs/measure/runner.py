@@ -25,6 +25,7 @@ from jobs.guard import sandbox
 from jobs.stats.carryover import clock_carry_over_open
 from jobs.measure.locations import Locations, build_key, swap_coins
 from jobs.measure.beside import Beside
+from jobs.measure.counted import SimulatedCounts
 from jobs.measure.together import run_together, usable_cores
 from jobs.measure.hostfacts import cpu_model, load_now, machine_facts  # noqa: F401  (cpu_model: jobs.measure.runner's own name)
 from jobs.measure.isolation import DEFAULT_ISOLATION, Isolation, IsolationError
@@ -179,41 +180,6 @@ def stop_reason(spec: ExperimentSpec, result: RawResult) -> str:
     return kind if kind in ("keep", "loss", "futile") else ""
 
 
-class BaselineCounts:
-    """The baseline's simulated run, counted once per run (issue 43). Its counts are deterministic (the
-    A/A measures their jitter), its build is made once per base commit and its workload's seed is the
-    run's (`ExperimentSpec.simulate_seed`), so every experiment would count the same number again: the
-    first count (the A/A's unslowed run, or the first experiment's) answers for the rest, and the core
-    it would take is left to the candidate's own work. Kept by the executor that keeps the baseline's
-    build (jobs.executors.local), in this process's memory, out of every sandbox's reach; used only for
-    sandboxed runs, where a benchmark cannot change the tree it ran from."""
-
-    def __init__(self) -> None:
-        self._known: dict[str, dict] = {}
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def key(spec: ExperimentSpec, tree: Path, seed: int) -> str:
-        import hashlib
-        parts = (spec.base_commit, spec.build, base_arm(spec), spec.simulate or "", str(seed), str(Path(tree).resolve()))
-        return hashlib.sha256("\0".join(parts).encode()).hexdigest()
-
-    def get(self, key: str) -> dict | None:
-        with self._lock:
-            known = self._known.get(key)
-        return dict(known) if known is not None else None
-
-    def put(self, key: str, outcome: dict) -> None:
-        if outcome.get("slowed"):          # the A/A's slowed run counts the same work another way: never reused
-            return
-        with self._lock:
-            self._known[key] = {k: v for k, v in outcome.items() if k != "native"}
-
-    def forget(self) -> None:
-        with self._lock:
-            self._known.clear()
-
-
 class _Done(Exception):
     """Nothing left to measure (the candidate's build outputs equal the baseline's)."""
 
@@ -264,7 +230,7 @@ AHEAD_SHARE = 0.5
 
 
 def count_ahead(spec: ExperimentSpec, base_tree: Path, head_tree: Path, isolation: Isolation,
-                counts: BaselineCounts | None, cancel: threading.Event) -> dict | None:
+                counts: SimulatedCounts | None, cancel: threading.Event) -> dict | None:
     """The candidate's simulated run and its native DIGEST run, made before its experiment runs (the
     work `_yardstick` does for it once the baseline's count is known); None where that does not apply
     (no simulation, no known baseline count, an unsandboxed run, declared build outputs equal to the
@@ -274,9 +240,9 @@ def count_ahead(spec: ExperimentSpec, base_tree: Path, head_tree: Path, isolatio
     if not spec.simulate or spec.kind != "experiment" or not isolation.enabled or counts is None:
         return None
     seed = _seed(spec)
-    key = BaselineCounts.key(spec, base_tree, seed)
-    if counts.get(key) is None:
-        return None
+    key = counts.key(spec, spec.base_commit, base_arm(spec), seed)
+    if counts.get(key) is None or counts.get(counts.key(spec, spec.head_commit, "candidate", seed)) is not None:
+        return None        # (a build counted earlier in the run is not counted again: its experiment reuses it)
     # The baseline's folder may stand aside for the current experiment's builds in the other folders
     # (jobs.measure.locations) while this reads it: a wrong answer costs only this early count, which
     # its own experiment makes again where it does not apply (`_yardstick` compares the outputs first).
@@ -297,15 +263,15 @@ def count_ahead(spec: ExperimentSpec, base_tree: Path, head_tree: Path, isolatio
 
 
 def checks_and_count_ahead(spec: ExperimentSpec, base_tree: Path, head_tree: Path, isolation: Isolation,
-                           counts: BaselineCounts | None, cancel: threading.Event, built_after: float,
+                           counts: SimulatedCounts | None, cancel: threading.Event, built_after: float,
                            premade: Premade) -> bool:
     """After the next candidate's build (over `built_after` seconds into this experiment's checks and
     simulation; 0 where it ended beside this experiment's own build):
     its checks and simulated run into `premade`, where `AHEAD_SHARE` allows. False when its tree can no
     longer stand for a fresh build: checks stopped half way (or at their time limit) may have written
     into it."""
-    known = counts.get(BaselineCounts.key(spec, base_tree, _seed(spec))) if counts is not None and spec.simulate \
-        else None
+    known = counts.get(counts.key(spec, spec.base_commit, base_arm(spec), _seed(spec))) \
+        if counts is not None and spec.simulate else None
     # The baseline's CPU time when counted: its wall time may include waiting for a core it shared.
     simulated_s = float(known.get("cpu_s") or known.get("wall_s") or 0) if known is not None else 0.0
     if known is None or not isolation.enabled or built_after > AHEAD_SHARE * simulated_s:
@@ -329,13 +295,13 @@ def checks_and_count_ahead(spec: ExperimentSpec, base_tree: Path, head_tree: Pat
 
 
 def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: Isolation, progress: Progress,
-               log: list[str], counts: BaselineCounts | None = None, counted: dict | None = None) -> bool:
+               log: list[str], counts: SimulatedCounts | None = None, counted: dict | None = None) -> bool:
     """Before any pair (jobs/measure/simrun.py): compare the declared build outputs, then run the reduced workload
-    once per arm under cachegrind (the baseline's once per run where `counts` knows it already: the
-    candidate's native run then takes the free core; the candidate's too where `counted`, made by
-    `count_ahead` beside the previous experiment, is of this baseline count). True: nothing to sample
-    (identical outputs, or another DIGEST or number of processes: invalid). Two A/A runs that counted a
-    different number of processes fail the calibration."""
+    once per arm under cachegrind (each build once per run where `counts` knows it already, the
+    baseline's in every experiment after the first: the candidate's native run then takes the free core;
+    the candidate's too where `counted`, made by `count_ahead` beside the previous experiment, is of
+    this baseline count). True: nothing to sample (identical outputs, or another DIGEST or number of
+    processes: invalid). Two A/A runs that counted a different number of processes fail the calibration."""
     from jobs.measure import simrun
     from jobs.measure.simulate import digest_problems, native_problems, process_problems
     if spec.artifacts and spec.kind != "calibration" and trees["A"][0] != trees["B"][0]:
@@ -351,23 +317,29 @@ def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: 
         return False
     seed = _seed(spec)
     counts = counts if isolation.enabled else None
-    baseline_key = BaselineCounts.key(spec, trees["A"][0], seed)
-    known = counts.get(baseline_key) if counts is not None and spec.kind != "calibration" else None
-    ahead = counted if known is not None and counted is not None and counted.get("key") == baseline_key else None
+    keys = {"A": counts.key(spec, spec.base_commit, base_arm(spec), seed),
+            "B": counts.key(spec, spec.head_commit, "candidate", seed)} if counts is not None else {}
+    # The A/A counts both of its builds (their difference is the jitter it measures); it leaves the
+    # base's count for the experiments.
+    known = {a: c for a, c in ((a, counts.get(k)) for a, k in keys.items()) if c is not None} \
+        if counts is not None and spec.kind != "calibration" else {}
+    ahead = counted if "A" in known and counted is not None and counted.get("key") == keys["A"] else None
     # The same workload natively, once: in the A/A what the simulation costs over a native run (timed
     # after the simulations, alone); for a candidate, the DIGESTs it prints natively must be those it
-    # printed when counted (run beside the simulation where the baseline's count is known).
+    # printed when counted (run beside the simulation where a count is known).
     arm = "A" if spec.kind == "calibration" else "B"
     run_native = functools.partial(_run_native, spec, trees, arm, seed, isolation)
-    if ahead is not None:         # nothing left to run: both counts and the native run are known
+    if ahead is not None and "B" not in known:     # nothing left to run: both counts and the native run are known
         progress("the candidate was simulated beside the previous experiment; the baseline's count is the run's", 0.12)
         outcomes = {"B": {**ahead["B"], "ahead": True}, "native": {"step": ahead["native"]}}
     else:
-        runs = {a: functools.partial(_simulate_arm, spec, trees, a, seed, isolation) for a in trees
-                if not (a == "A" and known is not None)}
-        if known is not None:
+        runs = {a: functools.partial(_simulate_arm, spec, trees, a, seed, isolation) for a in trees if a not in known}
+        if known:
             runs["native"] = lambda cancel: {"step": run_native(cancel)}
-            progress("simulating the candidate (cachegrind; the baseline's count is the run's)", 0.12)
+            fresh = " and ".join(trees[a][1] for a in runs if a != "native")
+            reused = " and ".join(trees[a][1] for a in known)
+            progress(f"simulating the {fresh} (cachegrind; the {reused}'s count is the run's)" if fresh else
+                     f"the {reused}'s counts are the run's: the candidate runs natively", 0.12)
         else:
             progress("simulating baseline and candidate side by side (cachegrind)", 0.12)
         outcomes = simrun.side_by_side(runs)
@@ -380,10 +352,11 @@ def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: 
     if failed:
         raise Failure(failed.status, failed.reason, failed.log)
     result.simulated.update(outcomes)
-    if known is not None:
-        result.simulated["A"] = {**known, "reused": True}
-    elif counts is not None:
-        counts.put(baseline_key, result.simulated["A"])
+    for a, count in known.items():
+        result.simulated[a] = {**count, "reused": True}
+    for a, key in keys.items():
+        if a not in known:
+            counts.put(key, result.simulated[a])
     for a, (tree, who) in trees.items():
         once = (" counted once for the run" if result.simulated[a].get("reused") else
                 " beside the previous experiment" if result.simulated[a].get("ahead") else "")
@@ -511,14 +484,14 @@ def _screen(spec: ExperimentSpec, folders: dict[str, Path], result: RawResult, i
 def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, build_base: bool = True,
                    progress: Progress | None = None, isolation: Isolation | None = None,
                    journal: Path | None = None, keep_baseline: bool = False, incremental: bool = False,
-                   baseline_counts: BaselineCounts | None = None, built: Premade | None = None,
+                   counts: SimulatedCounts | None = None, built: Premade | None = None,
                    beside: Beside | None = None) -> RawResult:
     """Build, check and benchmark one experiment in two prepared clean trees. `journal` (optional):
     where each complete pair is kept as it is measured, and resumed from (jobs/measure/pairjournal.py).
     `keep_baseline`: `head_dir`'s path is the same for every experiment of the run, so the baseline's
     build made there is kept for the next one (jobs.measure.locations); `incremental`: the candidate's
     build in the baseline's folder starts from the baseline's build there where that equals a clean one;
-    `baseline_counts`: the baseline's simulated run of an earlier experiment on the same build (`BaselineCounts`);
+    `counts`: the simulated runs of builds counted earlier in the run (jobs.measure.counted);
     `built`: the candidate's steps already made in `head_dir` (`Premade`: its build, perhaps its checks and
     simulated run), so they are not made again;
     `beside`: work started with the candidate's build where that build is alone and a core is free, else
@@ -583,7 +556,7 @@ def run_experiment(spec: ExperimentSpec, base_dir: Path, head_dir: Path, *, buil
                                                      "checks_failed", isolation, "checks", "candidate")
             log.append(text)
         stop = _yardstick(spec, {"A": (base_dir, "baseline"), "B": (head_dir, "candidate")}, result, isolation,
-                          progress, log, baseline_counts, built.counted if built is not None else None)
+                          progress, log, counts, built.counted if built is not None else None)
         if stop:
             settle_beside()
             progress("measured (no change in the binary)" if result.stopped == "identical" else

@@ -79,9 +79,10 @@ class Measurer:
         # repeats them, and nobody picks a lucky draw.
         seed = int.from_bytes(hashlib.sha256(f"{self.run_id}/{name}/{ex.platform}/{kind}/{base}/{head}"
                                              .encode()).digest()[:4], "big")
-        # The simulated workload's seed is the run's, not the experiment's: the baseline's count is
-        # then one number for the whole run (jobs.measure.runner.BaselineCounts).
-        simulate_seed = int.from_bytes(hashlib.sha256(f"{self.run_id}/{ex.platform}/{base}/simulate"
+        # The simulated workload's seed is the run's, not the experiment's (nor its base's: a stack
+        # without one member is its baseline): each build's count is then one number for the whole
+        # run, the stack phase's included (jobs.measure.counted).
+        simulate_seed = int.from_bytes(hashlib.sha256(f"{self.run_id}/{ex.platform}/{self.state.base_commit}/simulate"
                                                       .encode()).digest()[:4], "big")
         stop = None
         prior: list[list[float]] = []

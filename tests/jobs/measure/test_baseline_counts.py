@@ -1,10 +1,13 @@
-"""Issue 43: the baseline's simulated run is counted once per run, not once per experiment. Its build
-is made once per base commit, its workload's seed is the run's and its counts are deterministic, so
-the first count answers for every later experiment on the same build; the candidate's own checks
-(its DIGESTs when counted and natively) are untouched. Real git, make, gcc, bubblewrap and Valgrind."""
+"""Issue 43: each build's simulated run is counted once per run, not once per experiment. The
+baseline's build is made once per base commit, the workload's seed is the run's and counts are
+deterministic, so the first count answers for every later experiment on the same build; in the stack
+phase a stack without one member is a tree counted before, and the stack's count serves the next
+attribution and the stack's confirmation. The candidate's own checks (its DIGESTs when counted and
+natively) are untouched. Real git, make, gcc, bubblewrap and Valgrind."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,8 @@ from conftest import git, make_repo
 from jobs.contract.config import load_config
 from jobs.contract.spec import ExperimentSpec, SandboxSpec
 from jobs.executors.local import LocalExecutor
-from jobs.measure.runner import BaselineCounts
+from jobs.measure import runner
+from jobs.measure.counted import SimulatedCounts
 from test_simulate import MAKEFILE, WORK_C
 
 CONFIG = """\
@@ -41,30 +45,46 @@ def commit(repo: Path, parent: str, rel: str, text: str) -> str:
     return git(repo, "rev-parse", "HEAD")
 
 
-def spec_key(**kw) -> str:
-    spec = ExperimentSpec(run_id="r", name="n", platform="local", base_commit=kw.pop("base", "b" * 40),
-                          head_commit="h" * 40, build=kw.pop("build", "make"), benchmark="./bench", checks="true",
-                          metrics=["m"], primary="m", n_per_arm=2, simulate=kw.pop("simulate", "./work 20000"),
-                          kind=kw.pop("kind", "experiment"))
-    return BaselineCounts.key(spec, Path(kw.pop("tree", "/w/base")), kw.pop("seed", 7))
+def counts_of(repo: Path) -> SimulatedCounts:
+    """The counts a local executor of `repo` keeps: keyed by the tree the clone says a commit holds."""
+    return SimulatedCounts(lambda c: git(repo, "rev-parse", "--verify", "-q", f"{c}^{{tree}}"))
 
 
-def test_a_count_answers_only_for_the_same_build_workload_seed_and_folder():
-    first = spec_key()
-    assert first == spec_key()
-    others = [spec_key(base="c" * 40), spec_key(build="make CFLAGS=-O3"), spec_key(simulate="./work 30000"),
-              spec_key(seed=8), spec_key(tree="/w/head"),
-              spec_key(kind="attribution")]        # a stack's baseline builds with the candidates' caches
+def baseline_key(counts: SimulatedCounts, spec: ExperimentSpec) -> str:
+    return counts.key(spec, spec.base_commit, runner.base_arm(spec), runner._seed(spec))
+
+
+def same_tree(repo: Path, commit_: str, message: str) -> str:
+    """Another commit holding `commit_`'s tree (as a stack without one member holds that member's)."""
+    return git(repo, "commit-tree", f"{commit_}^{{tree}}", "-p", git(repo, "rev-parse", f"{commit_}~1"), "-m", message)
+
+
+def test_a_count_answers_for_the_same_tree_built_and_counted_the_same_way(tmp_path):
+    repo = make_repo(tmp_path / "t", {".github/autoresearch.yml": CONFIG, "src/work.c": WORK_C, "Makefile": MAKEFILE,
+                                      "src/extra": "25\n"})
+    base = git(repo, "rev-parse", "HEAD")
+    drop = commit(repo, base, "src/extra", "100000000\n")
+    twin = same_tree(repo, drop, "the same change, another commit")
+    counts = counts_of(repo)
+    spec = spec_for(repo, base, drop, "drop")
+
+    def key(commit_=drop, role="candidate", seed=7, **kw):
+        return counts.key(replace(spec, **kw), commit_, role, seed)
+    first = key()
+    assert first and first == key(twin)             # another commit (and folder) holding the same tree
+    others = [key(base), key(role="base"),          # another tree; the base's compiler cache
+              key(seed=8), key(build="make CFLAGS=-O3"), key(simulate="./work 30000")]
     assert len({first, *others}) == 1 + len(others)
-    counts = BaselineCounts()
-    counts.put(first, {"cycles": 10, "digests": {"h": "1"}, "native": {"returncode": 0}})
-    counts.put(spec_key(seed=8), {"cycles": 9, "slowed": True})      # the A/A's slowed run: never reused
-    assert counts.get(first) == {"cycles": 10, "digests": {"h": "1"}}
-    assert counts.get(spec_key(seed=8)) is None
+    counts.put(first, {"cycles": 10, "digests": {"h": "1"}, "native": {"returncode": 0}, "ahead": True})
+    counts.put(key(seed=8), {"cycles": 9, "slowed": True})         # the A/A's slowed run: never reused
+    assert counts.get(key(twin)) == {"cycles": 10, "digests": {"h": "1"}}   # how it was got is each use's own
+    assert counts.get(key(seed=8)) is None
     counts.get(first)["cycles"] = 0                                   # a copy: a caller cannot change it
     assert counts.get(first)["cycles"] == 10
-    counts.forget()
-    assert counts.get(first) is None
+    # A commit the clone does not hold has no key: counted every time, never reused.
+    assert key("f" * 40) == "" and counts.get("") is None
+    counts.put("", {"cycles": 1})
+    assert counts.get("") is None
 
 
 def needs_tools(test):
@@ -137,3 +157,34 @@ def test_another_base_commit_or_an_unsandboxed_run_counts_the_baseline_again(tar
     finally:
         loose.close()
     assert all(r.status == "ok" and "reused" not in r.simulated["A"] for r in runs), [r.log for r in runs]
+
+
+@needs_tools
+def test_the_stack_phase_counts_only_the_stack_and_only_once(target, tmp_path):
+    repo, base = target
+    drop = commit(repo, base, "src/extra", "100000000\n")                   # a member: -4% of the work
+    stack = commit(repo, drop, "src/scale", "2\n")                          # the stack: that member and another
+    without = same_tree(repo, drop, "the stack without its other member")  # holds the first member's tree
+    executor = LocalExecutor(repo, tmp_path / "out" / "work")
+    try:
+        member = executor.run(spec_for(repo, base, drop, "drop"), lambda m, f: None)
+        attribution = executor.run(spec_for(repo, without, stack, "attribution:scale", kind="attribution"),
+                                   lambda m, f: None)
+        confirmation = executor.run(spec_for(repo, base, stack, "stack", kind="stack"), lambda m, f: None)
+    finally:
+        executor.close()
+    for r in (member, attribution, confirmation):
+        assert r.status == "ok", r.log
+    # The stack without one member is that member's build, counted by its own experiment (another
+    # commit, another folder, the same tree): only the stack is counted.
+    assert attribution.simulated["A"]["reused"] is True, attribution.log
+    assert attribution.simulated["A"]["cycles"] == member.simulated["B"]["cycles"]
+    assert "reused" not in attribution.simulated["B"]
+    # The stack's confirmation counts nothing: the base's count is the run's, the stack's the attribution's.
+    assert confirmation.simulated["A"]["cycles"] == member.simulated["A"]["cycles"]
+    assert confirmation.simulated["B"]["cycles"] == attribution.simulated["B"]["cycles"]
+    assert confirmation.simulated["A"]["reused"] is confirmation.simulated["B"]["reused"] is True
+    assert confirmation.log.count("counted once for the run") == 2, confirmation.log
+    # Still run natively, and its DIGESTs compared with those it printed when counted.
+    assert confirmation.simulated["B"]["native"]["returncode"] == 0
+    assert confirmation.simulated["B"]["native"]["digests"] == confirmation.simulated["B"]["digests"]

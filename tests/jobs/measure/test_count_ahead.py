@@ -14,8 +14,8 @@ from jobs.contract.spec import ExperimentSpec, SandboxSpec
 from jobs.executors.local import BuiltAhead, LocalExecutor
 from jobs.measure import runner
 from jobs.measure.isolation import Isolation
-from jobs.measure.runner import BaselineCounts, Premade
-from test_baseline_counts import CONFIG, commit, needs_tools, spec_for
+from jobs.measure.runner import Premade
+from test_baseline_counts import CONFIG, baseline_key, commit, counts_of, needs_tools, spec_for
 from test_build_once import announcing
 from test_simulate import MAKEFILE, WORK_C
 
@@ -30,6 +30,15 @@ def target(tmp_path, monkeypatch):
     return repo, git(repo, "rev-parse", "HEAD")
 
 
+def unread_file(repo: Path, parent: str) -> str:
+    """`parent` with a file its build does not read: the same build from another tree."""
+    git(repo, "checkout", "-q", "--detach", parent)
+    (repo / "src" / "unread").write_text("the same work\n")
+    git(repo, "add", "src/unread")
+    git(repo, "commit", "-qm", "src/unread")
+    return git(repo, "rev-parse", "HEAD")
+
+
 @needs_tools
 def test_the_next_candidate_is_checked_and_simulated_beside_this_one(target, tmp_path, monkeypatch):
     # The share is the timing rule's (tested below); here every next candidate goes on to its checks
@@ -40,15 +49,18 @@ def test_the_next_candidate_is_checked_and_simulated_beside_this_one(target, tmp
     also = commit(repo, base, "src/extra", "50\n")                             # -2%, same result
     wrong = commit(repo, base, "src/work.c", WORK_C.replace("h ^= mix(i);", "h ^= mix(i) + 1;"))   # another h
     failing = commit(repo, drop, "src/checks_fail", "broken round trip\n")
+    # The same builds from other trees (a file the build does not read): builds the run has not counted,
+    # so each experiment counts (a build counted before is reused instead: test_baseline_counts.py).
+    twin, also_2 = (unread_file(repo, c) for c in (drop, also))
     executor = LocalExecutor(repo, tmp_path / "out" / "work")
     said: dict[str, list[str]] = {}
     run = announcing(executor, lambda head, name: spec_for(repo, base, head, name), said)
     try:
         counted = run("drop", drop)                           # counts the baseline: nothing ahead yet
-        also_run = run("also", also, announce=("drop-ahead", drop))
-        ahead = run("drop-ahead", drop, announce=("next", also))
+        also_run = run("also", also, announce=("drop-ahead", twin))
+        ahead = run("drop-ahead", twin, announce=("next", also))
         after = run("next", also)
-        invalid_run = run("also-2", also, announce=("wrong", wrong))
+        invalid_run = run("also-2", also_2, announce=("wrong", wrong))
         invalid = run("wrong", wrong)
         run("also-3", also, announce=("failing", failing))
         failed = run("failing", failing)
@@ -87,9 +99,9 @@ def test_the_next_candidate_waits_for_its_own_turn_when_its_build_took_too_long(
     base_tree, head_tree = tmp_path / "base", tmp_path / "head"
     git(repo, "worktree", "add", "-q", "--detach", str(base_tree), base)
     git(repo, "worktree", "add", "-q", "--detach", str(head_tree), drop)
-    counts = BaselineCounts()
+    counts = counts_of(repo)
     isolation = Isolation.from_spec(spec.sandbox)
-    counts.put(BaselineCounts.key(spec, base_tree, runner._seed(spec)), {"cycles": 1000, "wall_s": 30.0, "cpu_s": 10.0})
+    counts.put(baseline_key(counts, spec), {"cycles": 1000, "wall_s": 30.0, "cpu_s": 10.0})
     # Built 6 s into a simulation of 10 s of CPU time (30 s of wall time, waiting for a shared core):
     # this experiment's pairs would wait about as long as the next one saves. Its checks and count
     # are left to its own turn (the tree is not even built here).
@@ -97,7 +109,7 @@ def test_the_next_candidate_waits_for_its_own_turn_when_its_build_took_too_long(
     assert runner.checks_and_count_ahead(spec, base_tree, head_tree, isolation, counts, threading.Event(), 6.0, late)
     assert late.checks is None and late.checks_failure is None and late.counted is None
     # No known baseline count, or no sandbox: nothing ahead either.
-    for others, iso in ((BaselineCounts(), isolation), (counts, Isolation.from_spec(SandboxSpec(enabled=False)))):
+    for others, iso in ((counts_of(repo), isolation), (counts, Isolation.from_spec(SandboxSpec(enabled=False)))):
         none = Premade(("built", 1.0))
         assert runner.checks_and_count_ahead(spec, base_tree, head_tree, iso, others, threading.Event(), 1.0, none)
         assert none.checks is None and none.counted is None
@@ -115,8 +127,8 @@ def test_checks_stopped_half_way_or_timed_out_leave_a_tree_that_is_built_again(t
     spec.checks, spec.checks_timeout = "touch half-way && sleep 30", 60
     base_tree = tmp_path / "base"
     git(repo, "worktree", "add", "-q", "--detach", str(base_tree), base)
-    counts = BaselineCounts()
-    counts.put(BaselineCounts.key(spec, base_tree, runner._seed(spec)), {"cycles": 1000, "wall_s": 100.0})
+    counts = counts_of(repo)
+    counts.put(baseline_key(counts, spec), {"cycles": 1000, "wall_s": 100.0})
     cancel = threading.Event()
     threading.Timer(1.0, cancel.set).start()
     premade = Premade(("built", 0.1))
