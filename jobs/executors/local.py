@@ -9,10 +9,11 @@ simulated run counted once (jobs.measure.counted: so is every other build of the
 them). When the pipeline announces the next experiment (`build_ahead`), its candidate is built in
 the other path while this one is checked and simulated (work that takes turns with nothing; from the
 start where this one's candidate was not built ahead and builds alone, as the run's first does), and
-where that build is over early, checked and simulated there too (`jobs.measure.runner.checks_and_count_ahead`): its experiment then starts from those
-steps. That work is over before this experiment's first pair, which runs alone: what is not by
-then, after a bounded wait (jobs.measure.beside.Beside), is stopped and made again when its own
-experiment runs. The next `run` of that spec starts from what was made.
+where that build is over early, checked and simulated there too
+(`jobs.measure.runner.checks_and_count_ahead`): its experiment then starts from those steps. That
+work is over before this experiment's first pair, which runs alone: what is not by then, after a
+bounded wait (jobs.measure.beside.Beside), is stopped and made again when its own experiment runs.
+The next `run` of that spec starts from what was made.
 Where the build system allows it (it records header dependencies and the candidate changes only
 C/C++ sources and headers), a candidate's tree starts as a copy of the baseline's build made in the
 same folder with the candidate's changed files written over it, so only what changed is rebuilt (`jobs.measure.locations.start_from_build`). The A/A

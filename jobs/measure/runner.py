@@ -189,6 +189,14 @@ def _seed(spec: ExperimentSpec) -> int:
     return (spec.simulate_seed or spec.seed) % 2147483629 + 7
 
 
+def _count_key(counts: SimulatedCounts, spec: ExperimentSpec, arm: str) -> str:
+    """The key of arm `arm`'s build in `counts`: the baseline's commit built with its caches (`base_arm`),
+    or the candidate's with the candidates'; the one place that says which is which."""
+    if arm == "A":
+        return counts.key(spec, spec.base_commit, base_arm(spec), _seed(spec))
+    return counts.key(spec, spec.head_commit, "candidate", _seed(spec))
+
+
 def _simulate_arm(spec: ExperimentSpec, trees: dict, arm: str, seed: int, isolation: Isolation,
                   cancel: threading.Event) -> dict:
     from jobs.measure import simrun
@@ -240,8 +248,8 @@ def count_ahead(spec: ExperimentSpec, base_tree: Path, head_tree: Path, isolatio
     if not spec.simulate or spec.kind != "experiment" or not isolation.enabled or counts is None:
         return None
     seed = _seed(spec)
-    key = counts.key(spec, spec.base_commit, base_arm(spec), seed)
-    if counts.get(key) is None or counts.get(counts.key(spec, spec.head_commit, "candidate", seed)) is not None:
+    key = _count_key(counts, spec, "A")
+    if counts.get(key) is None or counts.get(_count_key(counts, spec, "B")) is not None:
         return None        # (a build counted earlier in the run is not counted again: its experiment reuses it)
     # The baseline's folder may stand aside for the current experiment's builds in the other folders
     # (jobs.measure.locations) while this reads it: a wrong answer costs only this early count, which
@@ -270,8 +278,7 @@ def checks_and_count_ahead(spec: ExperimentSpec, base_tree: Path, head_tree: Pat
     its checks and simulated run into `premade`, where `AHEAD_SHARE` allows. False when its tree can no
     longer stand for a fresh build: checks stopped half way (or at their time limit) may have written
     into it."""
-    known = counts.get(counts.key(spec, spec.base_commit, base_arm(spec), _seed(spec))) \
-        if counts is not None and spec.simulate else None
+    known = counts.get(_count_key(counts, spec, "A")) if counts is not None and spec.simulate else None
     # The baseline's CPU time when counted: its wall time may include waiting for a core it shared.
     simulated_s = float(known.get("cpu_s") or known.get("wall_s") or 0) if known is not None else 0.0
     if known is None or not isolation.enabled or built_after > AHEAD_SHARE * simulated_s:
@@ -317,8 +324,7 @@ def _yardstick(spec: ExperimentSpec, trees: dict, result: RawResult, isolation: 
         return False
     seed = _seed(spec)
     counts = counts if isolation.enabled else None
-    keys = {"A": counts.key(spec, spec.base_commit, base_arm(spec), seed),
-            "B": counts.key(spec, spec.head_commit, "candidate", seed)} if counts is not None else {}
+    keys = {a: _count_key(counts, spec, a) for a in ("A", "B")} if counts is not None else {}
     # The A/A counts both of its builds (their difference is the jitter it measures); it leaves the
     # base's count for the experiments.
     known = {a: c for a, c in ((a, counts.get(k)) for a, k in keys.items()) if c is not None} \

@@ -82,7 +82,8 @@ class Measurer:
         # The simulated workload's seed is the run's, not the experiment's (nor its base's: a stack
         # without one member is its baseline): each build's count is then one number for the whole
         # run, the stack phase's included (jobs.measure.counted).
-        simulate_seed = int.from_bytes(hashlib.sha256(f"{self.run_id}/{ex.platform}/{self.state.base_commit}/simulate"
+        run_base = self.state.base_commit
+        simulate_seed = int.from_bytes(hashlib.sha256(f"{self.run_id}/{ex.platform}/{run_base}/simulate"
                                                       .encode()).digest()[:4], "big")
         stop = None
         prior: list[list[float]] = []

@@ -168,9 +168,9 @@ def one_run(code: Path, target: Path, patches: list[Path], out: Path, repeats: i
               f"pairs {'?' if s is None else f'{s:.1f}'} s "
               f"({', '.join(k for k in sorted(((r.get('runner') or {}).get('steps') or {})) if k.startswith('build'))}): "
               f"{r.get('reason', '')[:160]}")
-    known = None in sampling or not experiments
+    unknown = None in sampling or not experiments
     return {"n": len(experiments), "seconds": seconds, "total": total, "builds": builds,
-            "sampling": None if known else sum(sampling)}
+            "sampling": None if unknown else sum(sampling)}
 
 
 def main() -> int:
