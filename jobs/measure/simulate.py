@@ -63,6 +63,7 @@ from jobs.contract.runsummary import RunSummary
 if TYPE_CHECKING:
     from jobs.contract.calibrated import SimulatedCalibration
     from jobs.contract.config import Simulate
+    from jobs.guard.mdsafe import Markdown
 
 L1_WEIGHT, LL_WEIGHT = 10, 100
 MODEL = (f"simulated cycles = Ir + {L1_WEIGHT}·(I1mr + D1mr + D1mw) + {LL_WEIGHT}·(ILmr + DLmr + DLmw) "
@@ -107,15 +108,18 @@ def in_use(config, state_simulate: dict[str, SimulatedCalibration] | None, platf
     return tried(config) if fitted(state_simulate, platforms) else config
 
 
-def decided_by(state_simulate: dict[str, SimulatedCalibration] | None) -> str:
-    """Which yardstick decided keeps, in words for research.md and pr.md."""
+def decided_by(state_simulate: dict[str, SimulatedCalibration] | None) -> Markdown:
+    """Which yardstick decided keeps, in words for pr.md: the project's own markup
+    (`jobs.guard.mdsafe.Markdown`, so its backticks are code spans, not text to escape)."""
+    from jobs.guard.mdsafe import md
     entries = [c for c in (state_simulate or {}).values() if c.base_cycles is not None]
     if not entries:
-        return "the wall clock alone (no simulated yardstick)"
+        return md("the wall clock alone (no simulated yardstick)")
     if any(c.derived for c in entries):
-        return ("simulated cycles of the benchmark command itself (derived: the config declares no `simulate:` "
-                "workload), with the wall clock as the guard")
-    return "simulated cycles of the declared `simulate:` workload, with the wall clock as the guard"
+        return md("simulated cycles of the benchmark command itself (derived: the config declares no `simulate:` "
+                  "workload), with the wall clock as the guard")
+    return md("simulated cycles of the declared `simulate:` workload, with the wall clock as the guard")
+
 
 @dataclass(frozen=True)
 class Counts:

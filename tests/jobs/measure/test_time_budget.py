@@ -59,6 +59,8 @@ def test_pr_md_says_the_a_a_second_run_was_slowed():
                                                                   digests=[], seconds=2.0, native_seconds=0.1)})
     text = "\n".join(str(line) for line in render_section(summary))
     assert "the second run slowed ~1.5x under Valgrind" in text
+    # Which yardstick decided is the project's own markup: `simulate:` is a code span, not escaped text.
+    assert "Decided by: simulated cycles of the declared `simulate:` workload" in text
 
 
 # Repeats its work until `budget` seconds of CPU time are spent, as Google Benchmark decides its
