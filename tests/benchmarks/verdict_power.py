@@ -4,6 +4,7 @@
     PYTHONPATH=/path/to/other/checkout .venv/bin/python tests/benchmarks/verdict_power.py simulate   # "before"
     .venv/bin/python tests/benchmarks/verdict_power.py yardstick                # a simulate: target's wall guard
     .venv/bin/python tests/benchmarks/verdict_power.py curtail                  # what the guard's early stop costs
+    .venv/bin/python tests/benchmarks/verdict_power.py looks                    # the guard, looking fewer times
     .venv/bin/python tests/benchmarks/verdict_power.py demo --runs 10 --nulls 3
     .venv/bin/python tests/benchmarks/verdict_power.py demo --runs 2 --nulls 3 --load states
 
@@ -32,6 +33,10 @@ as a gain.
 `curtail`: the same runs, paired: each sampled to its end without the guard giving up early, then judged
 on all its pairs and on those up to where `jobs.stats.curtail.give_up` would have stopped it: how often
 it gives up, the pairs that saves, and how often (and how) the verdict changes.
+
+`looks`: would the guard settle sooner if it looked at a few planned numbers of pairs instead of after
+every pair (a group-sequential signed-rank test, Bonferroni over the looks)? The same pairs judged both
+ways: how often each confirms, after how many pairs, and how often falsely (at a real regression).
 
 `demo`: the real loop on this machine, `--runs` times: `autoresearch run` on the bundled demo
 target with the offline agent (all recipes) plus `--nulls` maintainer candidates that change only
@@ -287,6 +292,70 @@ def yardstick(args) -> None:
             print(f"METRIC {tag}.runs={args.sims}", flush=True)
 
 
+def guard_paths(kind: str, wall_pct: float, n: int, rng: np.random.Generator, calibration: int = 8):
+    """One experiment's guard pairs as the verdict sees them: `n` pairs of processes under noise model
+    `kind` (after `calibration` A/A pairs of the same machine, the prior), the candidate's real speed
+    changed by `wall_pct`. Returns the adjusted pairs and their scales (`jobs.stats.sequential.adjusted`)."""
+    from jobs.stats.sequential import Pair, Prior, adjusted
+    noise = Noise(kind, rng)
+
+    def pairs(count: int, effect: float) -> list[Pair]:
+        out = []
+        for _ in range(count):
+            first = "B" if rng.random() < 0.5 else "A"
+            v = {arm: noise.next(position) for position, arm in enumerate((first, "A" if first == "B" else "B"))}
+            out.append(Pair(v["B"] + effect - v["A"]))
+        return out
+    prior = Prior(tuple(pairs(calibration, 0.0)))
+    return adjusted(pairs(n, math.log1p(wall_pct / 100)), prior)
+
+
+def first_confirmed(y: np.ndarray, s: np.ndarray, min_pairs: int, tol: float, alpha: float) -> int:
+    """The first number of pairs (from `min_pairs`) at which the guard's interval excludes a regression
+    beyond `tol`, 0 for none. The interval is a running intersection, so its lower end only rises:
+    a bisection finds the first such number."""
+    from jobs.measure.simulate import wall_interval
+    lo, hi = min_pairs, y.size
+    if wall_interval(y, s, alpha)[0] <= -tol:
+        return 0
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if wall_interval(y[:mid], s[:mid], alpha)[0] > -tol else (mid + 1, hi)
+    return lo
+
+
+def looks(args) -> None:
+    """Would the wall-clock guard settle sooner if it looked fewer times? The guard confirms a keep when
+    its anytime-valid interval excludes a regression beyond the tolerance, and may look after every
+    pair (`jobs.measure.simulate.wall_interval`, what the runner's stop rule checks). The alternative is a
+    group-sequential design: Wilcoxon's exact signed-rank test of the pairs against the tolerance, at
+    a few planned looks (`--looks`, and the cap), each at alpha over the number of looks (Bonferroni).
+    For each noise model and real wall-clock effect, the same pairs are judged both ways: how often each
+    confirms, and after how many pairs (the cap when it does not). At an effect at or below minus the
+    tolerance every confirmation is a false one, which must stay at or below alpha."""
+    from jobs.stats.sequential import to_log
+    from jobs.stats.stats import signed_rank_p
+    rng = np.random.default_rng(args.seed)
+    tol, alpha, cap = args.tolerance, args.alpha, args.cap
+    planned = sorted({int(k) for k in args.looks.split(",") if 0 < int(k) < cap} | {cap})
+    d0 = to_log(-tol)
+    print(f"# tolerance {tol}%, alpha {alpha}, cap {cap} pairs; looks at {planned}, each at {alpha / len(planned):.4g}",
+          flush=True)
+    for kind in (args.only.split(",") if args.only else YARDSTICK_MODELS):
+        for wall in (float(w) for w in args.wall.split(",")):
+            anytime, grouped = [], []
+            for _ in range(args.sims):
+                y, s = guard_paths(kind, wall, cap, rng)
+                anytime.append(first_confirmed(y, s, args.min_pairs, tol, alpha))
+                at = next((k for k in planned if signed_rank_p(y[:k] - d0, "greater") < alpha / len(planned)), 0)
+                grouped.append(at)
+            tag = f"looks.{kind}.wall{wall:+g}"
+            for name, ats in (("anytime", anytime), ("grouped", grouped)):
+                print(f"METRIC {tag}.{name}_confirm_rate={np.mean([a > 0 for a in ats]):.3f}")
+                print(f"METRIC {tag}.{name}_pairs_mean={np.mean([a or cap for a in ats]):.1f}")
+            print(f"# {tag}: {args.sims} runs", flush=True)
+
+
 def curtail(args) -> None:
     """What giving up early costs the wall-clock guard, paired: each run of `yardstick`'s shape is
     sampled to its own end without giving up (`jobs.stats.curtail.give_up` switched off), then judged
@@ -455,12 +524,22 @@ def main() -> int:
         y.add_argument("--sim-pct", type=float, default=-2.3, help="the candidate's change in simulated cycles")
         y.add_argument("--wall", default="2,0,-4,-8,-15", help="comma-separated true wall-clock effects in %%")
         y.add_argument("--seed", type=int, default=0)
+    g = sub.add_parser("looks")
+    g.add_argument("--sims", type=int, default=200, help="runs per (noise model, wall effect)")
+    g.add_argument("--only", default="", help="comma-separated noise model names")
+    g.add_argument("--wall", default="5,0,-5,-10", help="comma-separated true wall-clock effects in %%")
+    g.add_argument("--cap", type=int, default=60, help="the pair cap (the demo's repeats.max)")
+    g.add_argument("--looks", default="8,16,32", help="the group-sequential design's planned looks before the cap")
+    g.add_argument("--tolerance", type=float, default=5.0)
+    g.add_argument("--alpha", type=float, default=0.05)
+    g.add_argument("--min-pairs", type=int, default=3)
+    g.add_argument("--seed", type=int, default=0)
     d = sub.add_parser("demo")
     d.add_argument("--runs", type=int, default=10)
     d.add_argument("--nulls", type=int, default=3)
     d.add_argument("--load", choices=["none", "states"], default="none")
     args = parser.parse_args()
-    {"simulate": simulate, "yardstick": yardstick, "curtail": curtail, "demo": demo}[args.what](args)
+    {"simulate": simulate, "yardstick": yardstick, "curtail": curtail, "looks": looks, "demo": demo}[args.what](args)
     return 0
 
 
