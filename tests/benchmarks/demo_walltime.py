@@ -5,7 +5,7 @@
 
 Runs `autoresearch demo` (the same command `make demo` runs) `--runs` times, each beside `--hogs`
 busy-looping processes started before it and stopped after it, and reads each run's own ledger
-and summary: per experiment its status and seconds, whether fuse-softmax was kept and the stack
+and summary: per experiment its status, seconds and pairs, whether fuse-softmax was kept and the stack
 confirmed, the total time and the 1-minute load averages seen. Nothing here is asserted: the
 figures are this run's, on this machine.
 """
@@ -43,6 +43,9 @@ def one_run(index: int, tmp: Path) -> dict:
     summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
     for rec in records:
         print(f"METRIC demo{index}.seconds.{rec['kind']}.{rec['name']}={rec['seconds']:.2f}  # {rec['status']}")
+        # The pairs its verdict sampled (the wall-clock guard's, where simulated cycles decide): on a noisy
+        # machine these, not the builds, set an experiment's time.
+        print(f"METRIC demo{index}.pairs.{rec['kind']}.{rec['name']}={(rec.get('runner') or {}).get('pairs', 0)}")
     kept = {r["name"] for r in records if r["kind"] == "experiment" and r["status"] == "keep"}
     state = json.loads((out / "state.json").read_text()) if (out / "state.json").exists() else {}
     return {"total": total, "fuse_softmax_kept": "fuse-softmax" in kept,
