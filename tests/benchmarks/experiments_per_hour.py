@@ -21,8 +21,9 @@ pairs (or shorter processes) reach it.
 
 `speedup_cores_bound` is the most this machine's cores allow with the pairs sampled and the work done:
 each "after" experiment as its wall-clock processes (which run alone) plus its other work (builds,
-checks, the candidate's simulated run) spread over every core with none idle, against the "before"
-rate. A rate near it has nothing left to overlap: only less work, or fewer pairs, goes faster.
+checks, the candidate's simulated run) spread over every core the runner may use
+(`jobs.measure.together.usable_cores`) with none idle, against the "before" rate. A rate near it has
+nothing left to overlap: only less work, or fewer pairs, goes faster.
 
 The examples build with one compile-and-link command, which neither a compiler cache nor an
 incremental build can shorten; `--build objects` builds the vendored library as objects with header
@@ -45,6 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT)]
 
+from jobs.measure.together import usable_cores  # noqa: E402  (the cores the runner runs work at once on)
 from jobs.run import calcache  # noqa: E402
 
 FLAGS = ["-O3", "-O2 -funroll-loops", "-O2 -march=x86-64-v3", "-O2 -fno-plt", "-O2 -flto"]
@@ -176,10 +178,8 @@ def one_run(code: Path, target: Path, patches: list[Path], out: Path, repeats: i
     unknown = None in sampling or not experiments
     return {"n": len(experiments), "seconds": seconds, "total": total, "builds": builds,
             "sampling": None if unknown else sum(sampling),
-            "cores_bound": None if unknown else sum(s + side_work(r) / CORES for r, s in zip(experiments, sampling))}
-
-
-CORES = os.cpu_count() or 1
+            "cores_bound": None if unknown else sum(s + side_work(r) / usable_cores()
+                                                    for r, s in zip(experiments, sampling))}
 
 
 def side_work(record: dict) -> float:
