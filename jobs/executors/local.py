@@ -77,8 +77,7 @@ class LocalExecutor:
         self.incremental = incremental
         self._built_base: str | None = None
         # Each build's simulated run, counted once per run: keyed by the tree this clone says a commit holds.
-        self._counts = SimulatedCounts(lambda commit: gitops.git(self.repo, "rev-parse", "--verify", "-q",
-                                                                 f"{commit}^{{tree}}", check=False))
+        self._counts = SimulatedCounts.of_clone(self.repo)
         self._next: ExperimentSpec | None = None      # the next experiment, as the pipeline announced it
         self._ahead: BuiltAhead | None = None         # its candidate, built beside the current one
 

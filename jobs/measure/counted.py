@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from pathlib import Path
 from typing import Callable
 
 # What a stored count leaves out: the native run is each experiment's own, and how the count was
@@ -34,6 +35,13 @@ class SimulatedCounts:
         self._trees: dict[str, str] = {}
         self._known: dict[str, dict] = {}
         self._lock = threading.Lock()
+
+    @classmethod
+    def of_clone(cls, repo: Path) -> SimulatedCounts:
+        """Counts keyed by the trees the App's own clone `repo` says commits hold (never a folder a build
+        ran in): the one place that resolves them."""
+        from jobs.guard import gitops
+        return cls(lambda commit: gitops.git(repo, "rev-parse", "--verify", "-q", f"{commit}^{{tree}}", check=False))
 
     def _tree(self, commit: str) -> str:
         with self._lock:

@@ -16,7 +16,6 @@ from conftest import git, make_repo
 from jobs.contract.config import load_config
 from jobs.contract.spec import ExperimentSpec, SandboxSpec
 from jobs.executors.local import LocalExecutor
-from jobs.measure import runner
 from jobs.measure.counted import SimulatedCounts
 from test_simulate import MAKEFILE, WORK_C
 
@@ -45,15 +44,6 @@ def commit(repo: Path, parent: str, rel: str, text: str) -> str:
     return git(repo, "rev-parse", "HEAD")
 
 
-def counts_of(repo: Path) -> SimulatedCounts:
-    """The counts a local executor of `repo` keeps: keyed by the tree the clone says a commit holds."""
-    return SimulatedCounts(lambda c: git(repo, "rev-parse", "--verify", "-q", f"{c}^{{tree}}"))
-
-
-def baseline_key(counts: SimulatedCounts, spec: ExperimentSpec) -> str:
-    return counts.key(spec, spec.base_commit, runner.base_arm(spec), runner._seed(spec))
-
-
 def same_tree(repo: Path, commit_: str, message: str) -> str:
     """Another commit holding `commit_`'s tree (as a stack without one member holds that member's)."""
     return git(repo, "commit-tree", f"{commit_}^{{tree}}", "-p", git(repo, "rev-parse", f"{commit_}~1"), "-m", message)
@@ -65,7 +55,7 @@ def test_a_count_answers_for_the_same_tree_built_and_counted_the_same_way(tmp_pa
     base = git(repo, "rev-parse", "HEAD")
     drop = commit(repo, base, "src/extra", "100000000\n")
     twin = same_tree(repo, drop, "the same change, another commit")
-    counts = counts_of(repo)
+    counts = SimulatedCounts.of_clone(repo)
     spec = spec_for(repo, base, drop, "drop")
 
     def key(commit_=drop, role="candidate", seed=7, **kw):

@@ -14,8 +14,9 @@ from jobs.contract.spec import ExperimentSpec, SandboxSpec
 from jobs.executors.local import BuiltAhead, LocalExecutor
 from jobs.measure import runner
 from jobs.measure.isolation import Isolation
+from jobs.measure.counted import SimulatedCounts
 from jobs.measure.runner import Premade
-from test_baseline_counts import CONFIG, baseline_key, commit, counts_of, needs_tools, spec_for
+from test_baseline_counts import CONFIG, commit, needs_tools, spec_for
 from test_build_once import announcing
 from test_simulate import MAKEFILE, WORK_C
 
@@ -99,9 +100,9 @@ def test_the_next_candidate_waits_for_its_own_turn_when_its_build_took_too_long(
     base_tree, head_tree = tmp_path / "base", tmp_path / "head"
     git(repo, "worktree", "add", "-q", "--detach", str(base_tree), base)
     git(repo, "worktree", "add", "-q", "--detach", str(head_tree), drop)
-    counts = counts_of(repo)
+    counts = SimulatedCounts.of_clone(repo)
     isolation = Isolation.from_spec(spec.sandbox)
-    counts.put(baseline_key(counts, spec), {"cycles": 1000, "wall_s": 30.0, "cpu_s": 10.0})
+    counts.put(runner._count_key(counts, spec, "A"), {"cycles": 1000, "wall_s": 30.0, "cpu_s": 10.0})
     # Built 6 s into a simulation of 10 s of CPU time (30 s of wall time, waiting for a shared core):
     # this experiment's pairs would wait about as long as the next one saves. Its checks and count
     # are left to its own turn (the tree is not even built here).
@@ -109,7 +110,7 @@ def test_the_next_candidate_waits_for_its_own_turn_when_its_build_took_too_long(
     assert runner.checks_and_count_ahead(spec, base_tree, head_tree, isolation, counts, threading.Event(), 6.0, late)
     assert late.checks is None and late.checks_failure is None and late.counted is None
     # No known baseline count, or no sandbox: nothing ahead either.
-    for others, iso in ((counts_of(repo), isolation), (counts, Isolation.from_spec(SandboxSpec(enabled=False)))):
+    for others, iso in ((SimulatedCounts.of_clone(repo), isolation), (counts, Isolation.from_spec(SandboxSpec(enabled=False)))):
         none = Premade(("built", 1.0))
         assert runner.checks_and_count_ahead(spec, base_tree, head_tree, iso, others, threading.Event(), 1.0, none)
         assert none.checks is None and none.counted is None
@@ -127,8 +128,8 @@ def test_checks_stopped_half_way_or_timed_out_leave_a_tree_that_is_built_again(t
     spec.checks, spec.checks_timeout = "touch half-way && sleep 30", 60
     base_tree = tmp_path / "base"
     git(repo, "worktree", "add", "-q", "--detach", str(base_tree), base)
-    counts = counts_of(repo)
-    counts.put(baseline_key(counts, spec), {"cycles": 1000, "wall_s": 100.0})
+    counts = SimulatedCounts.of_clone(repo)
+    counts.put(runner._count_key(counts, spec, "A"), {"cycles": 1000, "wall_s": 100.0})
     cancel = threading.Event()
     threading.Timer(1.0, cancel.set).start()
     premade = Premade(("built", 0.1))
