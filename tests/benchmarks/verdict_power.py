@@ -292,22 +292,25 @@ def yardstick(args) -> None:
             print(f"METRIC {tag}.runs={args.sims}", flush=True)
 
 
-def guard_paths(kind: str, wall_pct: float, n: int, rng: np.random.Generator, calibration: int = 8):
-    """One experiment's guard pairs as the verdict sees them: `n` pairs of processes under noise model
-    `kind` (after `calibration` A/A pairs of the same machine, the prior), the candidate's real speed
-    changed by `wall_pct`. Returns the adjusted pairs and their scales (`jobs.stats.sequential.adjusted`)."""
-    from jobs.stats.sequential import Pair, Prior, adjusted
-    noise = Noise(kind, rng)
-
-    def pairs(count: int, effect: float) -> list[Pair]:
-        out = []
-        for _ in range(count):
-            first = "B" if rng.random() < 0.5 else "A"
-            v = {arm: noise.next(position) for position, arm in enumerate((first, "A" if first == "B" else "B"))}
-            out.append(Pair(v["B"] + effect - v["A"]))
-        return out
-    prior = Prior(tuple(pairs(calibration, 0.0)))
-    return adjusted(pairs(n, math.log1p(wall_pct / 100)), prior)
+def guard_paths(kind: str, wall_pct: float, n: int, rng: np.random.Generator, config, family: int):
+    """One experiment's guard pairs as the verdict sees them, through the loaded code's own sampler and
+    calibration (as `curtail` judges them): the A/A calibration of `config` under noise model `kind`,
+    then `n` pairs, unstopped, of a candidate whose real speed changed by `wall_pct`. Returns the
+    adjusted pairs, their scales and the guard (`jobs.measure.simulate.Guard`, as the run makes it), or
+    None when the calibration refused."""
+    from jobs.measure.simulate import Guard
+    from jobs.stats.sequential import adjusted
+    from jobs.stats.verdict import metric_pairs
+    sampler = Sampler(Noise(kind, rng), rng)
+    got = calibrated(sampler, config, 1, family, simulate_floor_pct=config.simulate.min_effect_pct)
+    if got is None:
+        return None
+    plan, spec = got
+    raw = sampler.measure(n, math.log1p(wall_pct / 100), spec.seed)
+    primary = config.primary
+    y, s = adjusted(metric_pairs(raw, primary.name, primary.direction, tuple(plan.adjust.get(primary.name, ()))),
+                    plan.prior(primary.name))
+    return y, s, Guard(config.simulate.wall_tolerance_pct, plan.alpha_loss, plan.min_pairs, plan.alpha)
 
 
 def first_confirmed(y: np.ndarray, s: np.ndarray, min_pairs: int, tol: float, alpha: float) -> int:
@@ -334,27 +337,32 @@ def looks(args) -> None:
     For each noise model and real wall-clock effect, the same pairs are judged both ways: how often each
     confirms, and after how many pairs (the cap when it does not). At an effect at or below minus the
     tolerance every confirmation is a false one, which must stay at or below alpha."""
+    from jobs.contract.config import parse_config
     from jobs.stats.sequential import to_log
     from jobs.stats.stats import signed_rank_p
-    rng = np.random.default_rng(args.seed)
-    tol, alpha, cap = args.tolerance, args.alpha, args.cap
+    config = parse_config(YARDSTICK_CONFIG)
+    family, cap = config.budget.max_experiments, args.cap
     planned = sorted({int(k) for k in args.looks.split(",") if 0 < int(k) < cap} | {cap})
-    d0 = to_log(-tol)
-    print(f"# tolerance {tol}%, alpha {alpha}, cap {cap} pairs; looks at {planned}, each at {alpha / len(planned):.4g}",
-          flush=True)
+    rng = np.random.default_rng(args.seed)
+    print(f"# llama.cpp-shaped config, wall_tolerance {config.simulate.wall_tolerance_pct}%, cap {cap} pairs; "
+          f"looks at {planned}, each at the guard's level over {len(planned)}", flush=True)
     for kind in (args.only.split(",") if args.only else YARDSTICK_MODELS):
         for wall in (float(w) for w in args.wall.split(",")):
             anytime, grouped = [], []
             for _ in range(args.sims):
-                y, s = guard_paths(kind, wall, cap, rng)
-                anytime.append(first_confirmed(y, s, args.min_pairs, tol, alpha))
-                at = next((k for k in planned if signed_rank_p(y[:k] - d0, "greater") < alpha / len(planned)), 0)
-                grouped.append(at)
+                got = guard_paths(kind, wall, cap, rng, config, family)
+                if got is None:
+                    continue
+                y, s, guard = got
+                tol, alpha = guard.tolerance_pct, guard.alpha
+                anytime.append(first_confirmed(y, s, guard.min_pairs, tol, alpha))
+                grouped.append(next((k for k in planned
+                                     if signed_rank_p(y[:k] - to_log(-tol), "greater") < alpha / len(planned)), 0))
             tag = f"looks.{kind}.wall{wall:+g}"
             for name, ats in (("anytime", anytime), ("grouped", grouped)):
                 print(f"METRIC {tag}.{name}_confirm_rate={np.mean([a > 0 for a in ats]):.3f}")
                 print(f"METRIC {tag}.{name}_pairs_mean={np.mean([a or cap for a in ats]):.1f}")
-            print(f"# {tag}: {args.sims} runs", flush=True)
+            print(f"# {tag}: {len(anytime)} runs ({args.sims - len(anytime)} calibrations refused)", flush=True)
 
 
 def curtail(args) -> None:
@@ -531,9 +539,6 @@ def main() -> int:
     g.add_argument("--wall", default="5,0,-5,-10", help="comma-separated true wall-clock effects in %%")
     g.add_argument("--cap", type=int, default=60, help="the pair cap (the demo's repeats.max)")
     g.add_argument("--looks", default="8,16,32", help="the group-sequential design's planned looks before the cap")
-    g.add_argument("--tolerance", type=float, default=5.0)
-    g.add_argument("--alpha", type=float, default=0.05)
-    g.add_argument("--min-pairs", type=int, default=3)
     g.add_argument("--seed", type=int, default=0)
     d = sub.add_parser("demo")
     d.add_argument("--runs", type=int, default=10)
