@@ -316,7 +316,7 @@ def guard_paths(kind: str, wall_pct: float, n: int, rng: np.random.Generator, co
 def first_confirmed(y: np.ndarray, s: np.ndarray, min_pairs: int, tol: float, alpha: float) -> int:
     """The first number of pairs (from `min_pairs`) at which the guard's interval excludes a regression
     beyond `tol`, 0 for none. The interval is a running intersection, so its lower end only rises (to
-    within its grid's refinement: drops of at most 8e-6 percentage points over 48 paths of 40 pairs,
+    within its grid's refinement: drops under 1e-5 percentage points over 48 paths of 40 pairs,
     and the same first number as a scan from the start on every one of them): a bisection finds it."""
     from jobs.measure.simulate import wall_interval
     lo, hi = min_pairs, y.size
