@@ -11,7 +11,7 @@ from pathlib import Path
 import redis
 
 from conftest import git
-from synthetic import FASTER, patch_for, synthetic_target, with_build_timeout
+from synthetic import FASTER, patch_for, synthetic_target, with_timeouts
 
 # What the build tries (in the first build of the run), each attempt reported in one line to
 # `attempts.txt`, in the one place outside its tree a sandboxed build may write: a cache directory
@@ -100,8 +100,11 @@ def hostile_target(tmp_path: Path, secret: Path, redis_port: int) -> Hostile:
     cfg = t / ".github" / "autoresearch.yml"
     # Its first build runs a bounded `find /` (up to 30 s): beside two CPU hogs and the suite's other
     # worker it passed the synthetic target's 20 s build timeout once, and the run failed at its
-    # baseline instead of showing the attempts. 90 s covers the search.
-    cfg.write_text(with_build_timeout(cfg.read_text(), 90) + f"sandbox: {{caches: ['{report}']}}\n")
+    # baseline instead of showing the attempts. 90 s covers the search. Likewise its ~50 ms benchmark
+    # passed the synthetic 3 s limit once there (2026-12-05: "baseline benchmark exceeded 3 s", in the
+    # calibration's first pair, with its METRIC lines printed): what this target tests is containment,
+    # not a benchmark's time limit, so the limit leaves a loaded machine room.
+    cfg.write_text(with_timeouts(cfg.read_text(), build=90, benchmark=30) + f"sandbox: {{caches: ['{report}']}}\n")
     git(t, "add", "-A")
     git(t, "commit", "-qm", "a hostile build")
     return Hostile(t, patch, report, secret, marker)

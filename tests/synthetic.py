@@ -60,12 +60,17 @@ def synthetic_target(path: Path) -> Path:
     return make_repo(path, FILES)
 
 
-def with_build_timeout(config_text: str, seconds: int) -> str:
-    """The synthetic target's config with its 20 s build timeout replaced, for a test whose build is
-    slow on purpose (the replacement is checked: a changed CONFIG must not leave 20 s in silence)."""
-    text = config_text.replace("timeouts: {build: 20,", f"timeouts: {{build: {seconds},")
-    assert f"timeouts: {{build: {seconds}," in text, "the synthetic config's build timeout moved"
-    return text
+def with_timeouts(config_text: str, **seconds: int) -> str:
+    """The synthetic target's config with some of its step timeouts (`build`, `benchmark`, `checks`)
+    replaced, for a test whose steps are slow on purpose or must not race a loaded machine (the
+    replacement is checked: a changed CONFIG must not leave the old limit in silence)."""
+    line = "timeouts: {build: 20, benchmark: 3, checks: 20}"
+    assert line in config_text, "the synthetic config's timeouts moved"
+    limits = {"build": 20, "benchmark": 3, "checks": 20}
+    unknown = set(seconds) - set(limits)
+    assert not unknown, f"no such step timeout: {sorted(unknown)}"
+    limits.update(seconds)
+    return config_text.replace(line, "timeouts: {" + ", ".join(f"{k}: {v}" for k, v in limits.items()) + "}")
 
 
 def patch_for(repo: Path, out: Path, changes: dict[str, str | None]) -> Path:

@@ -27,7 +27,7 @@ from conftest import ROOT, alive, git
 from jobs import api
 from jobs.run import reaper
 from jobs.guard import sandbox
-from synthetic import FASTER, patch_for, synthetic_target, with_build_timeout
+from synthetic import FASTER, patch_for, synthetic_target, with_timeouts
 
 pytestmark = pytest.mark.measures   # see tests/conftest.py: one worker runs every measuring test
 
@@ -101,7 +101,7 @@ def start_a_run_in_a_worker(bot_env, tmp_path, gate: Path):
     build.write_text(f"[ -e src/slow-build ] && while [ ! -e {gate}/open ]; do sleep 0.1; done\n" + build.read_text())
     cfg = target / ".github" / "autoresearch.yml"
     # The build timeout bounds a gate the test forgot to open.
-    cfg.write_text(with_build_timeout(cfg.read_text(), 300) + f"sandbox:\n  read_only: [{gate}]\n")
+    cfg.write_text(with_timeouts(cfg.read_text(), build=300) + f"sandbox:\n  read_only: [{gate}]\n")
     git(target, "commit", "-qam", "a build that can be slow")
     patches = {name: patch_for(target, tmp_path / f"{name}.patch", change).read_text() for name, change in
                (("1-faster", {"src/speed.txt": FASTER}),
