@@ -98,6 +98,10 @@ class Measurer:
             config, simulate_derived=config is not self.config, run_id=self.run_id, name=name, platform=ex.platform,
             base_commit=base, head_commit=head, n_per_arm=n, kind=kind, seed=seed, stop=stop, prior=prior,
             adjust=list(plan.adjust.get(self.config.primary.name, ())) if plan else [],
+            # The machine probe before each process (three copies of 32 MiB, about 6 ms) serves the
+            # calibration, which decides whether it is a nuisance, and a plan that adjusts some metric for
+            # it; else it only lengthens every pair, the part of an experiment that runs alone.
+            probe=plan is None or any("probe" in nuisances for nuisances in plan.adjust.values()),
             clock=self.config.primary.clock, timed_share=self.config.integrity.timed_share,
             sandbox=self.sandbox, simulate_floor_pct=self.sim_floor(ex.platform),
             simulate_digests=self.sim_digests(ex.platform), simulate_seed=simulate_seed)

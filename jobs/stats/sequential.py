@@ -27,7 +27,8 @@ process can run 2.9x slower than the next and repeats inside a process are corre
   regression "no difference"); else sample on, to `max_pairs`. No veto for noise: noise only
   makes the wealth grow slower.
 * **Nuisances are adjusted predictably**: the coin also decides which arm ran second, and a
-  machine-speed probe is taken beside each process; when the A/A calibration shows such an
+  machine-speed probe is taken before each process (of an experiment, only where the calibration
+  kept it as a nuisance); when the A/A calibration shows such an
   effect (pre-registered there, never chosen per experiment), a pair's ``y`` is corrected by
   ``beta @ z`` with ``z`` = (order sign, probe log ratio) and ``beta`` a robust (Huber) fit on
   earlier pairs and the calibration only. Flipping the coin flips ``z`` with ``y``, so the
