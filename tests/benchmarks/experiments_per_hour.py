@@ -25,6 +25,10 @@ checks, the candidate's simulated run) spread over every core the runner may use
 (`jobs.measure.together.usable_cores`) with none idle, against the "before" rate. A rate near it has
 nothing left to overlap: only less work, or fewer pairs, goes faster.
 
+`pair_overhead_ms` is what each pair costs beyond its two benchmark processes (the runner's stop
+rule, probes, journal and sandbox set-up): sampling seconds less the pairs times the arms' median
+process walls. On a 90 ms benchmark such as xxHash's, it is a share of every pair.
+
 The examples build with one compile-and-link command, which neither a compiler cache nor an
 incremental build can shorten; `--build objects` builds the vendored library as objects with header
 dependencies and an archive instead (as the library's own build would), and `--from research`
@@ -178,8 +182,34 @@ def one_run(code: Path, target: Path, patches: list[Path], out: Path, repeats: i
     unknown = None in sampling or not experiments
     return {"n": len(experiments), "seconds": seconds, "total": total, "builds": builds,
             "sampling": None if unknown else sum(sampling),
+            "pair_overhead": None if unknown else pair_overhead(experiments, warmup_pairs(target)),
             "cores_bound": None if unknown else sum(s + side_work(r) / usable_cores()
                                                     for r, s in zip(experiments, sampling))}
+
+
+def warmup_pairs(target: Path) -> int:
+    """The contract's warm-up pairs per sampling (`repeats.warmup`, default 1)."""
+    import yaml
+    config = yaml.safe_load((target / ".github" / "autoresearch.yml").read_text()) or {}
+    return int((config.get("repeats") or {}).get("warmup", 1))
+
+
+def pair_overhead(experiments: list[dict], warmup: int) -> float | None:
+    """The runner's own seconds per pair beyond its two benchmark processes, over the run: each
+    experiment's sampling seconds less its pairs (warm-up and screening ones included) times its two
+    arms' median process walls. What a pair costs that the contract's benchmark does not."""
+    over = rounds = 0.0
+    for r in experiments:
+        runner = r.get("runner") or {}
+        steps = runner.get("steps") or {}
+        walls = (runner.get("wall_base_s") or 0.0) + (runner.get("wall_head_s") or 0.0)
+        screened = steps.get("screening_pairs") or 0
+        n = (runner.get("pairs") or 0) + screened + warmup * (2 if screened else 1)
+        if not walls or not n:
+            continue
+        over += steps["sampling"] - n * walls
+        rounds += n
+    return over / rounds if rounds else None
 
 
 def side_work(record: dict) -> float:
@@ -255,6 +285,8 @@ def main() -> int:
                               f"{3600 * run['n'] / run['sampling']:.2f}")
                         print(f"METRIC {target.name}.experiments_per_hour_cores_bound_{label}="
                               f"{3600 * run['n'] / run['cores_bound']:.2f}")
+                    if run["pair_overhead"] is not None:
+                        print(f"METRIC {target.name}.pair_overhead_ms_{label}={1000 * run['pair_overhead']:.1f}")
                 print(f"METRIC {target.name}.run_seconds_{label}={run['total']:.1f}")
             first, last = totals["before"][-1], totals["after"][-1]
             if first["n"] and last["n"] and last["sampling"]:
