@@ -328,20 +328,16 @@ def wall_interval(y: list[float], s: list[float], alpha: float) -> tuple[float, 
 UNSETTLED = "unsettled"     # the guard stopped early: the pairs left to the cap were unlikely to settle it
 
 
-def may_pass(y, s, pct: float, alpha: float) -> bool:
-    """Whether an end of `wall_interval(y, s, alpha)` may lie beyond `pct` (its lower end above it,
-    or its upper end below it). False means neither does; True is settled by the interval itself.
-    One bet on each side of `pct`, where the interval searches 1601 null values (about 10 ms a pair
-    at 12 pairs, beside a 90 ms benchmark process): each bet's wealth only falls as its null value
+def may_pass(y, s, pct: float, alpha: float, side: str) -> bool:
+    """Whether the end of `wall_interval(y, s, alpha)` on `side` may lie beyond `pct`: the lower end
+    above it ("up"), or the upper end below it ("down"). False means it does not; True is settled by
+    the interval itself. One bet at `pct`, where the interval searches 1601 null values (about 10 ms a
+    pair at 12 pairs, beside a 90 ms benchmark process): each bet's wealth only falls as its null value
     moves against it, so an end lies beyond `pct` only if the bet at `pct` has already won. `SLACK`
-    moves each bet a hair towards winning, so rounding never hides an end the interval finds."""
-    import numpy as np
-    from jobs.stats.sequential import log_wealth, to_log
-    y, s = np.asarray(y, float), np.asarray(s, float)
-    if y.size == 0:
-        return False
-    bar, at = math.log(1 / alpha), to_log(pct)
-    return bool(log_wealth(y, s, at - SLACK, "up").max() >= bar or log_wealth(y, s, at + SLACK, "down").max() >= bar)
+    moves the bet a hair towards winning, so rounding never hides an end the interval finds."""
+    from jobs.stats.sequential import running_max_wealth, to_log
+    at = to_log(pct) + (-SLACK if side == "up" else SLACK)
+    return running_max_wealth(y, s, at, side) >= 1 / alpha
 
 
 SLACK = 1e-9       # log units: far below the interval's own refinement (about 1e-7 in log units)
@@ -361,11 +357,12 @@ def stop_after_pair(sim: Comparison | None, floor: float, y: list[float], s: lis
         from jobs.stats.sequential import to_pct
         if to_pct(float(np.median(y))) < guard.tolerance_pct:
             return "simulated"
-        if not (may_pass(y, s, 0.0, guard.claim_alpha) or may_pass(y, s, guard.tolerance_pct, guard.claim_alpha)):
+        if not (may_pass(y, s, 0.0, guard.claim_alpha, "up") or
+                may_pass(y, s, guard.tolerance_pct, guard.claim_alpha, "down")):
             return ""
         lo, hi = wall_interval(y, s, guard.claim_alpha)
         return "claimed" if lo > 0 else "simulated" if hi < guard.tolerance_pct else ""
-    if may_pass(y, s, -guard.tolerance_pct, guard.alpha):
+    if any(may_pass(y, s, -guard.tolerance_pct, guard.alpha, side) for side in ("up", "down")):
         lo, hi = wall_interval(y, s, guard.alpha)
         if lo > -guard.tolerance_pct:
             return "guarded"

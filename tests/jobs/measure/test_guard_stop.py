@@ -69,10 +69,10 @@ def test_may_pass_is_true_wherever_an_end_has_passed():
         y, s = adjusted(pairs)
         lo, hi = wall_interval(y, s, GUARD.alpha)
         for pct in (-GUARD.tolerance_pct, 0.0, GUARD.tolerance_pct):
-            beyond = lo > pct or hi < pct
-            checked += 1
-            passed += beyond
-            assert may_pass(y, s, pct, GUARD.alpha) or not beyond, (pct, lo, hi)
+            for side, beyond in (("up", lo > pct), ("down", hi < pct)):
+                checked += 1
+                passed += beyond
+                assert may_pass(y, s, pct, GUARD.alpha, side) or not beyond, (pct, side, lo, hi)
     assert 0 < passed < checked          # both kinds of prefix were met
 
 
@@ -80,6 +80,6 @@ def test_on_a_quiet_machine_no_interval_is_searched_before_the_pair_that_settles
     # What the change buys: before the guard can settle, no bet has won, so no grid is searched.
     pairs = path(np.random.default_rng(3), 0.0, "quiet", 16)
     prefixes = [adjusted(pairs[:n]) for n in range(1, 17)]
-    first_pass = next(n for n, (y, s) in enumerate(prefixes, 1) if may_pass(y, s, -GUARD.tolerance_pct, GUARD.alpha))
+    first_pass = next(n for n, (y, s) in enumerate(prefixes, 1) if may_pass(y, s, -GUARD.tolerance_pct, GUARD.alpha, "up"))
     settled = next(n for n, (y, s) in enumerate(prefixes, 1) if wall_interval(y, s, GUARD.alpha)[0] > -GUARD.tolerance_pct)
     assert first_pass == settled > GUARD.min_pairs
