@@ -50,6 +50,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT)]
 
+from jobs.contract.config import load_config  # noqa: E402  (the contract's warm-up pairs)
 from jobs.measure.together import usable_cores  # noqa: E402  (the cores the runner runs work at once on)
 from jobs.run import calcache  # noqa: E402
 
@@ -182,16 +183,9 @@ def one_run(code: Path, target: Path, patches: list[Path], out: Path, repeats: i
     unknown = None in sampling or not experiments
     return {"n": len(experiments), "seconds": seconds, "total": total, "builds": builds,
             "sampling": None if unknown else sum(sampling),
-            "pair_overhead": None if unknown else pair_overhead(experiments, warmup_pairs(target)),
+            "pair_overhead": None if unknown else pair_overhead(experiments, load_config(target).repeats.warmup),
             "cores_bound": None if unknown else sum(s + side_work(r) / usable_cores()
                                                     for r, s in zip(experiments, sampling))}
-
-
-def warmup_pairs(target: Path) -> int:
-    """The contract's warm-up pairs per sampling (`repeats.warmup`, default 1)."""
-    import yaml
-    config = yaml.safe_load((target / ".github" / "autoresearch.yml").read_text()) or {}
-    return int((config.get("repeats") or {}).get("warmup", 1))
 
 
 def pair_overhead(experiments: list[dict], warmup: int) -> float | None:
